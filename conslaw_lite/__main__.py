@@ -1,0 +1,36 @@
+"""The command line: ``python -m conslaw_lite {certify,drift,experiment} ...``.
+
+Each subcommand lives in its own module, which provides ``add_arguments(parser)``
+and ``run(args) -> int``. Bad input ends with one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "certify": ("conslaw_lite.certify", "count the conservation laws of a block and check the known list"),
+    "drift": ("conslaw_lite.drift", "measure how far the laws drift under discrete training"),
+    "experiment": ("conslaw_lite.experiments.runner", "run the paper's experiments (language model, ViT)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conslaw_lite", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    modules = {}
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        modules[name] = importlib.import_module(module_name)
+        modules[name].add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    args = parser.parse_args(argv)
+    try:
+        return modules[args.command].run(args)
+    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The neural-network blocks whose laws the book studies, as torch modules."""

@@ -1,0 +1,75 @@
+"""One scale setting for the whole book, and the device to run on.
+
+Every notebook asks :func:`scale` for its sizes, so the same logic runs small in
+CI and on a laptop CPU, and larger on a GPU (Colab or a lent accelerator).
+Only sizes change with the scale, never the code path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+
+SCALES = ("ci", "cpu", "gpu")
+T = TypeVar("T")
+
+
+def device() -> torch.device:
+    """``cuda`` when a GPU is visible, else ``cpu``.
+
+    Examples
+    ========
+    >>> device().type in ("cpu", "cuda")
+    True
+    """
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A named scale; :meth:`pick` chooses the size that goes with it.
+
+    Examples
+    ========
+    >>> Scale("ci").pick(ci=10, cpu=100, gpu=1000)
+    10
+    >>> Scale("gpu").pick(ci=10, cpu=100)  # gpu falls back to the cpu size
+    100
+    """
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.name not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES}, got {self.name!r}")
+
+    def pick(self, *, ci: T, cpu: T | None = None, gpu: T | None = None) -> T:
+        """The size for this scale: ``ci`` < ``cpu`` < ``gpu``, each defaulting to the one below."""
+        cpu = ci if cpu is None else cpu
+        gpu = cpu if gpu is None else gpu
+        return {"ci": ci, "cpu": cpu, "gpu": gpu}[self.name]
+
+    @property
+    def is_ci(self) -> bool:
+        return self.name == "ci"
+
+
+def scale() -> Scale:
+    """The scale in force: ``CONSLAW_SCALE`` if set, else ``ci`` under CI, ``gpu`` with CUDA, else ``cpu``.
+
+    Examples
+    ========
+    >>> import os
+    >>> os.environ["CONSLAW_SCALE"] = "ci"; scale().name
+    'ci'
+    >>> del os.environ["CONSLAW_SCALE"]
+    """
+    name = os.environ.get("CONSLAW_SCALE", "").strip().lower()
+    if name:
+        return Scale(name)
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        return Scale("ci")
+    return Scale("gpu" if torch.cuda.is_available() else "cpu")

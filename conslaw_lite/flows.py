@@ -1,0 +1,302 @@
+"""Training as the theory sees it: exact gradient flow, and its discretisations.
+
+* :func:`gradient_flow` integrates ``θ' = −∇L(θ)`` with an adaptive
+  Dormand–Prince 8(5,3) scheme (``scipy.integrate.solve_ivp``, float64, error
+  control), so a conservation law stays constant to the integrator's tolerance.
+* :func:`train` takes discrete steps ``θ_{k+1} = θ_k − δ_k`` with step sizes
+  τ_k (constant, or ``τ₀/(k+1)``) and one of four update rules, and records
+  every law ``h`` at each θ_k together with ``h(δ_k)``: for a quadratic law
+  ``h(θ) = θᵀMθ`` and a plain gradient step ``δ = τg``, THEORY.md's exact
+  identity reads ``h(θ_{k+1}) − h(θ_k) = h(δ_k) = τ_k² gᵀMg``.
+
+A loss is a function ``loss_fn(model, k)`` of the model and the step index, so
+that SGD can draw its mini-batch from ``k`` reproducibly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from conslaw_lite.laws.registry import Law
+
+LossFn = Callable[[nn.Module, int], torch.Tensor]
+SCHEDULES = ("constant", "decay")
+OPTIMIZERS = ("gd", "sgd", "momentum", "adam")
+
+
+class Diverged(RuntimeError):
+    """Training left the finite numbers (or blew up) at ``step``."""
+
+    def __init__(self, step: int, reason: str) -> None:
+        super().__init__(f"training diverged at step {step}: {reason}")
+        self.step = step
+        self.reason = reason
+
+
+def mse_loss(x: torch.Tensor, y: torch.Tensor, *, batch_size: int | None = None, seed: int = 0) -> LossFn:
+    """``L(θ) = ½ Σ ‖f(x; θ) − y‖² / n`` over the full batch, or over a mini-batch drawn from ``(seed, k)``.
+
+    Examples
+    ========
+    >>> import torch
+    >>> model = torch.nn.Linear(2, 1, bias=False).double()
+    >>> with torch.no_grad(): _ = model.weight.zero_()
+    >>> loss = mse_loss(torch.ones(4, 2, dtype=torch.float64), torch.ones(4, 1, dtype=torch.float64))
+    >>> float(loss(model, 0))
+    0.5
+    """
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x has {x.shape[0]} samples but y has {y.shape[0]}")
+    n = x.shape[0]
+    if batch_size is not None and not 1 <= batch_size <= n:
+        raise ValueError(f"batch_size must be in [1, {n}], got {batch_size}")
+
+    def loss(model: nn.Module, k: int) -> torch.Tensor:
+        if batch_size is None or batch_size == n:
+            xb, yb = x, y
+        else:
+            g = torch.Generator().manual_seed(seed * 1_000_003 + k)
+            idx = torch.randperm(n, generator=g)[:batch_size]
+            xb, yb = x[idx], y[idx]
+        r = model(xb) - yb
+        return 0.5 * (r * r).sum() / xb.shape[0]
+
+    return loss
+
+
+def step_sizes(lr: float, steps: int, schedule: str = "constant") -> np.ndarray:
+    """τ_k for k = 0..steps−1: ``τ`` (constant) or ``τ₀/(k+1)`` (decay).
+
+    Examples
+    ========
+    >>> step_sizes(0.1, 3, "decay").round(4).tolist()
+    [0.1, 0.05, 0.0333]
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if not (lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"lr must be a positive finite number, got {lr}")
+    k = np.arange(steps, dtype=np.float64)
+    return np.full(steps, lr) if schedule == "constant" else lr / (k + 1)
+
+
+@dataclass
+class Run:
+    """What :func:`train` saw. Arrays over k; law values flattened to ``(k, entries)``.
+
+    ``h[name][k]`` is the law at θ_k (k = 0..K), ``h_step[name][k]`` the law evaluated
+    at the step δ_k (k = 0..K−1), ``grad_sq[k] = ‖g_k‖²``, ``tau[k] = τ_k``.
+    """
+
+    tau: np.ndarray
+    loss: np.ndarray
+    grad_sq: np.ndarray
+    h: dict[str, np.ndarray]
+    h_step: dict[str, np.ndarray]
+    param_change: float = 0.0  # ‖θ_K − θ_0‖ / ‖θ_0‖
+    extra: dict = field(default_factory=dict)
+
+    def drift(self, name: str) -> np.ndarray:
+        """``‖h_k − h_0‖`` (Frobenius over the law's entries) for k = 0..K."""
+        return np.linalg.norm(self.h[name] - self.h[name][0], axis=1)
+
+    def relative_drift(self, name: str) -> np.ndarray:
+        """THEORY.md's ``‖h_k − h_0‖ / ‖h_0‖``."""
+        return self.drift(name) / max(np.linalg.norm(self.h[name][0]), np.finfo(float).tiny)
+
+    def step_budget(self) -> np.ndarray:
+        """``Σ_{i<k} τ_i² ‖g_i‖²`` for k = 0..K, the quantity the drift is proportional to."""
+        return np.concatenate([[0.0], np.cumsum(self.tau**2 * self.grad_sq)])
+
+
+def _param_dict(model: nn.Module, tensors: list[torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    names = [n for n, _ in model.named_parameters()]
+    values = [p.detach() for _, p in model.named_parameters()] if tensors is None else tensors
+    return dict(zip(names, values))
+
+
+def _law_values(laws: Mapping[str, Law], params: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    return {n: fn(params).detach().double().reshape(-1).cpu().numpy() for n, fn in laws.items()}
+
+
+def _check_finite(k: int, loss: torch.Tensor, loss0: float, max_loss_ratio: float) -> None:
+    value = float(loss)
+    if not math.isfinite(value):
+        raise Diverged(k, f"the loss is {value}")
+    if value > max_loss_ratio * max(loss0, 1e-300):
+        raise Diverged(k, f"the loss grew from {loss0:.3g} to {value:.3g}; the step size is too large")
+
+
+def train(
+    model: nn.Module,
+    loss_fn: LossFn,
+    *,
+    lr: float,
+    steps: int,
+    schedule: str = "constant",
+    optimizer: str = "gd",
+    laws: Mapping[str, Law] | None = None,
+    momentum: float = 0.9,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+    max_loss_ratio: float = 1e6,
+) -> Run:
+    """Take ``steps`` steps ``θ_{k+1} = θ_k − δ_k`` on ``model`` in place and record the laws.
+
+    Update rules (g_k = ∇L_k(θ_k), L_k the loss of step k, mini-batch or full):
+    ``gd``/``sgd``: δ = τg (the batch is the loss function's business);
+    ``momentum``: v ← βv + g, δ = τv; ``adam``: the usual bias-corrected
+    δ = τ m̂ / (√v̂ + ε). Raises :class:`Diverged` at the first non-finite loss
+    or one ``max_loss_ratio`` times the initial loss.
+
+    Examples
+    ========
+    >>> import torch
+    >>> from conslaw_lite.blocks.toy import ToyProduct, toy_laws
+    >>> model = ToyProduct(a=2.0, b=1.0)
+    >>> loss = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
+    >>> run = train(model, loss, lr=0.01, steps=3, laws=toy_laws(model))
+    >>> bool(abs(run.h["a²−b²"][1, 0] - run.h["a²−b²"][0, 0] - run.h_step["a²−b²"][0, 0]) < 1e-14)
+    True
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    laws = dict(laws or {})
+    taus = step_sizes(lr, steps, schedule)
+    params = [p for p in model.parameters() if p.requires_grad]
+    theta0 = torch.cat([p.detach().reshape(-1) for p in params]).clone()
+    state = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
+
+    h = {n: [v] for n, v in _law_values(laws, _param_dict(model)).items()}
+    h_step: dict[str, list[np.ndarray]] = {n: [] for n in laws}
+    losses, grad_sq = [], []
+    loss0 = None
+    for k, tau in enumerate(taus):
+        loss = loss_fn(model, k)
+        loss0 = float(loss) if loss0 is None else loss0
+        _check_finite(k, loss, loss0, max_loss_ratio)
+        grads = torch.autograd.grad(loss, params)
+        deltas = _update(optimizer, k, float(tau), grads, state, momentum, betas, eps)
+        with torch.no_grad():
+            for p, d in zip(params, deltas):
+                p.sub_(d)
+        if not all(torch.isfinite(p).all() for p in params):
+            raise Diverged(k, "a parameter became non-finite")
+        losses.append(float(loss))
+        grad_sq.append(float(sum((g.double() ** 2).sum() for g in grads)))
+        for n, v in _law_values(laws, _param_dict(model, list(deltas))).items():
+            h_step[n].append(v)
+        for n, v in _law_values(laws, _param_dict(model)).items():
+            h[n].append(v)
+    final = loss_fn(model, steps)
+    _check_finite(steps, final, loss0, max_loss_ratio)
+    losses.append(float(final))
+    theta = torch.cat([p.detach().reshape(-1) for p in params])
+    return Run(
+        tau=taus,
+        loss=np.array(losses),
+        grad_sq=np.array(grad_sq),
+        h={n: np.stack(v) for n, v in h.items()},
+        h_step={n: np.stack(v) for n, v in h_step.items()},
+        param_change=float((theta - theta0).norm() / theta0.norm().clamp_min(1e-300)),
+    )
+
+
+def _update(optimizer, k, tau, grads, state, momentum, betas, eps) -> list[torch.Tensor]:
+    if optimizer in ("gd", "sgd"):
+        return [tau * g for g in grads]
+    m, v = state
+    if optimizer == "momentum":
+        for mi, g in zip(m, grads):
+            mi.mul_(momentum).add_(g)
+        return [tau * mi for mi in m]
+    b1, b2 = betas
+    deltas = []
+    for mi, vi, g in zip(m, v, grads):
+        mi.mul_(b1).add_(g, alpha=1 - b1)
+        vi.mul_(b2).addcmul_(g, g, value=1 - b2)
+        m_hat, v_hat = mi / (1 - b1 ** (k + 1)), vi / (1 - b2 ** (k + 1))
+        deltas.append(tau * m_hat / (v_hat.sqrt() + eps))
+    return deltas
+
+
+@dataclass
+class Flow:
+    """Gradient flow sampled at times ``t``: ``loss[i]`` and ``h[name][i]`` at θ(t_i)."""
+
+    t: np.ndarray
+    loss: np.ndarray
+    h: dict[str, np.ndarray]
+    theta: np.ndarray  # (len(t), D)
+    nfev: int
+
+    def relative_drift(self, name: str) -> np.ndarray:
+        """``‖h(t) − h(0)‖ / ‖h(0)‖``."""
+        return np.linalg.norm(self.h[name] - self.h[name][0], axis=1) / max(
+            np.linalg.norm(self.h[name][0]), np.finfo(float).tiny
+        )
+
+
+def gradient_flow(
+    model: nn.Module,
+    loss_fn: LossFn,
+    t_end: float,
+    *,
+    n_points: int = 101,
+    laws: Mapping[str, Law] | None = None,
+    rtol: float = 1e-12,
+    atol: float = 1e-12,
+) -> Flow:
+    """Integrate ``θ'(t) = −∇L(θ(t))`` from the model's θ to ``t_end`` (DOP853, float64).
+
+    The full-batch loss ``loss_fn(model, 0)`` is used. The model is left at θ(t_end).
+
+    Examples
+    ========
+    >>> import torch
+    >>> from conslaw_lite.blocks.toy import ToyProduct, toy_laws
+    >>> model = ToyProduct(a=2.0, b=1.0)
+    >>> loss = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
+    >>> flow = gradient_flow(model, loss, 1.0, laws=toy_laws(model))
+    >>> bool(flow.relative_drift("a²−b²").max() < 1e-9)
+    True
+    """
+    from scipy.integrate import solve_ivp
+
+    laws = dict(laws or {})
+    params = [p for p in model.parameters() if p.requires_grad]
+    dtype = params[0].dtype
+    theta0 = torch.nn.utils.parameters_to_vector(params).detach().double().cpu().numpy()
+
+    def set_theta(theta: np.ndarray) -> None:
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(torch.as_tensor(theta, dtype=dtype, device=params[0].device), params)
+
+    def rhs(_t: float, theta: np.ndarray) -> np.ndarray:
+        set_theta(theta)
+        loss = loss_fn(model, 0)
+        if not torch.isfinite(loss):
+            raise Diverged(0, f"the loss is {float(loss)} during the flow at t={_t:.4g}")
+        grads = torch.autograd.grad(loss, params)
+        return -torch.cat([g.reshape(-1) for g in grads]).double().cpu().numpy()
+
+    t_eval = np.linspace(0.0, t_end, n_points)
+    sol = solve_ivp(rhs, (0.0, t_end), theta0, method="DOP853", t_eval=t_eval, rtol=rtol, atol=atol)
+    if not sol.success:
+        raise RuntimeError(f"gradient flow integration failed: {sol.message}")
+    losses, h = [], {n: [] for n in laws}
+    for theta in sol.y.T:
+        set_theta(theta)
+        with torch.no_grad():
+            losses.append(float(loss_fn(model, 0)))
+        for n, v in _law_values(laws, _param_dict(model)).items():
+            h[n].append(v)
+    return Flow(sol.t, np.array(losses), {n: np.stack(v) for n, v in h.items()}, sol.y.T.copy(), sol.nfev)

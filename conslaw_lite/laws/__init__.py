@@ -1,0 +1,34 @@
+"""Closed-form conservation laws, one registry for every supported block.
+
+Importing this package registers every block family (their laws and their
+``certify``/``drift`` architectures).
+"""
+
+from conslaw_lite.blocks import toy  # noqa: F401
+from conslaw_lite.laws.registry import (
+    BlockLaws,
+    Law,
+    Params,
+    controls_of,
+    evaluate,
+    find_blocks,
+    law_functions,
+    laws_of,
+    parameters_of,
+    register_laws,
+    supported_types,
+)
+
+__all__ = [
+    "BlockLaws",
+    "Law",
+    "Params",
+    "controls_of",
+    "evaluate",
+    "find_blocks",
+    "law_functions",
+    "laws_of",
+    "parameters_of",
+    "register_laws",
+    "supported_types",
+]
