@@ -158,7 +158,8 @@ def train(
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct, toy_laws
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.laws.toy import toy_laws
     >>> model = ToyProduct(a=2.0, b=1.0)
     >>> loss = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
     >>> run = train(model, loss, lr=0.01, steps=3, laws=toy_laws(model))
@@ -262,7 +263,8 @@ def gradient_flow(
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct, toy_laws
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.laws.toy import toy_laws
     >>> model = ToyProduct(a=2.0, b=1.0)
     >>> loss = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
     >>> flow = gradient_flow(model, loss, 1.0, laws=toy_laws(model))

@@ -1,0 +1,27 @@
+"""Laws of the toy products: gradient flow on ``f = a·b·x`` keeps ``a² − b²``.
+
+They are the characteristics of ``b ∂_a h + a ∂_b h = 0``; with a third factor
+``c`` the PDE ``bc ∂_a h + ac ∂_b h + ab ∂_c h = 0`` keeps ``a² − b²`` and ``a² − c²``.
+"""
+
+from __future__ import annotations
+
+from conslaw_lite.blocks.toy import ToyProduct
+from conslaw_lite.laws.registry import BlockLaws, Law, register_laws
+
+
+def toy_laws(model: ToyProduct, prefix: str = "") -> dict[str, Law]:
+    """``a² − θ_j²`` for each factor θ_j after the first: ``{"a²−b²": ..., "a²−c²": ...}``."""
+    first, *rest = [n for n, _ in model.named_parameters(recurse=False)]
+    return {f"{first}²−{n}²": _square_difference(prefix + first, prefix + n) for n in rest}
+
+
+def _square_difference(u: str, v: str) -> Law:
+    return lambda p: p[u] ** 2 - p[v] ** 2
+
+
+@register_laws(ToyProduct)
+def _toy_block(module: ToyProduct, prefix: str) -> BlockLaws:
+    names = [n for n, _ in module.named_parameters(recurse=False)]
+    controls = {f"{n}²": (lambda p, key=prefix + n: p[key] ** 2) for n in names}
+    return BlockLaws(prefix.rstrip("."), "toy", toy_laws(module, prefix), controls)
