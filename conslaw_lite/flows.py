@@ -48,7 +48,7 @@ def mse_loss(x: torch.Tensor, y: torch.Tensor, *, batch_size: int | None = None,
     >>> model = torch.nn.Linear(2, 1, bias=False).double()
     >>> with torch.no_grad(): _ = model.weight.zero_()
     >>> loss = mse_loss(torch.ones(4, 2, dtype=torch.float64), torch.ones(4, 1, dtype=torch.float64))
-    >>> float(loss(model, 0))
+    >>> float(loss(model, 0).detach())
     0.5
     """
     if x.shape[0] != y.shape[0]:
@@ -122,15 +122,17 @@ def _param_dict(model: nn.Module, tensors: list[torch.Tensor] | None = None) -> 
 
 
 def _law_values(laws: Mapping[str, Law], params: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    return {n: fn(params).detach().double().reshape(-1).cpu().numpy() for n, fn in laws.items()}
+    # copy: a law may return a view of a parameter (h = W), which the next step changes in place
+    return {n: fn(params).detach().double().reshape(-1).cpu().numpy().copy() for n, fn in laws.items()}
 
 
-def _check_finite(k: int, loss: torch.Tensor, loss0: float, max_loss_ratio: float) -> None:
-    value = float(loss)
+def _check_finite(k: int, loss: torch.Tensor, loss0: float, max_loss_ratio: float, tau: float | None = None) -> None:
+    value = float(loss.detach())
+    step = "the step size" if tau is None else f"the step size τ = {tau:g}"
     if not math.isfinite(value):
-        raise Diverged(k, f"the loss is {value}")
+        raise Diverged(k, f"the loss is {value}; {step} is too large")
     if value > max_loss_ratio * max(loss0, 1e-300):
-        raise Diverged(k, f"the loss grew from {loss0:.3g} to {value:.3g}; the step size is too large")
+        raise Diverged(k, f"the loss grew from {loss0:.3g} to {value:.3g}; {step} is too large")
 
 
 def train(
@@ -182,8 +184,8 @@ def train(
     loss0 = None
     for k, tau in enumerate(taus):
         loss = loss_fn(model, k)
-        loss0 = float(loss) if loss0 is None else loss0
-        _check_finite(k, loss, loss0, max_loss_ratio)
+        loss0 = float(loss.detach()) if loss0 is None else loss0
+        _check_finite(k, loss, loss0, max_loss_ratio, taus[k - 1] if k else None)
         grads = torch.autograd.grad(loss, params)
         deltas = _update(optimizer, k, float(tau), grads, state, momentum, betas, eps)
         with torch.no_grad():
@@ -191,15 +193,15 @@ def train(
                 p.sub_(d)
         if not all(torch.isfinite(p).all() for p in params):
             raise Diverged(k, "a parameter became non-finite")
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         grad_sq.append(float(sum((g.double() ** 2).sum() for g in grads)))
         for n, v in _law_values(laws, _param_dict(model, list(deltas))).items():
             h_step[n].append(v)
         for n, v in _law_values(laws, _param_dict(model)).items():
             h[n].append(v)
     final = loss_fn(model, steps)
-    _check_finite(steps, final, loss0, max_loss_ratio)
-    losses.append(float(final))
+    _check_finite(steps, final, loss0, max_loss_ratio, taus[-1])
+    losses.append(float(final.detach()))
     theta = torch.cat([p.detach().reshape(-1) for p in params])
     return Run(
         tau=taus,

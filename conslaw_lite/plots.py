@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
 
 CONSERVED = "#1f6fb4"  # blue: quantities gradient flow keeps
@@ -38,7 +39,8 @@ def plot_drift(
     """Drift against step k on log-log axes, blue for a conserved law, red for a control."""
     kwargs.setdefault("color", CONSERVED if conserved else CONTROL)
     kwargs.setdefault("linestyle", "-" if conserved else "--")
-    (line,) = ax.loglog(k, np.maximum(drift, np.finfo(float).tiny), label=label, **kwargs)
+    # an exact zero (a linear law kept to the last bit) has no logarithm: leave a gap, not a point at 1e-308
+    (line,) = ax.loglog(k, np.where(np.asarray(drift) > 0, drift, np.nan), label=label, **kwargs)
     ax.set_xlabel("step k")
     return line
 
@@ -48,3 +50,65 @@ def plot_reference_slope(ax: Axes, x: np.ndarray, y0: float, slope: float, label
     x = np.asarray(x, dtype=float)
     (line,) = ax.loglog(x, y0 * (x / x[0]) ** slope, color=REFERENCE, linestyle=":", label=label or f"slope {slope:g}")
     return line
+
+
+def plot_gates(ax: Axes, gates: np.ndarray, title: str = "") -> AxesImage:
+    """Gate values g_e(x_t) as a heat-map: tokens t across, experts e down; white where a token skips an expert.
+
+    ``gates`` has shape (T, n_E), rows summing to 1 (e.g. :meth:`conslaw_lite.blocks.moe.MoE.gates`).
+    """
+    gates = np.asarray(gates, dtype=float)
+    shown = np.ma.masked_equal(gates.T, 0.0)  # (n_E, T): unselected experts stay blank
+    cmap = plt.get_cmap("Blues").copy()
+    cmap.set_bad("white")
+    image = ax.imshow(shown, aspect="auto", cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
+    ax.set_xlabel("token t")
+    ax.set_ylabel("expert e")
+    ax.set_yticks(range(gates.shape[1]))
+    ax.set_title(title)
+    return image
+
+
+def plot_band(
+    ax: Axes, k: np.ndarray, values: np.ndarray, label: str, *, conserved: bool = True, **kwargs
+) -> Line2D:
+    """Mean over seeds (rows of ``values``) against k on log-log axes, shaded from the smallest to the largest seed.
+
+    Blue and solid for a conserved law, red and dashed for a control, as :func:`plot_drift`.
+    """
+    values = np.maximum(np.atleast_2d(values), np.finfo(float).tiny)
+    line = plot_drift(ax, k, values.mean(axis=0), label, conserved=conserved, **kwargs)
+    ax.fill_between(k, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.15, linewidth=0)
+    return line
+
+
+def plot_singular_values(ax: Axes, sigma: np.ndarray, rank: int, title: str = "") -> None:
+    """Singular values of the law counter's stacked vectors, largest first (log scale): kept ones (the rank of
+    Lie(W)) in green, dropped ones in grey, a dashed line across the gap between them.
+
+    ``sigma`` and ``rank`` are :class:`conslaw_lite.counting.LawCount`'s ``singular_values`` and ``rank_lie``.
+    """
+    sigma = np.maximum(np.asarray(sigma, dtype=float), np.finfo(float).tiny)
+    index = np.arange(1, len(sigma) + 1)
+    ax.semilogy(index[:rank], sigma[:rank], ".", color=TRAJECTORY, label=f"kept: rank {rank}")
+    ax.semilogy(index[rank:], sigma[rank:], ".", color=REFERENCE, label="dropped")
+    if 0 < rank < len(sigma):
+        ax.axhline(np.sqrt(sigma[rank - 1] * sigma[rank]), color=REFERENCE, linestyle="--", linewidth=0.8)
+    ax.set_xlabel("index")
+    ax.set_ylabel("singular value")
+    ax.set_title(title)
+    ax.legend(loc="lower left")
+
+
+def plot_law_matrix(ax: Axes, M: np.ndarray, title: str = "", *, vmax: float | None = None) -> AxesImage:
+    """A matrix-valued law (e.g. ``Q_iᵀQ_i − K_iᵀK_i``) as a heat-map, blue negative, red positive, 0 white.
+
+    ``vmax`` fixes the colour range to ±vmax so that panels before and after training compare.
+    """
+    M = np.asarray(M, dtype=float)
+    vmax = float(np.abs(M).max()) if vmax is None else vmax
+    image = ax.imshow(M, cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
+    ax.set_xticks(range(M.shape[1]))
+    ax.set_yticks(range(M.shape[0]))
+    ax.set_title(title)
+    return image

@@ -4,7 +4,13 @@ Importing this package registers every block family (their laws and their
 ``certify``/``drift`` architectures).
 """
 
-from conslaw_lite.laws import toy  # noqa: F401  (each family registers itself on import)
+from conslaw_lite.laws import (  # noqa: F401  (each family registers itself on import)
+    attention,
+    ffn,
+    moe,
+    network,
+    toy,
+)
 from conslaw_lite.laws.registry import (
     BlockLaws,
     Law,

@@ -42,31 +42,45 @@ Finder = Callable[[nn.Module, str], "BlockLaws | None"]
 _FINDERS: dict[type, Finder] = {}
 
 
-def register_laws(*types: type) -> Callable[[Finder], Finder]:
+_NAMED_FINDERS: dict[str, Finder] = {}  # "module.QualName" -> finder, for optional libraries (timm)
+
+
+def register_laws(*types: type | str) -> Callable[[Finder], Finder]:
     """Register ``finder(module, prefix) -> BlockLaws | None`` for modules of these types.
 
     ``prefix`` is the module's name in the model followed by a dot (``""`` at the
-    root), so a finder reads its weights as ``p[prefix + "A.weight"]``.
+    root), so a finder reads its weights as ``p[prefix + "A.weight"]``. A type
+    may be given by its full name (``"timm.layers.mlp.Mlp"``) so that an optional
+    library need not be imported to register it.
     """
 
     def decorate(finder: Finder) -> Finder:
         for t in types:
-            _FINDERS[t] = finder
+            if isinstance(t, str):
+                _NAMED_FINDERS[t] = finder
+            else:
+                _FINDERS[t] = finder
         return finder
 
     return decorate
+
+
+def _qualified_name(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
 
 
 def _finder_for(module: nn.Module) -> Finder | None:
     for t in type(module).__mro__:
         if t in _FINDERS:
             return _FINDERS[t]
+        if _qualified_name(t) in _NAMED_FINDERS:
+            return _NAMED_FINDERS[_qualified_name(t)]
     return None
 
 
 def supported_types() -> list[str]:
     """Names of the module types whose laws are known."""
-    return sorted(f"{t.__module__}.{t.__qualname__}" for t in _FINDERS)
+    return sorted({_qualified_name(t) for t in _FINDERS} | set(_NAMED_FINDERS))
 
 
 def find_blocks(model: nn.Module) -> list[BlockLaws]:

@@ -1,0 +1,226 @@
+"""Mixture of experts: ``f(x) = Σ_e g_e(x) E_e(x)`` with a learned gate and SwiGLU experts.
+
+The gate is one ``nn.Linear(d, n_E, bias=False)`` called ``gate``: its weight
+row e is the paper's gate row W_e ∈ R^d, so the gate logits are ``z_e = W_e·x``.
+The gate values are
+
+* ``gating="softmax"``: ``g = softmax(z)``;
+* ``gating="sigmoid"`` (normalized sigmoid): ``g_e = σ(z_e) / Σ_j σ(z_j)``.
+
+With ``top_k = k`` each token keeps only its k largest logits S(x) and the
+normaliser runs over the selected ones only (Mixtral's convention:
+``g_e = exp(z_e) / Σ_{j∈S} exp(z_j)`` for e ∈ S, 0 otherwise; likewise for the
+sigmoid). This choice decides the laws: adding one vector v to every gate row
+shifts every logit by v·x, which changes neither S(x) nor a softmax over S(x),
+so Σ_e W_e stays a law for every k; and for k = 1 the single selected gate
+value is exactly 1, so the gate gets no gradient at all.
+
+:meth:`MoE.forward` routes the way real MoE layers do: tokens are sent
+(``index_select``) only to their selected experts and the weighted outputs are
+added back (``index_add``). :meth:`MoE.dense_forward` computes every expert on
+every token and weights by the full gate matrix (zeros off the selection), the
+reference the sparse path is tested against. :func:`sympy_form` writes the dense
+block in sympy for :func:`conslaw_lite.symbolic.quadratic_laws`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from conslaw_lite.blocks.ffn import SwiGLU
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+GATINGS = ("softmax", "sigmoid")
+
+
+def normalize_gates(logits: torch.Tensor, gating: str) -> torch.Tensor:
+    """Gate values from the (selected) logits, normalised over the last axis.
+
+    ``softmax``: ``exp(z_e) / Σ_j exp(z_j)``; ``sigmoid``: ``σ(z_e) / Σ_j σ(z_j)``.
+
+    Examples
+    ========
+    >>> import math
+    >>> z = torch.tensor([0.0, math.log(3.0)], dtype=torch.float64)
+    >>> normalize_gates(z, "softmax").tolist()  # 1/4, 3/4
+    [0.25, 0.75]
+    >>> normalize_gates(z, "sigmoid").tolist()  # (1/2, 3/4) / (5/4)
+    [0.4, 0.6]
+    """
+    if gating == "softmax":
+        return torch.softmax(logits, dim=-1)
+    if gating == "sigmoid":
+        s = torch.sigmoid(logits)
+        return s / s.sum(dim=-1, keepdim=True)
+    raise ValueError(f"gating must be one of {GATINGS}, got {gating!r}")
+
+
+class MoE(nn.Module):
+    """``f(x) = Σ_e g_e(x) E_e(x)``, experts ``E_e = expert(d, hidden, out)`` (SwiGLU by default).
+
+    ``gate.weight`` is the n_E×d matrix whose row e is W_e; ``experts[e]`` is E_e.
+    ``top_k=None`` is dense gating; ``top_k=k`` keeps each token's k largest
+    logits and renormalises the gate over them. Input ``(batch, d)`` or
+    ``(batch, T, d)``; every token is routed on its own.
+
+    Examples
+    ========
+    >>> moe = MoE(3, n_experts=4, hidden=2, out=2, top_k=2).double()
+    >>> x = torch.randn(5, 7, 3, dtype=torch.float64)
+    >>> moe(x).shape
+    torch.Size([5, 7, 2])
+    >>> bool(torch.allclose(moe(x), moe.dense_forward(x)))
+    True
+    >>> moe.gates(x).count_nonzero(dim=-1).unique().tolist()  # two experts per token
+    [2]
+    """
+
+    def __init__(
+        self,
+        d: int,
+        n_experts: int,
+        hidden: int,
+        out: int,
+        gating: str = "softmax",
+        top_k: int | None = None,
+        expert: Callable[[int, int, int], nn.Module] = SwiGLU,
+    ) -> None:
+        super().__init__()
+        for name, v in (("d", d), ("n_experts", n_experts), ("hidden", hidden), ("out", out)):
+            if not (isinstance(v, int) and v >= 1):
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if gating not in GATINGS:
+            raise ValueError(f"gating must be one of {GATINGS}, got {gating!r}")
+        if top_k is not None and not (isinstance(top_k, int) and 1 <= top_k <= n_experts):
+            raise ValueError(f"top_k must be None or an integer in [1, n_experts={n_experts}], got {top_k!r}")
+        self.d, self.n_experts, self.out = d, n_experts, out
+        self.gating, self.top_k = gating, top_k
+        self.gate = nn.Linear(d, n_experts, bias=False)  # row e of gate.weight is W_e
+        self.experts = nn.ModuleList(expert(d, hidden, out) for _ in range(n_experts))
+
+    def route(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(experts, weights)``, both (n, k): each token's selected experts and their gate values.
+
+        Dense gating selects all n_E experts (k = n_E). Under top-1 the weight is exactly 1.
+
+        Examples
+        ========
+        >>> moe = MoE(2, n_experts=3, hidden=1, out=1, top_k=1).double()
+        >>> experts, weights = moe.route(torch.randn(4, 2, dtype=torch.float64))
+        >>> tuple(experts.shape), weights.flatten().tolist()
+        ((4, 1), [1.0, 1.0, 1.0, 1.0])
+        """
+        logits = self.gate(tokens)  # (n, n_E): z_e = W_e·x
+        k = self.top_k or self.n_experts
+        selected, experts = logits.topk(k, dim=-1)  # (n, k)
+        return experts, normalize_gates(selected, self.gating)
+
+    def gates(self, x: torch.Tensor) -> torch.Tensor:
+        """The full gate matrix ``g_e(x)``, shape ``(..., n_E)``, zero for experts a token does not use."""
+        tokens = x.reshape(-1, self.d)
+        experts, weights = self.route(tokens)
+        g = weights.new_zeros(tokens.shape[0], self.n_experts).scatter(1, experts, weights)
+        return g.reshape(*x.shape[:-1], self.n_experts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (..., d)
+        tokens = x.reshape(-1, self.d)  # (n, d)
+        experts, weights = self.route(tokens)  # (n, k) each
+        k = experts.shape[1]
+        token_of = torch.arange(tokens.shape[0], device=x.device).repeat_interleave(k)  # (n·k,)
+        expert_of, weight_of = experts.reshape(-1), weights.reshape(-1)  # (n·k,)
+        y = tokens.new_zeros(tokens.shape[0], self.out)  # (n, m)
+        for e, expert in enumerate(self.experts):
+            slots = (expert_of == e).nonzero().squeeze(1)  # the (token, choice) pairs sent to expert e
+            if slots.numel() == 0:
+                continue
+            mine = token_of[slots]
+            y = y.index_add(0, mine, weight_of[slots, None] * expert(tokens.index_select(0, mine)))
+        return y.reshape(*x.shape[:-1], self.out)
+
+    def dense_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The reference: every expert on every token, ``Σ_e g_e(x) E_e(x)`` with the full gate matrix."""
+        g = self.gates(x)  # (..., n_E)
+        outputs = torch.stack([expert(x) for expert in self.experts], dim=-2)  # (..., n_E, m)
+        return (g.unsqueeze(-1) * outputs).sum(dim=-2)
+
+
+def routing_margin(model: MoE, x: torch.Tensor) -> float:
+    """``min_x (z_(k)(x) − z_(k+1)(x))``: the gap between the last selected and the first dropped logit.
+
+    When it is positive, the selected sets S(x) do not change for gate rows
+    within ``margin / (2‖x‖)`` of the current ones, so the model is smooth there
+    and its derivatives (and law counts) are those of the fixed routing.
+    Dense gating (or k = n_E) has no dropped logit: the margin is ``inf``.
+
+    Examples
+    ========
+    >>> moe = MoE(3, n_experts=3, hidden=1, out=1, top_k=1).double()
+    >>> with torch.no_grad(): _ = moe.gate.weight.copy_(torch.eye(3, dtype=torch.float64))
+    >>> routing_margin(moe, torch.tensor([[2.0, 0.5, 0.0]], dtype=torch.float64))
+    1.5
+    """
+    k = model.top_k or model.n_experts
+    if k == model.n_experts:
+        return float("inf")
+    with torch.no_grad():
+        z = model.gate(x.reshape(-1, model.d)).topk(k + 1, dim=-1).values  # (n, k+1), sorted
+    return float((z[:, k - 1] - z[:, k]).min())
+
+
+def sympy_parts(gating: str, d: int, n_experts: int, r: int, m: int) -> tuple[sp.Matrix, list, list, list]:
+    """The dense MoE's pieces in sympy: ``(gates g (n_E×1), expert outputs E_e (m×1 each), parameters, inputs)``.
+
+    Experts come from :func:`conslaw_lite.blocks.ffn.sympy_form` with their symbols
+    renamed per expert (``A1_11`` is A_11 of expert 1); gate entries are ``W_ek``;
+    with z = Wx, softmax ``g_e = e^{z_e} / Σ_j e^{z_j}`` or normalized sigmoid
+    ``g_e = σ(z_e) / Σ_j σ(z_j)``. Top-k routing is piecewise and has no sympy form here.
+
+    Examples
+    ========
+    >>> g, experts, params, xs = sympy_parts("sigmoid", 1, 2, 1, 1)
+    >>> [str(p) for p in params]
+    ['W_11', 'W_21', 'A1_11', 'B1_11', 'C1_11', 'A2_11', 'B2_11', 'C2_11']
+    >>> import sympy as sp
+    >>> sp.simplify(g.subs({params[0]: 0, params[1]: sp.log(3), xs[0]: 1})).T  # logits (0, ln 3)
+    Matrix([[2/5, 3/5]])
+    """
+    import sympy as sp  # only the symbolic chapters need it
+
+    from conslaw_lite.blocks.ffn import sympy_form as swiglu_form
+
+    if gating not in GATINGS:
+        raise ValueError(f"gating must be one of {GATINGS}, got {gating!r}")
+    W = sp.Matrix(n_experts, d, lambda e, k: sp.Symbol(f"W_{e + 1}{k + 1}", real=True))
+    params, experts = list(W), []
+    for e in range(1, n_experts + 1):
+        f, theta, x = swiglu_form("swiglu", d, r, m)
+        renamed = {t: sp.Symbol(f"{t.name[0]}{e}{t.name[1:]}", real=True) for t in theta}  # A_11 -> A1_11
+        experts.append(sp.Matrix(f).subs(renamed, simultaneous=True))
+        params += list(renamed.values())
+    z = W * sp.Matrix(x)  # (n_E, 1) logits
+    s = z.applyfunc(sp.exp if gating == "softmax" else lambda t: 1 / (1 + sp.exp(-t)))
+    return s / sum(s), experts, params, x
+
+
+def sympy_form(gating: str, d: int, n_experts: int, r: int, m: int) -> tuple[list, list, list]:
+    """The dense MoE ``f = Σ_e g_e(x) E_e(x)`` as sympy: ``(outputs f_1..f_m, parameters, inputs x_1..x_d)``.
+
+    Built from :func:`sympy_parts`, for :func:`conslaw_lite.symbolic.quadratic_laws`.
+
+    Examples
+    ========
+    >>> from conslaw_lite.symbolic import quadratic_laws
+    >>> quadratic_laws(*sympy_form("softmax", 1, 2, 1, 1))  # each expert's law, and W_11 + W_21
+    [A1_11**2 - C1_11**2, A2_11**2 - C2_11**2, W_11 + W_21]
+    """
+    import sympy as sp
+
+    g, experts, params, x = sympy_parts(gating, d, n_experts, r, m)
+    f = sum((g[e] * experts[e] for e in range(n_experts)), sp.zeros(m, 1))
+    return list(f), params, x

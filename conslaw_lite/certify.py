@@ -1,0 +1,181 @@
+"""``python -m conslaw_lite certify``: count a block's laws and check the known list against the count.
+
+For a registered architecture (``toy``, ``ffn-gelu``, ``mha-rope``, ...) the
+count ``N = D − dim Lie(W)(θ)`` comes from :func:`conslaw_lite.counting.count_laws`;
+``known_laws`` is the number of functionally independent closed-form laws
+``conslaw_lite`` knows for the block (:func:`conslaw_lite.counting.check_laws`
+on :func:`conslaw_lite.laws.law_functions`), and ``formula`` what the theory
+predicts. ``complete`` means the known laws hold to round-off and are as many as
+the count. ``--module FILE.py:FACTORY --input-shape 3,4`` counts the laws of a
+module of one's own (``FACTORY()`` returns it); nothing is known about its laws.
+
+Exit codes: 0 a conclusive count, 1 inconclusive (no clear singular-value gap,
+or the random θ disagree: no number is printed as the count), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from torch import nn
+
+from conslaw_lite.archs import ArchOptions, get_arch
+from conslaw_lite.counting import LawCount, check_laws, count_laws
+from conslaw_lite.laws import law_functions
+
+SIZE_OPTIONS = ("dim", "hidden", "out", "heads", "head_dim", "seq", "experts", "top_k")
+
+
+def _count_fields(count: LawCount) -> dict:
+    return {
+        "num_params": count.num_params,
+        "rank_lie": count.rank_lie,
+        "num_laws": count.num_laws,
+        "conclusive": count.conclusive,
+        "reason": count.reason,
+        "depth": count.depth,
+        "sigma_kept": count.sigma_kept,
+        "sigma_dropped": count.sigma_dropped,
+    }
+
+
+def certify(arch: str, options: ArchOptions) -> dict:
+    """Count the laws of architecture ``arch`` and compare with the known laws and the formula.
+
+    Returns a dict with ``arch, num_params, rank_lie, num_laws, known_laws,
+    max_residual, complete, seconds, formula, formula_text`` and the evidence
+    (``conclusive, reason, depth, sigma_kept, sigma_dropped``). ``num_laws`` and
+    ``rank_lie`` are ``None`` when the count is inconclusive.
+
+    Examples
+    ========
+    >>> r = certify("toy", ArchOptions(dim=3))  # a·b·c·x keeps a² − b² and a² − c²
+    >>> r["num_laws"], r["known_laws"], r["formula"], r["complete"]
+    (2, 2, 2, True)
+    """
+    built = get_arch(arch).build(options)
+    count = count_laws(built.model, built.input_shape, seed=options.seed)
+    check = check_laws(built.model, law_functions(built.model), built.input_shape, seed=options.seed, count=count)
+    return {
+        "arch": arch,
+        **_count_fields(count),
+        "known_laws": check.independent,
+        "max_residual": check.max_residual,
+        "complete": check.complete,
+        "formula": built.formula,
+        "formula_text": built.formula_text,
+        "note": built.note,
+        "seconds": count.seconds,
+    }
+
+
+def load_factory(spec: str) -> nn.Module:
+    """``FILE.py:FACTORY`` → the module ``FACTORY()`` returns (``ValueError`` naming what is missing)."""
+    path_text, sep, factory_name = spec.rpartition(":")
+    if not sep or not path_text or not factory_name:
+        raise ValueError(f"--module must be FILE.py:FACTORY, got {spec!r}")
+    path = Path(path_text)
+    if not path.is_file():
+        raise ValueError(f"--module: file not found: {path}")
+    module_spec = importlib.util.spec_from_file_location(f"_certify_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ValueError(f"--module: cannot import {path} (is it a .py file?)")
+    source = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(source)
+    factory = getattr(source, factory_name, None)
+    if not callable(factory):
+        raise ValueError(f"--module: {path} has no function {factory_name!r}")
+    model = factory()
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"--module: {factory_name}() returned a {type(model).__name__}, not an nn.Module")
+    return model
+
+
+def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0) -> dict:
+    """Count the laws of ``FACTORY()`` from ``FILE.py:FACTORY``; ``known_laws`` and the formula are ``None``."""
+    count = count_laws(load_factory(spec), input_shape, seed=seed)
+    return {
+        "arch": spec,
+        **_count_fields(count),
+        "known_laws": None,
+        "max_residual": None,
+        "complete": None,
+        "formula": None,
+        "formula_text": "",
+        "note": "",
+        "seconds": count.seconds,
+    }
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"3,4"`` → ``(3, 4)``: one input's shape, without the batch dimension.
+
+    Examples
+    ========
+    >>> parse_shape("3,4")
+    (3, 4)
+    """
+    try:
+        shape = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise ValueError(f"--input-shape must be comma-separated positive integers, got {text!r}") from None
+    if any(n < 1 for n in shape):
+        raise ValueError(f"--input-shape must be comma-separated positive integers, got {text!r}")
+    return shape
+
+
+def table(result: dict) -> str:
+    """The result as aligned ``key  value`` lines."""
+    rows = [
+        ("architecture", result["arch"]),
+        ("parameters D", result["num_params"]),
+        ("rank of Lie(W)", result["rank_lie"]),
+        ("laws N = D − rank", result["num_laws"] if result["conclusive"] else f"inconclusive ({result['reason']})"),
+        ("bracket depth", result["depth"]),
+        ("σ kept / dropped", f"{result['sigma_kept']:.2e} / {result['sigma_dropped']:.2e}"),
+    ]
+    if result["formula"] is not None:
+        rows += [
+            ("formula", f"{result['formula']}  ({result['formula_text']})"),
+            ("known laws", result["known_laws"]),
+            ("max residual", f"{result['max_residual']:.1e}"),
+            ("complete", result["complete"]),
+        ]
+    if result["note"]:
+        rows.append(("note", result["note"]))
+    rows.append(("seconds", f"{result['seconds']:.2f}"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("arch", nargs="?", help="a registered architecture (toy, ffn-gelu, swiglu, mha-rope, ...)")
+    parser.add_argument("--module", metavar="FILE.py:FACTORY", help="certify FACTORY() from FILE.py instead")
+    parser.add_argument("--input-shape", metavar="3,4", help="one input's shape (no batch dimension), with --module")
+    for name in SIZE_OPTIONS:
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.arch is None) == (args.module is None):
+        raise ValueError("give either an architecture name or --module FILE.py:FACTORY (not both)")
+    if args.module is not None:
+        if args.input_shape is None:
+            raise ValueError("--module needs --input-shape, e.g. --input-shape 3,4")
+        result = certify_module(args.module, parse_shape(args.input_shape), seed=args.seed)
+    else:
+        if args.input_shape is not None:
+            raise ValueError("--input-shape is only for --module; an architecture knows its input shape")
+        options = ArchOptions(**{n: getattr(args, n) for n in SIZE_OPTIONS}, seed=args.seed)
+        result = certify(args.arch, options)
+    print(json.dumps(result, indent=2) if args.json else table(result))
+    if not result["conclusive"]:
+        print(f"inconclusive: {result['reason']}; no count reported", file=sys.stderr)
+        return 1
+    return 0

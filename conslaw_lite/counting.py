@@ -1,0 +1,443 @@
+"""Count conservation laws numerically: ``N = D − dim Lie(W)(θ)`` (THEORY.md section 3).
+
+Near a generic θ, the number of independent conservation laws of a model
+``f(x; θ)``, θ ∈ R^D, is ``N = D − dim Lie(W)(θ)`` (Marcotte et al. 2023), where
+``W = span{∇_θ f_i(x; θ)}`` over inputs x and outputs i, and Lie(W) is what
+these vector fields generate under the bracket ``[X, Y] = J_Y X − J_X Y``.
+
+How the rank is computed, in float64 with ``torch.func``:
+
+* A random element of W is the gradient of a random linear loss,
+  ``X_a(θ) = ∇_θ ⟨a, f(x_1..x_S; θ)⟩`` (one vector-Jacobian product).
+* For two such fields ``J_{X_a} = ∇²⟨a, f⟩`` is a Hessian, so
+  ``[X_a, X_b] = H_b X_a − H_a X_b``: two Hessian-vector products
+  (forward-over-reverse ``jvp``). Deeper brackets ``[X_a, [X_b, X_c]]`` nest the
+  same ``jvp``; right-nested brackets of depth ≤ k span the depth-k part of Lie(W).
+* Brackets are multilinear in ``a, b, ...``, so random ``a, b, ...`` give random
+  elements of each depth's span. We draw them in chunks (8, 16, 32, ...),
+  orthonormalize against the basis found so far, and stop a depth when a chunk
+  adds fewer new directions than it has vectors (then nothing is left at that
+  depth). We stop when a whole depth adds no rank (or the rank reaches D).
+* Each vector is divided by the size of the terms it was computed from (its own
+  norm for a gradient, ``‖H_b X_a‖ + ‖H_a X_b‖`` for a bracket), so a bracket
+  that cancels to round-off stays at round-off instead of being blown up to
+  length 1. The singular values of the stacked vectors are the evidence: the
+  count is reported only if the smallest kept one exceeds the largest dropped
+  one by a factor ``GAP`` = 10⁴, and only if two random θ (with fresh inputs)
+  give the same rank. Otherwise the result is *inconclusive* and carries no count.
+
+θ is drawn at random, each parameter tensor standard normal times the root mean
+square of the model's own tensor (of all its parameters where that tensor is
+zero, e.g. a bias initialized to 0): the model's scale, but a generic point (no
+accidental symmetry of an initialization). Inputs are standard normal, enough
+of them (``MIN_OUTPUTS``) that piecewise-linear units see both of their pieces often.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, jacrev, jvp, vjp, vmap
+
+Params = Mapping[str, torch.Tensor]
+Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
+Field = Callable[[torch.Tensor], torch.Tensor]  # θ (D,) -> tangent vector (D,)
+
+GAP = 1e4  # smallest kept / largest dropped singular value needed for a count
+CUT = 1e-8  # a residual below this (vectors have length ≤ 1) adds no direction
+RESIDUAL_TOL = 1e-9  # a law's relative residual |⟨∇h, ∇f_i⟩| / (‖∇h‖‖∇f_i‖) at round-off
+MAX_DEPTH = 6
+FIRST_CHUNK = 8
+MAX_CHUNK = 256
+NUM_POINTS = 2  # random θ that must agree
+MIN_OUTPUTS = 4096  # output entries per θ (and ≥ 2D): every ReLU unit is on for many inputs and off for many
+MAX_SAMPLES = 512
+
+
+@dataclass(frozen=True)
+class LawCount:
+    """The computed number of conservation laws and the evidence behind it.
+
+    ``num_laws`` and ``rank_lie`` are ``None`` when the result is inconclusive
+    (``reason`` says why). ``ranks_by_depth[j]`` is dim of the span of brackets
+    of depth ≤ j+1 at the first θ; ``singular_values`` those of its stacked vectors.
+    """
+
+    num_params: int  # D
+    rank_lie: int | None  # dim Lie(W)(θ)
+    num_laws: int | None  # N = D − rank_lie
+    depth: int  # deepest bracket computed (the last depth added no rank, unless the rank reached D)
+    sigma_kept: float  # smallest kept singular value (minimum over the θ)
+    sigma_dropped: float  # largest dropped one (maximum over the θ; 0 when the rank is D)
+    seconds: float
+    conclusive: bool
+    reason: str = ""
+    ranks_by_depth: tuple[int, ...] = ()
+    singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+
+    @property
+    def gap(self) -> float:
+        """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
+        return math.inf if self.sigma_dropped == 0 else self.sigma_kept / self.sigma_dropped
+
+
+@dataclass(frozen=True)
+class LawCheck:
+    """How a list of closed-form laws compares with the computed count.
+
+    ``max_residual`` is the largest ``|⟨∇h, ∇f_i(x)⟩| / (‖∇h‖ ‖∇f_i(x)‖)`` over law
+    entries h, outputs i and fresh inputs x (``residuals`` per law);
+    ``independent`` the number of functionally independent entries (rank of
+    their gradients); ``complete`` = every residual at round-off and
+    ``independent == num_laws``.
+    """
+
+    max_residual: float
+    residuals: dict[str, float]
+    independent: int
+    num_laws: int | None
+    complete: bool
+    count: LawCount
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """The model as a function of one flat parameter vector: ``apply(unflatten(θ), x)``."""
+
+    apply: Callable[[Params, torch.Tensor], torch.Tensor]
+    shapes: dict[str, torch.Size]
+    scales: dict[str, float]
+
+    @property
+    def num_params(self) -> int:
+        return sum(math.prod(s) for s in self.shapes.values())
+
+    def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        sizes = [math.prod(s) for s in self.shapes.values()]
+        parts = torch.split(theta, sizes)
+        return {n: p.reshape(s) for (n, s), p in zip(self.shapes.items(), parts)}
+
+    def random_theta(self, gen: torch.Generator) -> torch.Tensor:
+        parts = [torch.randn(s, generator=gen, dtype=torch.float64) * self.scales[n] for n, s in self.shapes.items()]
+        return torch.cat([p.reshape(-1) for p in parts])
+
+    def outputs(self, inputs: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+        """θ ↦ every output on ``inputs``, flattened: shape (S·out,)."""
+        return lambda theta: self.apply(self.unflatten(theta), inputs).reshape(-1)
+
+
+def _problem(model: Model, params: Params | None) -> _Problem:
+    """Validate the model and its parameters; the module is copied to float64 and set to eval mode."""
+    if isinstance(model, nn.Module):
+        if params is not None:
+            raise TypeError("params is only for a model given as a function f(params, x); a module has its own")
+        module = copy.deepcopy(model).to(torch.float64).eval()
+        params = {n: p for n, p in module.named_parameters() if p.requires_grad}
+
+        def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
+            return functional_call(module, dict(p), (x,))
+
+    elif callable(model):
+        if params is None:
+            raise TypeError("a model given as a function f(params, x) needs params={name: tensor}")
+        apply = model
+    else:
+        raise TypeError(f"model must be an nn.Module or a function f(params, x), got {type(model).__name__}")
+    if not params:
+        raise ValueError("the model has no trainable parameters: there is nothing to count")
+    for name, p in params.items():
+        if not isinstance(p, torch.Tensor):
+            raise TypeError(f"parameter {name!r} is a {type(p).__name__}, not a tensor")
+        if not torch.isfinite(p).all():
+            raise ValueError(f"parameter {name!r} contains NaN or infinite entries")
+    return _Problem(apply, {n: p.shape for n, p in params.items()}, _scales(params))
+
+
+def _scales(params: Params) -> dict[str, float]:
+    """Each tensor's root mean square; for an all-zero tensor (a bias initialized to 0) that of all parameters."""
+    flat = torch.cat([p.detach().double().reshape(-1) for p in params.values()])
+    overall = float(flat.pow(2).mean().sqrt()) or 1.0
+    return {n: float(p.detach().double().pow(2).mean().sqrt()) or overall for n, p in params.items()}
+
+
+def _sample_inputs(input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None, batch: int, gen: torch.Generator):
+    if inputs is not None:
+        return inputs.to(torch.float64) if inputs.is_floating_point() else inputs
+    if input_shape is None:
+        raise ValueError("give input_shape (one input, no batch dimension) or inputs")
+    shape = tuple(input_shape)
+    if not shape or any(not isinstance(n, int) or n < 1 for n in shape):
+        raise ValueError(f"input_shape must be positive integers, got {input_shape}")
+    return torch.randn(batch, *shape, generator=gen, dtype=torch.float64)
+
+
+def _checked_outputs(problem: _Problem, theta: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+    """f(θ) on ``inputs``, after checking it is a finite, floating, differentiable tensor."""
+    try:
+        out = problem.apply(problem.unflatten(theta), inputs)
+    except (RuntimeError, ValueError, IndexError, TypeError) as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"the model rejects inputs of shape {tuple(inputs.shape[1:])}: {first_line}") from err
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"the model must return one tensor, got {type(out).__name__}")
+    if not out.is_floating_point():
+        raise TypeError(f"the model's output has dtype {out.dtype} (argmax?): it is not differentiable in θ")
+    if not torch.isfinite(out).all():
+        raise ValueError("the model's output is NaN or infinite at a random θ")
+    return out
+
+
+def _gradient_field(f: Field, a: torch.Tensor) -> Field:
+    """``X_a(θ) = ∇_θ ⟨a, f(θ)⟩`` (a vector-Jacobian product)."""
+    return lambda theta: vjp(f, theta)[1](a)[0]
+
+
+def _nested_field(f: Field, cotangents: torch.Tensor) -> Field:
+    """``[X_{a_1}, [X_{a_2}, [..., X_{a_k}]]]`` for cotangents of shape (k, S·out)."""
+    inner = _gradient_field(f, cotangents[-1])
+    for a in reversed(cotangents[:-1]):
+        inner = _bracket(_gradient_field(f, a), inner)
+    return inner
+
+
+def _bracket(X: Field, Y: Field) -> Field:
+    """``[X, Y](θ) = J_Y(θ) X(θ) − J_X(θ) Y(θ)``."""
+
+    def field(theta: torch.Tensor) -> torch.Tensor:
+        return _bracket_terms(X, Y, theta)[0]
+
+    return field
+
+
+def _bracket_terms(X: Field, Y: Field, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[X, Y](θ)`` and the size ``‖J_Y X‖ + ‖J_X Y‖`` of the two terms it is the difference of."""
+    x = X(theta)
+    y, jy_x = jvp(Y, (theta,), (x,))
+    _, jx_y = jvp(X, (theta,), (y,))
+    return jy_x - jx_y, jy_x.norm() + jx_y.norm()
+
+
+def _scaled_vector(f: Field, theta: torch.Tensor, cotangents: torch.Tensor) -> torch.Tensor:
+    """One random element of depth ``k = len(cotangents)``, divided by the size of its terms (length ≤ 1)."""
+    if len(cotangents) == 1:
+        v = _gradient_field(f, cotangents[0])(theta)
+        size = v.norm()
+    else:
+        v, size = _bracket_terms(_gradient_field(f, cotangents[0]), _nested_field(f, cotangents[1:]), theta)
+    return v / size.clamp_min(torch.finfo(v.dtype).tiny)
+
+
+class _Sampler:
+    """Random Lie-algebra elements, vectorized with ``vmap`` (a Python loop for modules vmap cannot batch)."""
+
+    def __init__(self, f: Field, theta: torch.Tensor) -> None:
+        self.f, self.theta, self.use_vmap = f, theta, True
+
+    def __call__(self, cotangents: torch.Tensor) -> torch.Tensor:  # (m, k, S·out) -> (m, D)
+        one = lambda c: _scaled_vector(self.f, self.theta, c)  # noqa: E731
+        if self.use_vmap:
+            try:
+                return vmap(one)(cotangents)
+            except RuntimeError:  # data-dependent control flow (e.g. .item(), boolean masks): fall back
+                self.use_vmap = False
+        return torch.stack([one(c) for c in cotangents])
+
+
+def _new_directions(Q: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    """Orthonormal directions (D, new) of the rows of V that lie outside span(Q), residuals above CUT."""
+    for _ in range(2):  # twice is enough (Gram–Schmidt "twice is enough", Giraud et al.)
+        V = V - (V @ Q) @ Q.T
+    _, s, Vh = torch.linalg.svd(V, full_matrices=False)
+    return Vh[s > CUT].T
+
+
+@dataclass(frozen=True)
+class _Rank:
+    rank: int
+    depth: int
+    ranks_by_depth: tuple[int, ...]
+    singular_values: np.ndarray
+    saturated: bool  # a whole depth added nothing (or the rank reached D)
+
+
+def _lie_rank(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator) -> _Rank:
+    """dim Lie(W)(θ) by random brackets of growing depth (see the module docstring)."""
+    D = theta.numel()
+    sample = _Sampler(f, theta)
+    Q = torch.zeros(D, 0, dtype=torch.float64)
+    stacked, ranks = [], []
+    for depth in range(1, MAX_DEPTH + 1):
+        m = FIRST_CHUNK
+        while True:
+            m = min(m, D - Q.shape[1] + FIRST_CHUNK)
+            V = sample(torch.randn(m, depth, n_out, generator=gen, dtype=torch.float64))  # (m, D)
+            stacked.append(V)
+            new = _new_directions(Q, V)
+            Q = torch.cat([Q, new], dim=1)
+            if new.shape[1] < m:  # fewer new directions than vectors: this depth is exhausted
+                break
+            m = min(2 * m, MAX_CHUNK)
+        ranks.append(Q.shape[1])
+        if Q.shape[1] == D or (depth > 1 and ranks[-1] == ranks[-2]):
+            break
+    saturated = Q.shape[1] == D or (len(ranks) > 1 and ranks[-1] == ranks[-2])
+    s = torch.linalg.svdvals(torch.cat(stacked)).numpy()
+    return _Rank(Q.shape[1], len(ranks), tuple(ranks), s, saturated)
+
+
+def _gradient_is_zero(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator) -> bool:
+    a = torch.randn(n_out, generator=gen, dtype=torch.float64)
+    return not bool(_gradient_field(f, a)(theta).abs().max() > 0)
+
+
+def count_laws(
+    model: Model,
+    input_shape: tuple[int, ...] | None = None,
+    *,
+    inputs: torch.Tensor | None = None,
+    params: Params | None = None,
+    seed: int = 0,
+    num_samples: int | None = None,
+) -> LawCount:
+    """The number of conservation laws, ``N = D − dim Lie(W)(θ)``, computed at random θ.
+
+    ``model`` is an ``nn.Module`` called as ``model(x)`` with ``x`` of shape
+    ``(S, *input_shape)``, or a function ``f(params, x)`` with ``params`` a dict
+    of tensors (their names and shapes; values set the scale of the random θ).
+    Inputs are standard normal, ``S = num_samples`` of them (default: enough
+    that S·out ≥ max(2D, 4096), at most 512), unless ``inputs`` are given. See the
+    module docstring for the method, the evidence and when it answers *inconclusive*.
+
+    Examples
+    ========
+    >>> import torch
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> count_laws(ToyProduct(a=1.0, b=2.0), (1,)).num_laws  # a·b·x keeps a² − b²
+    1
+    >>> linear = lambda p, x: x @ p["B"].T @ p["A"].T  # two-layer linear net, r = 2
+    >>> count_laws(linear, (3,), params={"B": torch.ones(2, 3), "A": torch.ones(3, 2)}).num_laws  # r(r+1)/2
+    3
+    """
+    start = time.perf_counter()
+    problem = _problem(model, params)
+    D = problem.num_params
+    results, reason = [], ""
+    for point in range(NUM_POINTS):
+        gen = torch.Generator().manual_seed(1_000_003 * seed + point)
+        theta = problem.random_theta(gen)
+        probe = _sample_inputs(input_shape, inputs, 1, gen)
+        n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
+        batch = num_samples or min(MAX_SAMPLES, math.ceil(max(2 * D, MIN_OUTPUTS) / max(n_out_one, 1)))
+        x = _sample_inputs(input_shape, inputs, batch, gen)
+        n_out = _checked_outputs(problem, theta, x).numel()
+        f = problem.outputs(x)
+        if _gradient_is_zero(f, theta, n_out, gen):
+            raise ValueError("the output's gradient in θ is zero at a random θ: it does not depend differentiably on θ")
+        results.append(_lie_rank(f, theta, n_out, gen))
+    ranks = {r.rank for r in results}
+    kept = min(r.singular_values[r.rank - 1] for r in results)
+    dropped = max((r.singular_values[r.rank] if r.rank < len(r.singular_values) else 0.0) for r in results)
+    if len(ranks) > 1:
+        reason = f"the random θ disagree: ranks {sorted(ranks)}"
+    elif not all(r.saturated for r in results):
+        reason = f"the rank was still growing at bracket depth {MAX_DEPTH}"
+    elif kept < GAP * dropped:
+        reason = f"no clear gap: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
+    rank = results[0].rank if not reason else None
+    return LawCount(
+        num_params=D,
+        rank_lie=rank,
+        num_laws=None if rank is None else D - rank,
+        depth=max(r.depth for r in results),
+        sigma_kept=float(kept),
+        sigma_dropped=float(dropped),
+        seconds=time.perf_counter() - start,
+        conclusive=not reason,
+        reason=reason,
+        ranks_by_depth=results[0].ranks_by_depth,
+        singular_values=results[0].singular_values,
+    )
+
+
+def _law_entries(laws: Mapping[str, Callable[[Params], torch.Tensor]], problem: _Problem) -> Callable:
+    """θ ↦ every entry of every law, flattened (L,); a law that fails names itself."""
+
+    def h(theta: torch.Tensor) -> torch.Tensor:
+        p = problem.unflatten(theta)
+        values = []
+        for name, law in laws.items():
+            try:
+                values.append(torch.as_tensor(law(p)).reshape(-1))
+            except (KeyError, IndexError, RuntimeError, TypeError) as err:
+                raise ValueError(f"law {name!r} cannot be evaluated on the model's parameters: {err}") from err
+        return torch.cat(values)
+
+    return h
+
+
+def _law_sizes(laws: Mapping[str, Callable[[Params], torch.Tensor]], problem: _Problem, theta: torch.Tensor):
+    p = problem.unflatten(theta)
+    return [torch.as_tensor(law(p)).numel() for law in laws.values()]
+
+
+def check_laws(
+    model: Model,
+    laws: Mapping[str, Callable[[Params], torch.Tensor]],
+    input_shape: tuple[int, ...] | None = None,
+    *,
+    inputs: torch.Tensor | None = None,
+    params: Params | None = None,
+    seed: int = 0,
+    num_samples: int = 8,
+    count: LawCount | None = None,
+) -> LawCheck:
+    """Check closed-form laws against the criterion ``⟨∇h(θ), ∇_θ f_i(x; θ)⟩ = 0`` and against the count.
+
+    At two random θ and ``num_samples`` fresh inputs (other than the counter's),
+    every entry h of every law (a matrix-valued law contributes each entry) gets
+    the relative residual ``max_i,x |⟨∇h, ∇f_i(x)⟩| / (‖∇h‖ ‖∇f_i(x)‖)``;
+    ``independent`` is the rank of the stacked, normalized ∇h (largest over
+    the θ: functional independence is a generic rank). ``complete`` means
+    residuals ≤ ``RESIDUAL_TOL`` and ``independent`` equals the (conclusive)
+    :func:`count_laws` result, computed here unless ``count`` is given.
+
+    Examples
+    ========
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> toy = ToyProduct(a=1.0, b=2.0)
+    >>> check_laws(toy, {"a²−b²": lambda p: p["a"] ** 2 - p["b"] ** 2}, (1,)).complete
+    True
+    >>> check_laws(toy, {"a²+b²": lambda p: p["a"] ** 2 + p["b"] ** 2}, (1,)).max_residual > 0.1
+    True
+    """
+    problem = _problem(model, params)
+    count = count if count is not None else count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
+    h = _law_entries(laws, problem)
+    residuals = dict.fromkeys(laws, 0.0)
+    independent = 0
+    for point in range(NUM_POINTS if laws else 0):  # no laws (e.g. a GELU FFN): nothing to check, 0 independent
+        gen = torch.Generator().manual_seed(1_000_003 * seed + 7919 + point)  # not the counter's θ and inputs
+        theta = problem.random_theta(gen)
+        x = _sample_inputs(input_shape, inputs, num_samples, gen)
+        _checked_outputs(problem, theta, x)
+        grad_f = jacrev(problem.outputs(x))(theta)  # (S·out, D)
+        grad_h = jacrev(h)(theta)  # (L, D)
+        norms_h = grad_h.norm(dim=1)
+        varying = norms_h > CUT * norms_h.max().clamp_min(torch.finfo(torch.float64).tiny)  # constants carry no law
+        cosines = (grad_h @ grad_f.T).abs() / (norms_h[:, None] * grad_f.norm(dim=1)[None, :]).clamp_min(1e-300)
+        per_entry = torch.where(varying, cosines.max(dim=1).values, torch.zeros_like(norms_h))
+        for name, part in zip(laws, torch.split(per_entry, _law_sizes(laws, problem, theta))):
+            residuals[name] = max(residuals[name], float(part.max()))
+        if varying.any():
+            s = torch.linalg.svdvals(grad_h[varying] / norms_h[varying, None])
+            independent = max(independent, int((s > CUT * s[0]).sum()))
+    max_residual = max(residuals.values(), default=0.0)
+    complete = count.conclusive and independent == count.num_laws and max_residual <= RESIDUAL_TOL
+    return LawCheck(max_residual, residuals, independent, count.num_laws, complete, count)

@@ -1,0 +1,340 @@
+"""How far the laws drift under discrete training, and how that scales with τ and k.
+
+For a quadratic law ``h(θ) = θᵀMθ`` and a step ``θ⁺ = θ − τg`` along the
+gradient of *any* data loss (full batch or mini-batch), ``⟨∇h, g⟩ = 0`` and
+
+    h(θ⁺) − h(θ) = τ² gᵀMg        (exact; THEORY.md section 4)
+
+so ``|h_k − h_0| ≤ ‖M‖ Σ_i τ_i² ‖g_i‖²``. This module measures, on
+:func:`conslaw_lite.flows.train` runs, the drift ``‖h(θ_k) − h(θ_0)‖`` (all
+laws of the model together), ``normalized_drift = drift / Σ_i τ_i² ‖g_i‖²``
+and the exponents ``slope_lr`` (log drift against log τ at fixed k) and
+``slope_steps`` (log drift against log k). The command line:
+
+    python -m conslaw_lite drift ARCH --lr τ1 τ2 ... --steps K --schedule constant|decay
+        --optimizer gd|sgd|momentum|adam [--batch SIZE] [--seeds N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from conslaw_lite.archs import ArchOptions, get_arch
+from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged, LossFn, Run, mse_loss, train
+from conslaw_lite.monitor import CONTROL_SUFFIX, epsilon_block, laws_by_kind, relative_drift
+
+Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, loss)
+
+
+@dataclass
+class Trajectory:
+    """One training run with every law and control recorded, grouped by block kind.
+
+    ``groups`` maps ``"swiglu"`` (and ``"swiglu (control)"``, ...) to the keys of ``run.h``.
+    """
+
+    run: Run
+    groups: dict[str, list[str]]
+
+    @property
+    def conserved(self) -> list[str]:
+        """Keys of ``run.h`` that are conservation laws (not controls)."""
+        return [n for g, names in self.groups.items() if not g.endswith(CONTROL_SUFFIX) for n in names]
+
+    def epsilon(self, group: str) -> np.ndarray:
+        """ε_block(k) = mean over the group's laws of ``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖``, k = 0..K."""
+        if group not in self.groups:
+            raise ValueError(f"no group {group!r}; this run has {list(self.groups)}")
+        return epsilon_block(np.stack([relative_drift(self.run.h[n]) for n in self.groups[group]], axis=-1))
+
+    def drift(self) -> np.ndarray:
+        """``‖h(θ_k) − h(θ_0)‖`` over every entry of every conservation law, k = 0..K."""
+        return np.sqrt(np.sum([self.run.drift(n) ** 2 for n in self.conserved], axis=0))
+
+    def normalized_drift(self) -> np.ndarray:
+        """``‖h_k − h_0‖ / Σ_{i<k} τ_i² ‖g_i‖²`` for k = 1..K: constant if the bound is sharp."""
+        return self.drift()[1:] / self.run.step_budget()[1:]
+
+    def identity_error(self) -> float:
+        """``max_k ‖(h_{k+1} − h_k) − h(δ_k)‖ / ‖h_k‖`` over the laws: round-off when δ = τg (GD, SGD)."""
+        errors = []
+        for n in self.conserved:
+            h, h_step = self.run.h[n], self.run.h_step[n]
+            scale = np.maximum(np.linalg.norm(h[:-1], axis=1), np.finfo(float).tiny)
+            errors.append(np.linalg.norm(np.diff(h, axis=0) - h_step, axis=1) / scale)
+        return float(np.max(errors))
+
+
+def trajectory(
+    setup: Setup,
+    seed: int,
+    *,
+    lr: float,
+    steps: int,
+    schedule: str = "constant",
+    optimizer: str = "gd",
+) -> Trajectory:
+    """Train ``setup(seed)`` with :func:`conslaw_lite.flows.train`, recording all laws and controls.
+
+    A diverging step size raises :class:`conslaw_lite.flows.Diverged` naming the step and τ.
+
+    Examples
+    ========
+    >>> t = trajectory(arch_setup("toy", samples=1), 0, lr=0.01, steps=4)  # f = a·b·x, one data point
+    >>> t.identity_error() < 1e-14, list(t.groups)
+    (True, ['toy', 'toy (control)'])
+    """
+    model, loss = setup(seed)
+    groups: dict[str, list[str]] = {}
+    laws = {}
+    for suffix, controls in (("", False), (CONTROL_SUFFIX, True)):
+        for kind, fns in laws_by_kind(model, controls=controls).items():
+            groups[kind + suffix] = [n + suffix for n in fns]
+            laws.update({n + suffix: fn for n, fn in fns.items()})
+    try:
+        run = train(model, loss, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, laws=laws)
+    except Diverged as err:
+        raise Diverged(err.step, f"{err.reason} (run with τ = {lr:g}, {optimizer}, seed {seed})") from err
+    return Trajectory(run, groups)
+
+
+def slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """The exponent p of a least-squares fit ``y ≈ c·x^p`` (log-log); nan with fewer than two usable points.
+
+    Examples
+    ========
+    >>> round(slope([1, 2, 4], [3, 12, 48]), 6)
+    2.0
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = (x > 0) & (y > 0) & np.isfinite(y)
+    if len(np.unique(x[ok])) < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+
+
+def log_spaced_steps(steps: int, points: int = 16) -> np.ndarray:
+    """About ``points`` integers from 1 to ``steps``, evenly spaced in log k (where slopes in k are fitted).
+
+    Examples
+    ========
+    >>> log_spaced_steps(100, 5).tolist()
+    [1, 3, 10, 32, 100]
+    """
+    return np.unique(np.round(np.geomspace(1, steps, points)).astype(int))
+
+
+@dataclass
+class DriftPoint:
+    """The drift at one step size τ, mean (and spread) over seeds, at the last step K."""
+
+    lr: float
+    drift: float  # ‖h_K − h_0‖, mean over seeds
+    drift_std: float
+    epsilon: float  # ε over all conserved laws of the model, mean over seeds
+    control_epsilon: float  # the same for the controls (nan if there are none)
+    normalized_drift: float  # drift / Σ τ_i² ‖g_i‖², mean over seeds
+    step_budget: float  # Σ_{i<K} τ_i² ‖g_i‖², mean over seeds
+    slope_steps: float  # exponent of drift ∝ k^p over log-spaced k ≤ K (seed-mean drift)
+    identity_error: float  # max over seeds of Trajectory.identity_error
+    param_change: float  # ‖θ_K − θ_0‖ / ‖θ_0‖, max over seeds
+    loss_start: float
+    loss_end: float
+
+
+@dataclass
+class DriftReport:
+    """What ``drift`` prints: one :class:`DriftPoint` per τ and the exponent in τ at the last step."""
+
+    arch: str
+    optimizer: str
+    schedule: str
+    steps: int
+    batch: int | None
+    seeds: int
+    points: list[DriftPoint]
+    slope_lr: float
+
+    def to_dict(self) -> dict:
+        """Plain types, for ``--json``."""
+        return asdict(self)
+
+
+def _epsilon_all(t: Trajectory, control: bool) -> float:
+    """ε at the last step over every law (or every control) of the model, all kinds pooled."""
+    names = [n for g, ns in t.groups.items() if g.endswith(CONTROL_SUFFIX) == control for n in ns]
+    return float(epsilon_block(np.array([relative_drift(t.run.h[n])[-1] for n in names]))) if names else np.nan
+
+
+def measure(
+    setup: Setup,
+    lrs: Sequence[float],
+    *,
+    steps: int,
+    schedule: str = "constant",
+    optimizer: str = "gd",
+    seeds: int = 1,
+    name: str = "",
+    batch: int | None = None,
+) -> DriftReport:
+    """Train ``setup`` for each τ in ``lrs`` and each seed 0..seeds−1; fit the exponents of the drift.
+
+    ``slope_lr`` fits the seed-mean drift at step K against τ; ``slope_steps`` fits
+    it against k for each τ. Both are measured, never assumed: they are 2 and 1
+    while θ barely moves (the identity), and change once the loss converges.
+
+    Examples
+    ========
+    >>> report = measure(arch_setup("toy", samples=1), [0.001, 0.002, 0.004], steps=4)  # θ moves < 1 %
+    >>> round(report.slope_lr, 1), round(report.points[0].slope_steps, 1)
+    (2.0, 1.0)
+    """
+    if not lrs:
+        raise ValueError("give at least one step size (--lr)")
+    if seeds < 1:
+        raise ValueError(f"seeds must be at least 1, got {seeds}")
+    ks = log_spaced_steps(steps)
+    points = []
+    for lr in lrs:
+        runs = [trajectory(setup, s, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer) for s in range(seeds)]
+        drifts = np.stack([t.drift() for t in runs])  # (seeds, K+1)
+        mean_drift = drifts.mean(axis=0)
+        points.append(
+            DriftPoint(
+                lr=float(lr),
+                drift=float(mean_drift[-1]),
+                drift_std=float(drifts[:, -1].std()),
+                epsilon=float(np.mean([_epsilon_all(t, False) for t in runs])),
+                control_epsilon=float(np.mean([_epsilon_all(t, True) for t in runs])),
+                normalized_drift=float(np.mean([t.normalized_drift()[-1] for t in runs])),
+                step_budget=float(np.mean([t.run.step_budget()[-1] for t in runs])),
+                slope_steps=slope(ks, mean_drift[ks]),
+                identity_error=max(t.identity_error() for t in runs),
+                param_change=max(t.run.param_change for t in runs),
+                loss_start=float(np.mean([t.run.loss[0] for t in runs])),
+                loss_end=float(np.mean([t.run.loss[-1] for t in runs])),
+            )
+        )
+    slope_lr = slope([p.lr for p in points], [p.drift for p in points])
+    return DriftReport(name, optimizer, schedule, steps, batch, seeds, points, slope_lr)
+
+
+def arch_setup(arch: str, options: ArchOptions | None = None, *, samples: int = 64, batch: int | None = None) -> Setup:
+    """Random regression on a CLI architecture: x ~ N(0, 1) of ``Built.input_shape``, y ~ N(0, 1), MSE loss.
+
+    The model, data and (for ``batch``) the mini-batch order all come from the seed; float64 throughout.
+
+    Examples
+    ========
+    >>> model, loss = arch_setup("swiglu")(0)
+    >>> float(loss(model, 0).detach()) > 0
+    True
+    """
+    spec = get_arch(arch)
+    options = options or ArchOptions()
+
+    def setup(seed: int) -> tuple[nn.Module, LossFn]:
+        built = spec.build(ArchOptions(**{**asdict(options), "seed": seed}))
+        model = built.model.double()
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(samples, *built.input_shape, generator=g, dtype=torch.float64)
+        with torch.no_grad():
+            y = torch.randn(model(x).shape, generator=g, dtype=torch.float64)
+        return model, mse_loss(x, y, batch_size=batch, seed=seed)
+
+    return setup
+
+
+# ---- command line -------------------------------------------------------------------------------------------------
+
+_SIZES = ("dim", "hidden", "out", "heads", "head_dim", "seq", "experts", "top_k")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``drift`` subcommand's options.
+
+    Examples
+    ========
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["mha-rope", "--lr", "0.01", "0.02", "--optimizer", "sgd"])
+    >>> args.lr, args.steps, args.schedule, args.batch
+    ([0.01, 0.02], 100, 'constant', None)
+    """
+    parser.add_argument("arch", help="architecture name, as in `certify` (e.g. swiglu, mha-rope)")
+    parser.add_argument("--lr", type=float, nargs="+", required=True, help="step sizes τ to compare")
+    parser.add_argument("--steps", type=int, default=100, help="number of steps K (default 100)")
+    parser.add_argument("--schedule", choices=SCHEDULES, default="constant", help="τ_k = τ or τ/(k+1)")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="gd", help="gd = full batch, sgd = mini-batch")
+    parser.add_argument("--batch", type=int, help="mini-batch size (sgd; default samples/8), or for momentum/adam")
+    parser.add_argument("--samples", type=int, default=64, help="number of random data points (default 64)")
+    parser.add_argument("--seeds", type=int, default=1, help="average over seeds 0..N-1 (default 1)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    for size in _SIZES:
+        parser.add_argument(f"--{size.replace('_', '-')}", type=int, help=f"architecture size {size}")
+
+
+def _batch(optimizer: str, batch: int | None, samples: int) -> int | None:
+    if optimizer == "gd" and batch is not None and batch != samples:
+        raise ValueError(f"gd is full batch; use --optimizer sgd for mini-batches of {batch}")
+    if optimizer == "sgd" and batch is None:
+        return max(1, samples // 8)
+    return batch
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure and print; exit code 0 (bad input raises, and the CLI turns it into exit code 2).
+
+    Examples
+    ========
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> run(parser.parse_args(["toy", "--lr", "0.01", "--steps", "2", "--batch", "4"]))
+    Traceback (most recent call last):
+    ...
+    ValueError: gd is full batch; use --optimizer sgd for mini-batches of 4
+    """
+    if args.steps < 1:
+        raise ValueError(f"--steps must be at least 1, got {args.steps}")
+    batch = _batch(args.optimizer, args.batch, args.samples)
+    options = ArchOptions(**{s: getattr(args, s) for s in _SIZES})
+    setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
+    report = measure(
+        setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,
+        seeds=args.seeds, name=args.arch, batch=batch,
+    )
+    print(json.dumps(report.to_dict(), indent=2) if args.json else format_report(report))
+    return 0
+
+
+def format_report(report: DriftReport) -> str:
+    """The human-readable table of :func:`run`: one row per τ, then ``slope_lr``.
+
+    Examples
+    ========
+    >>> print(format_report(measure(arch_setup("toy", samples=1), [0.001, 0.002], steps=2, name="toy")))
+    toy: gd, constant step, K = 2, full batch, 1 seed(s)
+    ...
+    slope_lr = 1.992 (log drift at k = K against log tau)
+    """
+    head = (
+        f"{report.arch}: {report.optimizer}, {report.schedule} step, K = {report.steps}"
+        + (f", batch {report.batch}" if report.batch else ", full batch")
+        + f", {report.seeds} seed(s)"
+    )
+    cols = f"{'tau':>10} {'drift':>11} {'epsilon':>10} {'control_eps':>11} {'normalized':>11} "
+    cols += f"{'slope_steps':>11} {'identity_err':>12} {'theta_moved':>11} {'loss':>17}"
+    rows = [
+        f"{p.lr:>10.4g} {p.drift:>11.4g} {p.epsilon:>10.3g} {p.control_epsilon:>11.3g} {p.normalized_drift:>11.4g} "
+        f"{p.slope_steps:>11.3f} {p.identity_error:>12.2g} {p.param_change:>11.2%} "
+        f"{p.loss_start:>8.3g}→{p.loss_end:<8.3g}"
+        for p in report.points
+    ]
+    return "\n".join([head, cols, *rows, f"slope_lr = {report.slope_lr:.3f} (log drift at k = K against log tau)"])

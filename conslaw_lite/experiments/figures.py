@@ -1,0 +1,83 @@
+"""The experiments' figures, from a results dictionary (fresh from :func:`run_experiment` or read from a file).
+
+ε_block against k for one block kind: the conserved laws in blue, their controls
+in red (the book's colours), one line per step size τ (darker = larger), the
+mean over seeds with the band from the smallest to the largest seed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+
+from conslaw_lite.monitor import CONTROL_SUFFIX
+from conslaw_lite.plots import CONSERVED, CONTROL
+
+
+def load_results(path: str | Path) -> dict | None:
+    """The results file at ``path``, or ``None`` when nobody has made it yet."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def seed_band(results: dict, group: str, lr: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(k, mean, low, high)`` of ε for ``group`` at step size ``lr`` over the seeds.
+
+    Examples
+    ========
+    >>> runs = [{"lr": 0.1, "steps": [0, 1], "epsilon": {"g": [0.0, s]}} for s in (1.0, 3.0)]
+    >>> [a.tolist() for a in seed_band({"runs": runs}, "g", 0.1)]
+    [[0, 1], [0.0, 2.0], [0.0, 1.0], [0.0, 3.0]]
+    """
+    runs = [r for r in results["runs"] if r["lr"] == lr and group in r["epsilon"]]
+    if not runs:
+        raise ValueError(f"no run with group {group!r} at lr={lr}; groups: {sorted(results['runs'][0]['epsilon'])}")
+    eps = np.array([r["epsilon"][group] for r in runs])  # (seeds, records)
+    return np.array(runs[0]["steps"]), eps.mean(0), eps.min(0), eps.max(0)
+
+
+def plot_epsilon(
+    ax: Axes, results: dict, kind: str, *, law: bool = True, control: bool = True, label: str = ""
+) -> None:
+    """ε_block(k) of block ``kind`` (blue) and its controls (red, dashed), one line per τ, band over seeds."""
+    lrs = sorted({r["lr"] for r in results["runs"]})
+    groups = [(kind, CONSERVED, "-", "laws")] if law else []
+    if control:
+        groups.append((kind + CONTROL_SUFFIX, CONTROL, "--", "controls"))
+    for j, lr in enumerate(lrs):
+        alpha = 0.45 + 0.55 * (j + 1) / len(lrs)
+        for group, colour, style, what in groups:
+            k, mean, low, high = seed_band(results, group, lr)
+            ax.loglog(k[1:], mean[1:], color=colour, linestyle=style, alpha=alpha, label=f"{label}{what}, τ={lr:g}")
+            ax.fill_between(k[1:], low[1:], high[1:], color=colour, alpha=0.12, linewidth=0)
+    ax.set_xlabel("step k")
+    ax.set_ylabel("ε_block(k)")
+    ax.set_title(kind)
+
+
+def final_epsilon(results: dict, group: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(τ, ε at the last step)`` per step size, averaged over seeds: the drift-against-τ picture.
+
+    Examples
+    ========
+    >>> runs = [{"lr": lr, "steps": [0, 1], "epsilon": {"g": [0.0, lr**2]}} for lr in (0.1, 0.2)]
+    >>> [a.round(3).tolist() for a in final_epsilon({"runs": runs}, "g")]
+    [[0.1, 0.2], [0.01, 0.04]]
+    """
+    lrs = np.array(sorted({r["lr"] for r in results["runs"]}))
+    return lrs, np.array([seed_band(results, group, lr)[1][-1] for lr in lrs])
+
+
+def describe(results: dict) -> str:
+    """One paragraph saying how a results file was made (data, device, scale, seeds, command, commit)."""
+    c, env = results["config"], results["environment"]
+    batch = "full batch" if c["batch"] is None else f"mini-batches of {c['batch']}"
+    return (
+        f"{c['task']} at scale {c['scale']}: {c['seeds']} seeds, τ ∈ {c['lrs']}, {c['steps']} steps, {batch}, "
+        f"{c['schedule']} step; data {env['data_source']}; {env['device']} ({env['dtype']}, "
+        f"{env['processes']} process(es)), torch {env['torch']}, commit {env['git_commit']}, {env['date']}; "
+        f"command: {env['command']}"
+    )

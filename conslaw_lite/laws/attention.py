@@ -1,0 +1,371 @@
+"""Laws of multi-head attention: the book's block, ``nn.MultiheadAttention`` and timm's ``Attention``.
+
+Per head i (THEORY.md section 2), with Q_i, K_i, V_i, O_i ∈ R^(d×k):
+
+* no PE or sinusoidal PE: ``Q_iᵀQ_i − K_iᵀK_i`` and ``V_iᵀV_i − O_iᵀO_i`` (k×k each), from the
+  symmetry ``Q → QG, K → KG^(−ᵀ)`` (and V, O likewise);
+* RoPE: G must commute with every rotation, one scale per 2×2 block j is left:
+  ``‖Q_i^(j)‖_F² − ‖K_i^(j)‖_F²`` (k/2 per head) and the V/O law;
+* QK-norm (RMSNorm with gains γ_q, γ_k on each head's q and k): the Q/K laws become
+  ``(γ_q)_j² − (γ_k)_j²`` per coordinate (per 2×2 block with RoPE, summed), per head or once
+  for gains shared across heads; when ε = 0 the norm is scale invariant and
+  ``‖Q_i‖_F²``, ``‖K_i‖_F²`` are laws too;
+* biases: a bias row extends the matrix, ``Q̃_i = [Q_i; b_qᵀ]`` (likewise K̃, Ṽ); the output
+  bias enters no law. Without RoPE and QK-norm a key bias only shifts each softmax row
+  by a constant: it gets zero gradient and is itself conserved (k more laws per head).
+
+Controls (look-alikes that move): ``‖Q_i‖_F²`` and ``‖V_i‖_F²`` alone, and under QK-norm
+the law the block would have without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from conslaw_lite.archs import ArchOptions, Built, register_arch
+from conslaw_lite.blocks.attention import MultiHeadAttention
+from conslaw_lite.laws.registry import BlockLaws, Law, Params, register_laws
+
+Getter = Callable[[Params], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Rows ``offset : offset + n·k`` of the weight called ``weight`` (and of ``bias``, from ``bias_offset``)."""
+
+    weight: str
+    offset: int = 0
+    bias: str | None = None
+    bias_offset: int = 0
+
+    def head(self, p: Params, i: int, k: int) -> torch.Tensor:
+        """Head i's matrix in the paper's layout, bias as an extra row: (d, k), or (d+1, k) with a bias."""
+        M = p[self.weight][self.offset + i * k : self.offset + (i + 1) * k].T  # (d, k)
+        return M if self.bias is None else torch.cat([M, self.bias_of(p, i, k)[None, :]])  # (d+1, k)
+
+    def bias_of(self, p: Params, i: int, k: int) -> torch.Tensor:
+        """Head i's bias b ∈ R^k."""
+        return p[self.bias][self.bias_offset + i * k : self.bias_offset + (i + 1) * k]
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """Where one attention block keeps its parameters, and what shapes its laws.
+
+    ``O`` names the output weight (d, n·k), head i being its columns i·k:(i+1)·k.
+    ``gamma_q``/``gamma_k`` name the QK-norm gains: shape (n, k), or (k,) when ``shared_gains``.
+    """
+
+    n: int
+    k: int
+    Q: Projection
+    K: Projection
+    V: Projection
+    O: str
+    pe: str = "none"
+    gamma_q: str | None = None
+    gamma_k: str | None = None
+    shared_gains: bool = False
+    norm_eps: float = 0.0
+
+
+def _gram_difference(A: Getter, B: Getter) -> Law:
+    """``AᵀA − BᵀB``."""
+    return lambda p: A(p).T @ A(p) - B(p).T @ B(p)
+
+
+def _block_sq(A: torch.Tensor) -> torch.Tensor:
+    """``‖A^(j)‖_F²`` for the 2×2 blocks j = columns (2j, 2j+1) of A (or entries of a vector)."""
+    col = (A * A).reshape(-1, A.shape[-1]).sum(0)  # (k,)
+    return col.view(-1, 2).sum(1)  # (k/2,)
+
+
+def _block_difference(A: Getter, B: Getter) -> Law:
+    """``‖A^(j)‖_F² − ‖B^(j)‖_F²`` per 2×2 block j."""
+    return lambda p: _block_sq(A(p)) - _block_sq(B(p))
+
+
+def _square_difference(A: Getter, B: Getter) -> Law:
+    """``A ⊙ A − B ⊙ B`` entrywise."""
+    return lambda p: A(p) ** 2 - B(p) ** 2
+
+
+def _square_norm(A: Getter) -> Law:
+    """``‖A‖_F²``."""
+    return lambda p: (A(p) ** 2).sum()
+
+
+def _gain_law(spec: AttentionSpec, i: int | None) -> tuple[str, Law]:
+    """Gains γ_q, γ_k of head i (all heads when shared): per 2×2 block with RoPE, per coordinate without."""
+
+    def gain(name: str) -> Getter:
+        return lambda p: p[name] if i is None else p[name][i]
+
+    gq, gk = gain(spec.gamma_q), gain(spec.gamma_k)
+    if spec.pe == "rope":  # a diagonal scale commutes with the rotations only if constant on each block
+        return "‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²", _block_difference(gq, gk)
+    return "γ_q²−γ_k²", _square_difference(gq, gk)
+
+
+def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law]]:
+    """The laws and the controls of one attention block, keyed ``"head{i}:..."`` (see the module docstring).
+
+    Examples
+    ========
+    >>> mha = MultiHeadAttention(4, 2, 2).double()
+    >>> laws, controls = attention_laws(spec_of(mha))
+    >>> sorted(laws)
+    ['head0:QᵀQ−KᵀK', 'head0:VᵀV−OᵀO', 'head1:QᵀQ−KᵀK', 'head1:VᵀV−OᵀO']
+    >>> Q1, K1 = mha.head(1)["Q"], mha.head(1)["K"]
+    >>> bool(torch.allclose(laws["head1:QᵀQ−KᵀK"](dict(mha.named_parameters())), Q1.T @ Q1 - K1.T @ K1))
+    True
+    """
+    n, k = spec.n, spec.k
+    if spec.pe == "rope" and k % 2:
+        raise ValueError(f"RoPE needs an even head_dim, got {k}")
+    if (spec.gamma_q is None) != (spec.gamma_k is None):
+        raise ValueError("QK-norm needs both gains gamma_q and gamma_k")
+    laws: dict[str, Law] = {}
+    controls: dict[str, Law] = {}
+    if spec.gamma_q is not None and spec.shared_gains:
+        name, law = _gain_law(spec, None)
+        laws[name] = law
+    for i in range(n):
+        Q = lambda p, i=i: spec.Q.head(p, i, k)  # noqa: E731  (d(+1), k)
+        K = lambda p, i=i: spec.K.head(p, i, k)  # noqa: E731
+        V = lambda p, i=i: spec.V.head(p, i, k)  # noqa: E731
+        O = lambda p, i=i: p[spec.O][:, i * k : (i + 1) * k]  # noqa: E731  (d, k)
+        if spec.pe == "rope":
+            qk_name, qk_law = f"head{i}:‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", _block_difference(Q, K)
+        else:
+            qk_name, qk_law = f"head{i}:QᵀQ−KᵀK", _gram_difference(Q, K)
+        if spec.gamma_q is None:
+            laws[qk_name] = qk_law
+            if spec.K.bias is not None and spec.pe != "rope":  # with RoPE the key bias turns with p: no shift
+                laws[f"head{i}:b_k"] = lambda p, i=i: spec.K.bias_of(p, i, k)
+        else:
+            if not spec.shared_gains:
+                name, law = _gain_law(spec, i)
+                laws[f"head{i}:{name}"] = law
+            controls[qk_name] = qk_law  # the law QK-norm breaks
+        if spec.gamma_q is not None and spec.norm_eps == 0:  # RMSNorm with ε = 0 ignores the scale of Q_i, K_i
+            laws[f"head{i}:‖Q‖²"] = _square_norm(Q)
+            laws[f"head{i}:‖K‖²"] = _square_norm(K)
+        else:
+            controls[f"head{i}:‖Q‖²"] = _square_norm(Q)
+        laws[f"head{i}:VᵀV−OᵀO"] = _gram_difference(V, O)
+        controls[f"head{i}:‖V‖²"] = _square_norm(V)
+    return laws, controls
+
+
+def _kind(spec: AttentionSpec) -> str:
+    pe = "" if spec.pe == "none" else f"-{spec.pe}"
+    norm = "" if spec.gamma_q is None else ("-qknorm-shared" if spec.shared_gains else "-qknorm")
+    return f"mha{pe}{norm}"
+
+
+# ---------------------------------------------------------------- the three layouts
+
+
+def spec_of(module: MultiHeadAttention, prefix: str = "") -> AttentionSpec:
+    """The book's block: separate ``Q``, ``K``, ``V``, ``O`` linears, gains ``gamma_q``, ``gamma_k``.
+
+    Examples
+    ========
+    >>> spec_of(MultiHeadAttention(4, 2, 2, bias=True)).Q
+    Projection(weight='Q.weight', offset=0, bias='Q.bias', bias_offset=0)
+    """
+
+    def proj(name: str) -> Projection:
+        return Projection(f"{prefix}{name}.weight", 0, f"{prefix}{name}.bias" if module.bias else None)
+
+    gains = module.qk_norm is not False
+    return AttentionSpec(
+        n=module.n_heads,
+        k=module.head_dim,
+        Q=proj("Q"),
+        K=proj("K"),
+        V=proj("V"),
+        O=f"{prefix}O.weight",
+        pe=module.pe,
+        gamma_q=f"{prefix}gamma_q" if gains else None,
+        gamma_k=f"{prefix}gamma_k" if gains else None,
+        shared_gains=module.qk_norm == "shared",
+        norm_eps=module.norm_eps,
+    )
+
+
+def torch_spec_of(module: nn.MultiheadAttention, prefix: str = "") -> AttentionSpec:
+    """``nn.MultiheadAttention``: ``in_proj_weight`` (3E, E) packs W_q, W_k, W_v (rows 0, E, 2E), or
+    ``q_proj_weight``/``k_proj_weight``/``v_proj_weight`` when kdim/vdim differ; output ``out_proj``.
+
+    Examples
+    ========
+    >>> torch_spec_of(nn.MultiheadAttention(4, 2)).K
+    Projection(weight='in_proj_weight', offset=4, bias='in_proj_bias', bias_offset=4)
+    """
+    if module.bias_k is not None:
+        raise ValueError("nn.MultiheadAttention with add_bias_kv=True: its laws are not derived here")
+    E, n = module.embed_dim, module.num_heads
+    bias = f"{prefix}in_proj_bias" if module.in_proj_bias is not None else None
+    if module._qkv_same_embed_dim:
+        Q, K, V = (Projection(f"{prefix}in_proj_weight", s * E, bias, s * E) for s in range(3))
+    else:  # separate weights, but the bias stays packed
+        Q, K, V = (Projection(f"{prefix}{c}_proj_weight", 0, bias, s * E) for s, c in enumerate("qkv"))
+    return AttentionSpec(n=n, k=E // n, Q=Q, K=K, V=V, O=f"{prefix}out_proj.weight")
+
+
+def timm_spec_of(module: nn.Module, prefix: str = "") -> AttentionSpec:
+    """timm's ``Attention``: fused ``qkv`` (3·n·k, d) with W_q, W_k, W_v at rows 0, n·k, 2·n·k; output ``proj``.
+
+    timm's ``qk_norm`` (LayerNorm, which also subtracts the mean), ``scale_norm`` and ``gated``
+    change the laws and are refused.
+    """
+    plain = all(isinstance(getattr(module, a, None), nn.Identity) for a in ("q_norm", "k_norm", "norm"))
+    if not plain or getattr(module, "gate", None) is not None:
+        raise ValueError(
+            f"timm Attention at {prefix.rstrip('.') or 'the root'}: qk_norm, scale_norm and gated "
+            "variants have other laws; only the plain layer is supported"
+        )
+    n, k = module.num_heads, module.head_dim
+    bias = f"{prefix}qkv.bias" if module.qkv.bias is not None else None
+    Q, K, V = (Projection(f"{prefix}qkv.weight", s * n * k, bias, s * n * k) for s in range(3))
+    return AttentionSpec(n=n, k=k, Q=Q, K=K, V=V, O=f"{prefix}proj.weight")
+
+
+def _block_laws(spec: AttentionSpec, prefix: str) -> BlockLaws:
+    laws, controls = attention_laws(spec)
+    return BlockLaws(prefix.rstrip("."), _kind(spec), laws, controls)
+
+
+@register_laws(MultiHeadAttention)
+def _mha_block(module: MultiHeadAttention, prefix: str) -> BlockLaws:
+    return _block_laws(spec_of(module, prefix), prefix)
+
+
+@register_laws(nn.MultiheadAttention)
+def _torch_mha_block(module: nn.MultiheadAttention, prefix: str) -> BlockLaws:
+    return _block_laws(torch_spec_of(module, prefix), prefix)
+
+
+@register_laws("timm.layers.attention.Attention")  # by name: timm is optional and slow to import
+def _timm_attention_block(module: nn.Module, prefix: str) -> BlockLaws:
+    return _block_laws(timm_spec_of(module, prefix), prefix)
+
+
+# ---------------------------------------------------------------- architectures for `certify` and `drift`
+
+
+def conditioned_rope_base(k: int) -> float:
+    """A RoPE base whose frequencies ``ω_j = base^(−2j/k)`` run from 1 down to 1/3 rad per position.
+
+    With the usual base 10000 the slow blocks of a short sequence barely turn
+    (``ω_j·T ≪ 1``): the rotations are nearly the identity, nearly every G commutes
+    with them, and the Lie rank's gap between kept and dropped singular values closes.
+
+    Examples
+    ========
+    >>> round(conditioned_rope_base(4), 6)  # ω = (1, 1/3)
+    9.0
+    """
+    if k < 2 or k % 2:
+        raise ValueError(f"RoPE needs an even head_dim ≥ 2, got {k}")
+    return 10000.0 if k == 2 else 3.0 ** (k / (k - 2))
+
+
+def build_mha(
+    options: ArchOptions,
+    *,
+    pe: str = "none",
+    qk_norm: bool | str = False,
+    norm_eps: float = 0.0,
+    bias: bool = False,
+) -> Built:
+    """A float64 :class:`MultiHeadAttention` at a generic point, with the count the theory predicts.
+
+    Formulas (n heads of width k, d ≥ k): ``n·k(k+1)`` without PE or with sinusoidal PE
+    (+ n·k with biases: the key bias is conserved); ``n·k/2 + n·k(k+1)/2`` with RoPE;
+    with QK-norm the k/2 block laws per head are those of the gains (``k/2`` in all when shared),
+    plus ``2n`` when ε = 0. Gains are drawn from U(0.5, 1.5) so that no two are equal.
+
+    Examples
+    ========
+    >>> built = build_mha(ArchOptions(), pe="rope")
+    >>> built.formula, built.input_shape
+    (24, (4, 4))
+    """
+    rope = pe == "rope"
+    o = options.with_defaults(dim=4, heads=2, head_dim=4 if rope else 2, seq=4 if rope else 3)
+    n, k, d = o.heads, o.head_dim, o.dim
+    if d < k:
+        raise ValueError(f"--dim ({d}) must be at least --head-dim ({k}): the counts assume d ≥ k")
+    base = conditioned_rope_base(k) if rope else 10000.0
+    torch.manual_seed(o.seed)
+    model = MultiHeadAttention(d, n, k, pe=pe, qk_norm=qk_norm, norm_eps=norm_eps, bias=bias, rope_base=base)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.startswith("gamma"):
+                p.uniform_(0.5, 1.5)
+    vo = n * k * (k + 1) // 2
+    if qk_norm:
+        blocks = k // 2 if rope else k
+        gains, gains_text = (blocks, f"{blocks}") if qk_norm == "shared" else (n * blocks, f"{n}·{blocks}")
+        scale, scale_text = (2 * n, f" + 2·{n}") if norm_eps == 0 else (0, "")
+        formula, text = gains + scale + vo, f"{gains_text}{scale_text} + {n}·{k}·{k + 1}/2"
+    elif rope:
+        formula, text = n * k // 2 + vo, f"n·k/2 + n·k(k+1)/2 = {n}·{k}/2 + {n}·{k}·{k + 1}/2"
+    else:
+        extra, extra_text = (n * k, f" + {n}·{k}") if bias else (0, "")
+        formula, text = 2 * vo + extra, f"n·k(k+1){' + n·k' if bias else ''} = {n}·{k}·{k + 1}{extra_text}"
+    note = ""
+    if rope and k > 2:
+        slowest = 10000 ** (-(k - 2) / k) * (o.seq - 1)  # largest angle of the slowest block at base 10000
+        note = (
+            f"RoPE base {base:.4g} instead of 10000, so the frequencies run from 1 to 1/3 rad per position "
+            f"and every 2×2 block turns; with 10000 the slowest block turns {slowest:.2g} rad over "
+            f"T = {o.seq} tokens: the rotations are nearly the identity and the smallest kept singular value "
+            "shrinks toward the dropped ones (chapter 5 measures it)."
+        )
+    if qk_norm and norm_eps > 0:
+        note += f" RMSNorm ε = {norm_eps:g}."
+    return Built(model.double(), (o.seq, d), formula, f"{text} = {formula}", note.strip())
+
+
+def _register(name: str, summary: str, **kwargs) -> None:
+    register_arch(name, summary)(lambda options: build_mha(options, **kwargs))
+
+
+_register("mha", "multi-head attention, no position encoding: Q_iᵀQ_i − K_iᵀK_i, V_iᵀV_i − O_iᵀO_i")
+_register("mha-sinusoidal", "multi-head attention with sinusoidal PE added to X: the same laws", pe="sinusoidal")
+_register("mha-bias", "multi-head attention with biases on Q, K, V, O: augmented laws, key bias conserved", bias=True)
+_register("mha-rope", "multi-head attention with RoPE: one law per head and 2×2 block, plus V/O", pe="rope")
+_register(
+    "mha-rope-qknorm",
+    "RoPE + RMSNorm on q, k with per-head gains, ε > 0: laws of the gains per block, plus V/O",
+    pe="rope",
+    qk_norm="per_head",
+    norm_eps=1e-6,
+)
+_register(
+    "mha-rope-qknorm-eps0",
+    "RoPE + QK-norm, per-head gains, ε = 0: also ‖Q_i‖², ‖K_i‖² (scale invariance)",
+    pe="rope",
+    qk_norm="per_head",
+)
+_register(
+    "mha-rope-qknorm-shared",
+    "RoPE + QK-norm with gains shared across heads (Qwen-3), ε > 0",
+    pe="rope",
+    qk_norm="shared",
+    norm_eps=1e-6,
+)
+_register(
+    "mha-rope-qknorm-shared-eps0",
+    "RoPE + QK-norm with gains shared across heads, ε = 0: also ‖Q_i‖², ‖K_i‖²",
+    pe="rope",
+    qk_norm="shared",
+)

@@ -1,0 +1,210 @@
+"""Watch the conservation laws while any model trains: ε_block after every step.
+
+A :class:`Monitor` finds every block of a model whose laws are known
+(:func:`conslaw_lite.laws.find_blocks`), records h(θ₀), and after each step
+(or every ``every`` steps) records, per block kind and for the controls,
+THEORY.md's metric
+
+    ε_block(k) = (1/N) Σ_i ‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖
+
+over the N laws of that kind (all blocks of one kind pooled). Each law function of
+the registry is one h_i, measured in the Frobenius norm: a head's k×k matrix
+QᵀQ − KᵀK, or the vector of a SwiGLU's r unit laws. A law with h_i(θ₀) = 0 has
+no relative drift; it is left out of the mean (NaN in :meth:`Monitor.relative_drift`). It is cheap: only the
+parameters some law reads are cast to float64, no autograd graph is built, and
+the laws of all kinds are compared with h(θ₀) in one vector operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from conslaw_lite.laws import BlockLaws, Law, find_blocks, supported_types
+
+CONTROL_SUFFIX = " (control)"
+
+
+def laws_by_kind(model: nn.Module, *, controls: bool = False) -> dict[str, dict[str, Law]]:
+    """The laws (or controls) of ``model`` grouped by block kind: ``{kind: {"path:name": law}}``.
+
+    Raises ``ValueError`` naming the supported module types when ``model`` has no known block.
+
+    Examples
+    ========
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> {k: list(v) for k, v in laws_by_kind(ToyProduct(a=2.0, b=1.0)).items()}
+    {'toy': ['a²−b²']}
+    """
+    blocks = find_blocks(model)
+    if not blocks:
+        raise ValueError(
+            f"no block with known conservation laws in {type(model).__name__}; "
+            f"supported module types: {', '.join(supported_types())}"
+        )
+    grouped: dict[str, dict[str, Law]] = {}
+    for block in blocks:
+        for name, fn in _laws(block, controls).items():
+            grouped.setdefault(block.kind, {})[f"{block.path}:{name}" if block.path else name] = fn
+    return grouped
+
+
+def _laws(block: BlockLaws, controls: bool) -> dict[str, Law]:
+    return block.controls if controls else block.laws
+
+
+class _Reads(dict):
+    """A parameter mapping that remembers which names a law reads."""
+
+    def __init__(self, params: Mapping[str, torch.Tensor]) -> None:
+        super().__init__(params)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+
+@dataclass
+class _Laws:
+    """Every law of every group, flattened into one vector so all are compared with h(θ₀) at once."""
+
+    laws: list[Law]
+    h0: torch.Tensor  # (entries,) all laws' entries, float64
+    law_index: torch.Tensor  # (entries,) which law each entry belongs to
+    norm0: torch.Tensor  # (N,) ‖h_i(θ₀)‖
+
+    @classmethod
+    def start(cls, laws: list[Law], params: Mapping[str, torch.Tensor]) -> _Laws:
+        values = [fn(params).reshape(-1) for fn in laws]
+        h0 = torch.cat(values)
+        sizes = torch.tensor([v.numel() for v in values], device=h0.device)
+        index = torch.repeat_interleave(torch.arange(len(values), device=h0.device), sizes)
+        norm0 = torch.zeros(len(values), dtype=h0.dtype, device=h0.device).index_add_(0, index, h0 * h0).sqrt()
+        # A law that starts at 0 (a key bias initialised to zero) has no relative drift: NaN, left out of ε.
+        return cls(laws, h0, index, torch.where(norm0 > 0, norm0, torch.nan))
+
+    def relative_drift(self, params: Mapping[str, torch.Tensor]) -> np.ndarray:
+        """``‖h_i(θ) − h_i(θ₀)‖ / ‖h_i(θ₀)‖`` for each law i, shape (N,)."""
+        diff = torch.cat([fn(params).reshape(-1) for fn in self.laws]) - self.h0
+        squared = torch.zeros_like(self.norm0).index_add_(0, self.law_index, diff * diff)
+        return (squared.sqrt() / self.norm0).cpu().numpy()
+
+
+def relative_drift(h: np.ndarray) -> np.ndarray:
+    """``‖h_k − h_0‖ / ‖h_0‖`` for one law recorded as ``h[k] = h(θ_k)`` (entries flattened); NaN if h_0 = 0.
+
+    Examples
+    ========
+    >>> relative_drift(np.array([[3.0, 4.0], [3.0, 4.5], [0.0, 4.0]])).tolist()
+    [0.0, 0.1, 0.6]
+    """
+    h = np.asarray(h, dtype=np.float64).reshape(len(h), -1)
+    norm0 = np.linalg.norm(h[0])
+    return np.linalg.norm(h - h[0], axis=1) / (norm0 if norm0 > 0 else np.nan)
+
+
+def epsilon_block(relative: np.ndarray) -> np.ndarray:
+    """ε_block: the mean over the last axis (the laws) of relative drifts, leaving out NaN (laws starting at 0).
+
+    Examples
+    ========
+    >>> epsilon_block(np.array([[0.1, 0.3, np.nan], [np.nan, np.nan, np.nan]])).tolist()
+    [0.2, nan]
+    """
+    finite = np.isfinite(relative)
+    total, count = np.where(finite, relative, 0.0).sum(-1), finite.sum(-1)
+    return np.divide(total, count, out=np.full(np.shape(total), np.nan), where=count > 0)
+
+
+class Monitor:
+    """ε_block per block kind (and per kind of control) along any training loop.
+
+    Call :meth:`step` after each ``optimizer.step()``, or :meth:`attach` the
+    monitor to a ``torch.optim`` optimizer once. Groups are named by kind
+    (``"swiglu"``, ``"mha"``, ...) and ``"<kind> (control)"`` for the controls.
+
+    Examples
+    ========
+    >>> import torch
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> model = ToyProduct(a=2.0, b=1.0)
+    >>> monitor = Monitor(model)
+    >>> opt = torch.optim.SGD(model.parameters(), lr=0.001)
+    >>> handle = monitor.attach(opt)
+    >>> for _ in range(3):
+    ...     opt.zero_grad(); (model(torch.ones(1, 1, dtype=torch.float64)) ** 2).sum().backward(); opt.step()
+    >>> monitor.steps.tolist(), monitor.names
+    ([0, 1, 2, 3], ['toy', 'toy (control)'])
+    >>> monitor.epsilon("toy").round(7).tolist()  # τ² g_k^T M g_k per step, relative to a² − b² = 3
+    [0.0, 1.6e-05, 3.17e-05, 4.71e-05]
+    >>> bool(monitor.epsilon("toy (control)")[-1] > 100 * monitor.epsilon("toy")[-1])  # a², b² move at first order
+    True
+    """
+
+    def __init__(self, model: nn.Module, every: int = 1) -> None:
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a positive integer, got {every!r}")
+        self.every = every
+        self._count = 0
+        groups = laws_by_kind(model)
+        groups.update({kind + CONTROL_SUFFIX: fns for kind, fns in laws_by_kind(model, controls=True).items()})
+        # Group g owns laws bounds[g]:bounds[g+1] of the one flat vector.
+        self._names = list(groups)
+        self._bounds = np.cumsum([0, *(len(fns) for fns in groups.values())])
+        named = dict(model.named_parameters())
+        reads = _Reads({n: p.detach().to(torch.float64) for n, p in named.items()})
+        with torch.no_grad():
+            self._laws = _Laws.start([fn for fns in groups.values() for fn in fns.values()], reads)
+        # Only these parameters are cast to float64 at each record.
+        self._params = {n: named[n] for n in sorted(reads.read)}
+        self._steps = [0]
+        self._relative = [self._laws.relative_drift(reads)]  # per record: every law's relative drift (0 or NaN here)
+
+    @property
+    def names(self) -> list[str]:
+        """Group names: each block kind, then each kind's controls."""
+        return list(self._names)
+
+    @property
+    def steps(self) -> np.ndarray:
+        """The step indices k at which ε was recorded (0 = the start)."""
+        return np.array(self._steps)
+
+    def step(self) -> bool:
+        """Count one optimizer step; every ``every`` steps record each law's relative drift. True if it recorded."""
+        self._count += 1
+        if self._count % self.every:
+            return False
+        with torch.no_grad():
+            params = {n: p.to(torch.float64) for n, p in self._params.items()}
+            self._relative.append(self._laws.relative_drift(params))
+        self._steps.append(self._count)
+        return True
+
+    def attach(self, optimizer: torch.optim.Optimizer) -> torch.utils.hooks.RemovableHandle:
+        """Call :meth:`step` after every ``optimizer.step()``; returns the handle (``.remove()`` detaches)."""
+        return optimizer.register_step_post_hook(lambda *_: self.step())
+
+    def relative_drift(self, name: str) -> np.ndarray:
+        """``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖`` per record and law, shape (records, N)."""
+        return self._group(name, np.stack(self._relative))
+
+    def epsilon(self, name: str) -> np.ndarray:
+        """ε_block of group ``name`` per record: the mean of :meth:`relative_drift` over the laws."""
+        return epsilon_block(self.relative_drift(name))
+
+    def history(self) -> dict[str, np.ndarray]:
+        """``{"step": k, group: ε_block, ...}`` as plain arrays, ready to plot or save."""
+        return {"step": self.steps, **{name: self.epsilon(name) for name in self._names}}
+
+    def _group(self, name: str, relative: np.ndarray) -> np.ndarray:
+        """The columns (last axis) of ``relative`` that belong to group ``name``."""
+        if name not in self._names:
+            raise ValueError(f"no group {name!r}; this model has {self.names}")
+        g = self._names.index(name)
+        return relative[..., self._bounds[g] : self._bounds[g + 1]]

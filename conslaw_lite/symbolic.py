@@ -1,0 +1,546 @@
+"""Conservation laws derived with sympy: ∇f, the condition ⟨∇h, ∇f⟩ = 0, its PDE, characteristics and laws.
+
+The chain of chapter 1, each step computed, nothing typed in by hand:
+
+1. :func:`gradient` — ``∇_θ f(x; θ)``.
+2. :func:`orthogonality_condition` — ``⟨∇h(θ), ∇_θ f(x; θ)⟩``; ``h`` is a law iff this
+   vanishes for all x and θ (Marcotte et al. 2023).
+3. :func:`pde` — the condition is a polynomial in the inputs x whose coefficients must
+   each vanish: x-free first-order PDEs ``Σ_k V_k(θ) ∂_k h = 0``.
+4. :func:`characteristics` — their characteristic systems ``θ_k' = V_k(θ)`` and the
+   (quadratic) first integrals shared by all of them.
+5. :func:`quadratic_laws` — every quadratic polynomial law of any sympy model at once,
+   by linear algebra on the unknown coefficients of ``h``.
+
+How :func:`quadratic_laws` solves for the coefficients
+----------------------------------------------------
+Write ``h(θ) = Σ_{i≤j} c_ij θ_i θ_j + Σ_i d_i θ_i``. The condition is linear in
+(c, d): ``Σ_{i≤j} c_ij (θ_j ∂_i f + θ_i ∂_j f) + Σ_i d_i ∂_i f = 0``, one column per
+unknown. Evaluating the columns at many random points (θ, x) gives a matrix Φ whose
+null space contains every law; the laws are the null vectors that vanish identically.
+
+* Candidates: Φ in float64 at random points, its null space by SVD (the gap between the
+  smallest kept and largest dropped singular value is reported), brought to reduced
+  row-echelon form and rounded to rationals with small denominators.
+* **Exact** when every ∂_k f_i is a polynomial with rational coefficients: each
+  candidate is verified symbolically (``expand(⟨∇h, ∇f_i⟩) == 0``), and completeness is
+  certified by the rank of Φ at random points of the field F_p (p ≈ 2³¹): the true law
+  space ⊆ null(Φ over Q) and dim null(Φ over Q) ≤ dim null(Φ mod p), so equal counts
+  prove nothing was missed.
+* **Numeric** otherwise (erf-GELU, SiLU, softmax, sigmoid ...): candidates are checked at
+  fresh random points to a relative residual of 1e-9. A law whose coefficients are not
+  rationals with denominator ≤ 1000 is kept with float coefficients.
+
+Limits: D parameters give n = D(D+1)/2 + D unknowns and about 1.5 n equations; the SVD
+costs O(n³) = O(D⁶). Measured (CPU seconds, one core): softmax attention d = k = T = 2,
+one head (16 parameters, 6 laws) ≈ 5 s, two heads (32 parameters, 12 laws) ≈ 10 s, mostly
+sympy differentiating; MoE with two SwiGLU experts (28 parameters, 6 laws) ≈ 4 s; a linear
+net with 40 parameters (860 unknowns, exact path) ≈ 13 s. Beyond ~50 parameters use the
+numerical counter of :mod:`conslaw_lite.counting`. Only laws that are quadratic
+polynomials are found; a count of laws that are functions of others (products, or the 9
+quadratic laws of ``(Σ u_i v_i)·x`` of which 5 are independent) needs a Jacobian rank.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import sympy as sp
+
+_PRIME = 2_147_483_629  # largest prime below 2³¹: products of two residues fit in int64
+_MAX_DENOMINATOR = 1000
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def _outputs(f: object) -> list[sp.Expr]:
+    """``f`` as a list of scalar sympy expressions; TypeError naming what is not one."""
+    items = list(f) if isinstance(f, (list, tuple, sp.MatrixBase)) else [f]
+    if not items:
+        raise ValueError("the model f has no outputs")
+    for i, item in enumerate(items):
+        if not isinstance(item, sp.Expr):
+            where = f"output {i} of f" if len(items) > 1 or item is not f else "f"
+            raise TypeError(f"{where} must be a sympy expression, got {type(item).__name__}: {item!r}")
+    return items
+
+
+def _symbols(values: object, what: str) -> list[sp.Symbol]:
+    if isinstance(values, (sp.Basic, str)) or not isinstance(values, Sequence):
+        raise TypeError(f"{what} must be a list of sympy Symbols, got {type(values).__name__}: {values!r}")
+    out = list(values)
+    for v in out:
+        if not isinstance(v, sp.Symbol):
+            raise TypeError(f"{what} must be sympy Symbols; {v!r} is a {type(v).__name__}")
+    repeated = sorted({str(v) for v in out if out.count(v) > 1})
+    if repeated:
+        raise ValueError(f"{what} lists {', '.join(repeated)} more than once")
+    return out
+
+
+def _check_model(f: object, params: object, inputs: object) -> tuple[list[sp.Expr], list[sp.Symbol], list[sp.Symbol]]:
+    outputs = _outputs(f)
+    theta = _symbols(params, "params")
+    x = _symbols(inputs, "inputs")
+    if not theta:
+        raise ValueError("params is empty: a law is a function of at least one parameter")
+    both = [str(s) for s in theta if s in x]
+    if both:
+        raise ValueError(f"{', '.join(both)} listed both as a parameter and as an input")
+    free = set().union(*(e.free_symbols for e in outputs))
+    absent = [str(s) for s in theta if s not in free]
+    if absent:
+        raise ValueError(f"parameter {', '.join(absent)} does not occur in f")
+    unknown = sorted(str(s) for s in free - set(theta) - set(x))
+    if unknown:
+        raise ValueError(f"f contains {', '.join(unknown)}, which is neither a parameter nor an input")
+    return outputs, theta, x
+
+
+# ---------------------------------------------------------------- the derivation, step by step
+
+
+def gradient(f: sp.Expr, params: Sequence[sp.Symbol]) -> list[sp.Expr]:
+    """``∇_θ f = (∂f/∂θ_1, ..., ∂f/∂θ_D)`` for one scalar output f.
+
+    Examples
+    ========
+    >>> from sympy import symbols
+    >>> a, b, x = symbols("a b x")
+    >>> gradient(a * b * x, [a, b])
+    [b*x, a*x]
+    """
+    if isinstance(f, (list, tuple, sp.MatrixBase)):
+        raise TypeError("gradient takes one scalar output; call it once per output")
+    (f,) = _outputs(f)
+    return [sp.diff(f, t) for t in _symbols(params, "params")]
+
+
+def generic_law(params: Sequence[sp.Symbol]) -> sp.Expr:
+    """An unknown function ``h(θ_1, ..., θ_D)``, for writing the condition and the PDE.
+
+    Examples
+    ========
+    >>> from sympy import symbols
+    >>> generic_law(symbols("a b"))
+    h(a, b)
+    """
+    return sp.Function("h")(*_symbols(params, "params"))
+
+
+def orthogonality_condition(f: sp.Expr, params: Sequence[sp.Symbol], h: sp.Expr | None = None) -> sp.Expr:
+    """``⟨∇h(θ), ∇_θ f(x; θ)⟩ = Σ_k ∂_k h · ∂_k f``; h is a law iff this is 0 for all x, θ.
+
+    ``h`` defaults to the unknown function ``h(θ)`` (see :func:`generic_law`).
+
+    Examples
+    ========
+    >>> from sympy import symbols
+    >>> a, b, x = symbols("a b x")
+    >>> orthogonality_condition(a * b * x, [a, b])
+    a*x*Derivative(h(a, b), b) + b*x*Derivative(h(a, b), a)
+    >>> orthogonality_condition(a * b * x, [a, b], a**2 - b**2)
+    0
+    >>> orthogonality_condition(a * b * x, [a, b], a**2 + b**2)  # not a law
+    4*a*b*x
+    """
+    theta = _symbols(params, "params")
+    h = generic_law(theta) if h is None else h
+    if not isinstance(h, sp.Expr):
+        raise TypeError(f"h must be a sympy expression, got {type(h).__name__}: {h!r}")
+    return sp.Add(*(sp.diff(h, t) * g for t, g in zip(theta, gradient(f, theta))))
+
+
+def _pde_fields(f: object, params: object, inputs: object) -> tuple[list[list[sp.Expr]], list[sp.Symbol]]:
+    """The coefficient vectors V(θ) of the x-free PDEs ``Σ_k V_k ∂_k h = 0``, deduplicated."""
+    outputs, theta, x = _check_model(f, params, inputs)
+    h = generic_law(theta)
+    partials = [sp.Derivative(h, t) for t in theta]
+    fields: list[list[sp.Expr]] = []
+    for i, fi in enumerate(outputs):
+        condition = sp.expand(orthogonality_condition(fi, theta, h))
+        try:  # the condition vanishes for all x iff each coefficient of each monomial in x does
+            coefficients = sp.Poly(condition, *x).coeffs() if x else [condition]
+        except sp.PolynomialError as err:
+            raise ValueError(
+                f"output {i} of f is not polynomial in the inputs {x}, so x cannot be eliminated by "
+                f"collecting monomials; use quadratic_laws, which does not need this"
+            ) from err
+        for coefficient in coefficients:
+            V = _normalise([sp.expand(coefficient).coeff(d) for d in partials], theta)
+            if any(v != 0 for v in V) and V not in fields:
+                fields.append(V)
+    return fields, theta
+
+
+def _normalise(V: list[sp.Expr], theta: list[sp.Symbol]) -> list[sp.Expr]:
+    """V divided by the gcd of its entries (polynomial V), sign chosen so the first entry leads positively.
+
+    The PDE ``Σ V_k ∂_k h = 0`` is unchanged by a common factor, so ``x(b ∂_a h + a ∂_b h)`` and
+    ``2b ∂_a h + 2a ∂_b h`` both become ``b ∂_a h + a ∂_b h``.
+    """
+    if not all(v.is_polynomial(*theta) for v in V):
+        return V
+    common = sp.gcd_list(V)
+    V = [sp.cancel(v / common) for v in V] if common != 0 else V
+    first = next((v for v in V if v != 0), None)
+    return [-v for v in V] if first is not None and sp.Poly(first, *theta).LC() < 0 else V
+
+
+def pde(f: sp.Expr | Sequence[sp.Expr], params: Sequence[sp.Symbol], inputs: Sequence[sp.Symbol]) -> list[sp.Expr]:
+    """The x-free PDEs ``Σ_k V_k(θ) ∂_k h = 0`` that a law h must satisfy.
+
+    The condition ``⟨∇h, ∇f_i⟩`` is expanded as a polynomial in the inputs; it vanishes
+    for every x iff every coefficient does, and each coefficient is one PDE (common
+    polynomial factors divided out, duplicates dropped). Needs f polynomial in x.
+
+    Examples
+    ========
+    >>> from sympy import symbols
+    >>> a, b, c, x = symbols("a b c x")
+    >>> pde(a * b * x, [a, b], [x])
+    [a*Derivative(h(a, b), b) + b*Derivative(h(a, b), a)]
+    >>> pde(a * b * c * x, [a, b, c], [x])
+    [a*b*Derivative(h(a, b, c), c) + a*c*Derivative(h(a, b, c), b) + b*c*Derivative(h(a, b, c), a)]
+    """
+    fields, theta = _pde_fields(f, params, inputs)
+    h = generic_law(theta)
+    return [sp.Add(*(v * sp.Derivative(h, t) for v, t in zip(V, theta))) for V in fields]
+
+
+@dataclass(frozen=True)
+class Characteristics:
+    """Characteristic systems of the PDEs of a model and their shared invariants.
+
+    ``systems[j]`` lists the ODEs ``θ_k'(t) = V_k(θ(t))`` of the j-th PDE;
+    ``invariants`` is a basis of the quadratic polynomials constant along all of them.
+    """
+
+    t: sp.Symbol
+    systems: list[list[sp.Eq]]
+    invariants: list[sp.Expr]
+
+
+def characteristics(
+    f: sp.Expr | Sequence[sp.Expr], params: Sequence[sp.Symbol], inputs: Sequence[sp.Symbol]
+) -> Characteristics:
+    """The characteristic ODEs ``θ' = V(θ)`` of each PDE of :func:`pde`, and their invariants.
+
+    A solution h of ``Σ_k V_k ∂_k h = 0`` is constant along ``θ' = V(θ)``. The invariants
+    are computed as the quadratic polynomials I with ``⟨∇I, V⟩ ≡ 0`` for every PDE's V,
+    by the linear algebra of :func:`quadratic_laws`.
+
+    Examples
+    ========
+    >>> from sympy import symbols
+    >>> a, b, c, x = symbols("a b c x")
+    >>> ch = characteristics(a * b * x, [a, b], [x])
+    >>> ch.systems[0]
+    [Eq(Derivative(a(t), t), b(t)), Eq(Derivative(b(t), t), a(t))]
+    >>> ch.invariants
+    [a**2 - b**2]
+    >>> characteristics(a * b * c * x, [a, b, c], [x]).invariants
+    [a**2 - b**2, a**2 - c**2]
+    """
+    fields, theta = _pde_fields(f, params, inputs)
+    t = sp.Symbol("t")
+    paths = {s: sp.Function(s.name)(t) for s in theta}
+    systems = [[sp.Eq(sp.Derivative(paths[s], t), v.subs(paths)) for s, v in zip(theta, V)] for V in fields]
+    return Characteristics(t, systems, _solve(fields, theta, [], seed=0, include_products=False).laws)
+
+
+# ---------------------------------------------------------------- quadratic laws by linear algebra
+
+
+@dataclass(frozen=True)
+class LawSearch:
+    """What :func:`find_quadratic_laws` found and how sure it is.
+
+    ``exact``: laws verified symbolically and completeness certified by a rank mod p
+    (polynomial models); otherwise checked numerically at fresh points.
+    ``sigma_kept`` / ``sigma_dropped``: smallest kept and largest dropped singular value
+    of the (column-normalised) float64 system, relative to the largest; their ratio is
+    the gap behind the rank decision.
+    """
+
+    laws: list[sp.Expr]
+    exact: bool
+    num_unknowns: int
+    num_equations: int
+    sigma_kept: float
+    sigma_dropped: float
+    seconds: float
+
+
+def find_quadratic_laws(
+    f: sp.Expr | Sequence[sp.Expr],
+    params: Sequence[sp.Symbol],
+    inputs: Sequence[sp.Symbol],
+    *,
+    seed: int = 0,
+    include_products: bool = False,
+) -> LawSearch:
+    """:func:`quadratic_laws` with its diagnostics (exactness, singular-value gap, time).
+
+    Examples
+    ========
+    >>> from sympy import symbols
+    >>> a, b, x = symbols("a b x")
+    >>> found = find_quadratic_laws(a * b * x, [a, b], [x])
+    >>> found.laws, found.exact, found.num_unknowns
+    ([a**2 - b**2], True, 5)
+    """
+    outputs, theta, x = _check_model(f, params, inputs)
+    fields = [[sp.diff(fi, t) for t in theta] for fi in outputs]
+    return _solve(fields, theta, x, seed=seed, include_products=include_products)
+
+
+def quadratic_laws(
+    f: sp.Expr | Sequence[sp.Expr],
+    params: Sequence[sp.Symbol],
+    inputs: Sequence[sp.Symbol],
+    *,
+    seed: int = 0,
+    include_products: bool = False,
+) -> list[sp.Expr]:
+    """A basis of all quadratic polynomial laws h(θ) (no constant term) of the model f(x; θ).
+
+    Solves ``⟨∇h, ∇f_i(x; θ)⟩ = 0`` for every output i, every x and θ, for the unknown
+    coefficients of ``h = Σ_{i≤j} c_ij θ_i θ_j + Σ_i d_i θ_i`` (the module docstring
+    explains the method and when the answer is exact). ``f`` is one sympy expression
+    or a list of them (a vector output). The basis is in reduced row-echelon form,
+    signs chosen so the first coefficient is positive.
+
+    Products of laws are laws: if there are linear laws ℓ_i, every ℓ_i ℓ_j is a quadratic
+    law too. By default these products are left out of the basis (every quadratic law is
+    then a combination of the basis and of products of its linear members), so the
+    length of the list counts independent laws; ``include_products=True`` returns a basis
+    of the whole vector space of quadratic laws instead.
+
+    Raises ``TypeError`` for a non-sympy f or parameter, ``ValueError`` for a parameter
+    that does not occur in f, a symbol listed both as parameter and input, or a free
+    symbol of f that is neither.
+
+    Examples
+    ========
+    >>> from sympy import symbols, exp
+    >>> a, b, c, x = symbols("a b c x")
+    >>> quadratic_laws(a * b * x, [a, b], [x])
+    [a**2 - b**2]
+    >>> quadratic_laws(a * b * c * x, [a, b, c], [x])
+    [a**2 - b**2, a**2 - c**2]
+    >>> quadratic_laws(a * exp(b * x), [a, b], [x])  # no rescaling symmetry: no law
+    []
+    >>> quadratic_laws((a + b) * x, [a, b], [x])
+    [a - b]
+    >>> quadratic_laws((a + b) * x, [a, b], [x], include_products=True)  # (a − b)² as well
+    [a**2 - 2*a*b + b**2, a - b]
+    """
+    return find_quadratic_laws(f, params, inputs, seed=seed, include_products=include_products).laws
+
+
+def _pairs(D: int) -> tuple[np.ndarray, np.ndarray]:
+    """Index arrays (I, J) of the monomials θ_i θ_j, i ≤ j, in lexicographic order."""
+    I, J = np.triu_indices(D)
+    return I, J
+
+
+def _columns(theta: np.ndarray, G: np.ndarray, modulus: int | None = None) -> np.ndarray:
+    """Φ: one row per (field, point), one column per unknown coefficient of h.
+
+    theta: (D, P) points; G: (F, D, P) the fields at those points. Column (i, j) is
+    ``θ_j G_i + θ_i G_j`` (= 2θ_i G_i when i = j), column i of the linear part is ``G_i``.
+    """
+    I, J = _pairs(theta.shape[0])
+    if modulus is None:
+        quad = theta[J] * G[:, I] + theta[I] * G[:, J]  # (F, n_quad, P)
+    else:
+        quad = (theta[J] * G[:, I] % modulus + theta[I] * G[:, J] % modulus) % modulus
+    cols = np.concatenate([quad, G], axis=1)  # (F, n, P)
+    return cols.transpose(0, 2, 1).reshape(-1, cols.shape[1])  # (F·P, n)
+
+
+def _float_fields(fields: list[list[sp.Expr]], symbols: list[sp.Symbol]):
+    flat = [g for V in fields for g in V]
+    fn = sp.lambdify(symbols, flat, modules=["scipy", "numpy"])
+
+    def evaluate(points: np.ndarray) -> np.ndarray:  # points: (S, P) -> (F, D, P)
+        values = [np.broadcast_to(np.asarray(v, dtype=float), points.shape[1:]) for v in fn(*points)]
+        return np.stack(values).reshape(len(fields), -1, points.shape[1])
+
+    return evaluate
+
+
+def _integer_fields(fields: list[list[sp.Expr]], symbols: list[sp.Symbol]):
+    """Fields with denominators cleared (per field: the kernel is unchanged), evaluated mod p."""
+    scaled = []
+    for V in fields:
+        denominators = [sp.fraction(c)[1] for g in V if g != 0 for c in sp.Poly(g, *symbols).coeffs()]
+        lcm = sp.ilcm(*denominators) if denominators else 1
+        scaled.extend(sp.expand(lcm * g) for g in V)
+    fn = sp.lambdify(symbols, scaled, modules="math")
+
+    def evaluate(points: np.ndarray) -> np.ndarray:  # points: (S, P) Python ints -> (F, D, P) int64 residues
+        cols = []
+        for p in range(points.shape[1]):
+            cols.append([int(v) % _PRIME for v in fn(*(int(s) for s in points[:, p]))])
+        return np.array(cols, dtype=np.int64).T.reshape(len(fields), -1, points.shape[1])
+
+    return evaluate
+
+
+def _is_rational_polynomial(fields: list[list[sp.Expr]], symbols: list[sp.Symbol]) -> bool:
+    try:
+        return all(sp.Poly(g, *symbols).domain in (sp.ZZ, sp.QQ) for V in fields for g in V if g != 0)
+    except sp.PolynomialError:
+        return False
+
+
+def _rank_mod_p(A: np.ndarray) -> int:
+    """Rank over F_p by Gaussian elimination on int64 residues (p < 2³¹, so products fit)."""
+    A = A.copy() % _PRIME
+    rank = 0
+    for col in range(A.shape[1]):
+        nonzero = np.nonzero(A[rank:, col])[0]
+        if nonzero.size == 0:
+            continue
+        pivot = rank + nonzero[0]
+        A[[rank, pivot]] = A[[pivot, rank]]
+        A[rank, col:] = A[rank, col:] * pow(int(A[rank, col]), _PRIME - 2, _PRIME) % _PRIME
+        below = A[rank + 1 :, col].copy()
+        A[rank + 1 :, col:] = (A[rank + 1 :, col:] - below[:, None] * A[rank, col:] % _PRIME) % _PRIME
+        rank += 1
+        if rank == A.shape[0]:
+            break
+    return rank
+
+
+def _echelon(N: np.ndarray) -> np.ndarray:
+    """Reduced row-echelon form of the rows of N, pivots taken from the last column backwards.
+
+    Pivoting from the end makes each law's leading monomials come first (``a² − b²``,
+    not ``b² − a²`` after the sign fix), which reads like the book.
+    """
+    R = N[:, ::-1].copy()
+    row = 0
+    for col in range(R.shape[1]):
+        if row == R.shape[0]:
+            break
+        best = row + int(np.argmax(np.abs(R[row:, col])))
+        if abs(R[best, col]) < 1e-8 * np.abs(R).max():
+            continue
+        R[[row, best]] = R[[best, row]]
+        R[row] /= R[row, col]
+        others = np.arange(R.shape[0]) != row
+        R[others] -= np.outer(R[others, col], R[row])
+        row += 1
+    return R[:row, ::-1]
+
+
+def _to_expr(vector: np.ndarray, theta: list[sp.Symbol]) -> sp.Expr:
+    """``Σ c_ij θ_i θ_j + Σ d_i θ_i`` with coefficients rounded to rationals where they are ones."""
+    I, J = _pairs(len(theta))
+    monomials = [theta[i] * theta[j] for i, j in zip(I, J)] + list(theta)
+    scale = vector[np.flatnonzero(np.abs(vector) > 1e-9)[0]]  # first nonzero coefficient → positive
+    vector = vector / abs(scale) * np.sign(scale)
+    terms = []
+    for c, m in zip(vector, monomials):
+        if abs(c) < 1e-9:
+            continue
+        q = Fraction(c).limit_denominator(_MAX_DENOMINATOR)
+        terms.append((sp.Rational(q.numerator, q.denominator) if abs(q - c) < 1e-7 else sp.Float(c)) * m)
+    return sp.Add(*terms)
+
+
+def _solve(
+    fields: list[list[sp.Expr]], theta: list[sp.Symbol], x: list[sp.Symbol], *, seed: int, include_products: bool
+) -> LawSearch:
+    """All quadratic h with ``Σ_k V_k ∂_k h ≡ 0`` for every field V (a list over θ)."""
+    start = time.perf_counter()
+    symbols = theta + x
+    D = len(theta)
+    n = D * (D + 1) // 2 + D
+    points_needed = math.ceil(1.5 * n / len(fields)) + 8
+    rng = np.random.default_rng(seed)
+
+    evaluate = _float_fields(fields, symbols)
+    sample = rng.uniform(-1.5, 1.5, size=(len(symbols), points_needed))
+    Phi = _columns(sample[:D], evaluate(sample))
+    norms = np.maximum(np.linalg.norm(Phi, axis=0), 1e-300)
+    _, s, Vt = np.linalg.svd(Phi / norms, full_matrices=False)
+    s = np.concatenate([s, np.zeros(n - len(s))]) / s[0]
+    kept = s > 1e-9
+    sigma_kept, sigma_dropped = float(s[kept].min()), float(s[~kept].max()) if (~kept).any() else 0.0
+    null = Vt[~kept] / norms  # undo the column scaling
+    basis = _echelon(null)[::-1] if len(null) else null  # leading pivots first: a² − b² before a² − c²
+
+    exact = _is_rational_polynomial(fields, symbols)
+    laws = [_to_expr(v, theta) for v in basis]
+    if exact:
+        _verify_exactly(laws, fields, theta)
+        _certify_complete(len(laws), fields, symbols, D, math.ceil(n / len(fields)) + 4, rng)
+    else:
+        _verify_numerically(basis, evaluate, D, len(symbols), rng)
+    if not include_products:
+        laws = _drop_products(laws, theta)
+    return LawSearch(laws, exact, n, Phi.shape[0], sigma_kept, sigma_dropped, time.perf_counter() - start)
+
+
+def _coefficients(h: sp.Expr, theta: list[sp.Symbol]) -> np.ndarray:
+    """The vector (c_ij, d_i) of a quadratic polynomial, in the order of the unknowns."""
+    I, J = _pairs(len(theta))
+    poly = sp.Poly(h, *theta)
+    monomials = [theta[i] * theta[j] for i, j in zip(I, J)] + list(theta)
+    return np.array([float(poly.coeff_monomial(m)) for m in monomials])
+
+
+def _drop_products(laws: list[sp.Expr], theta: list[sp.Symbol]) -> list[sp.Expr]:
+    """Keep the laws that are not combinations of products ℓ_i ℓ_j of linear laws (and of laws kept before)."""
+    linear = [h for h in laws if sp.Poly(h, *theta).total_degree() == 1]
+    spanned = [_coefficients(sp.expand(u * v), theta) for i, u in enumerate(linear) for v in linear[i:]]
+    if not spanned:
+        return laws
+    kept = []
+    for h in laws:
+        trial = spanned + [_coefficients(h, theta)]
+        if np.linalg.matrix_rank(np.array(trial), tol=1e-9) == len(trial):
+            kept.append(h)
+            spanned = trial
+    return kept
+
+
+def _verify_exactly(laws: list[sp.Expr], fields: list[list[sp.Expr]], theta: list[sp.Symbol]) -> None:
+    for h in laws:
+        for V in fields:
+            residual = sp.expand(sp.Add(*(sp.diff(h, t) * v for t, v in zip(theta, V))))
+            if residual != 0:
+                raise RuntimeError(
+                    f"candidate law {h} failed the exact check (residual {residual}); "
+                    "the float64 null space was misjudged"
+                )
+
+
+def _certify_complete(found: int, fields, symbols, D: int, points: int, rng: np.random.Generator) -> None:
+    """dim null(Φ mod p) bounds the number of laws from above: equality with ``found`` certifies completeness."""
+    evaluate = _integer_fields(fields, symbols)
+    sample = rng.integers(0, _PRIME, size=(len(symbols), points), dtype=np.int64)
+    Phi = _columns(sample[:D], evaluate(sample), modulus=_PRIME)
+    bound = Phi.shape[1] - _rank_mod_p(Phi)
+    if bound != found:
+        raise RuntimeError(f"found {found} laws but the exact rank mod p leaves room for {bound}")
+
+
+def _verify_numerically(basis: np.ndarray, evaluate, D: int, S: int, rng: np.random.Generator) -> None:
+    if not len(basis):
+        return
+    sample = rng.uniform(-1.5, 1.5, size=(S, 32))
+    Phi = _columns(sample[:D], evaluate(sample))
+    residual = np.abs(Phi @ basis.T) / np.maximum(np.abs(Phi) @ np.abs(basis.T), 1e-300)
+    if residual.max() > 1e-9:
+        raise RuntimeError(f"a candidate law fails at fresh points (relative residual {residual.max():.2g})")

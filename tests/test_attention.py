@@ -1,0 +1,241 @@
+"""Multi-head attention: Q/K and V/O laws per head, RoPE's per-block laws, QK-norm, biases, torch and timm layers.
+
+Counts come from :func:`conslaw_lite.certify.certify` (Lie rank) and are compared with the
+formulas. Conservation on real layers is tested through THEORY.md's exact one-step identity:
+for a quadratic h and a gradient step δ, ``h(θ − δ) − h(θ) = h(δ)`` holds iff ``⟨∇h, g⟩ = 0``,
+so a law passes and a control fails.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+import torch
+from torch import nn
+
+from conslaw_lite.archs import ArchOptions, get_arch
+from conslaw_lite.blocks.attention import MultiHeadAttention
+from conslaw_lite.blocks.attention_symbolic import closed_form_laws, qk_condition, symbolic_attention
+from conslaw_lite.certify import certify
+from conslaw_lite.counting import check_laws
+from conslaw_lite.flows import gradient_flow, mse_loss, train
+from conslaw_lite.laws import law_functions, laws_of
+from conslaw_lite.symbolic import quadratic_laws
+
+
+def step_gaps(model: nn.Module, x: torch.Tensor, *, controls: bool = False) -> dict[str, float]:
+    """``max_k |h_{k+1} − h_k − h(δ_k)| / max_k |h_k|`` over two GD steps on a random regression.
+
+    Every parameter is moved off its initialization first (zero-initialized biases would make h ≈ 0).
+    """
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    y = torch.randn(model(x).shape, dtype=torch.float64)
+    run = train(model, mse_loss(x, y), lr=0.1, steps=2, laws=law_functions(model, controls=controls))
+    return {name: float(np.abs(h[1:] - h[:-1] - run.h_step[name]).max() / np.abs(h).max()) for name, h in run.h.items()}
+
+
+def tokens(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+
+# ---------------------------------------------------------------- counts at two sizes
+
+
+SIZES = {  # all sizes of the report are in the chapters; here the smallest, and a second for plain MHA
+    "mha": [ArchOptions(), ArchOptions(dim=3, heads=3, head_dim=3, seq=3)],
+    "mha-bias": [ArchOptions()],
+    "mha-rope": [ArchOptions()],
+    "mha-rope-qknorm": [ArchOptions()],
+    "mha-rope-qknorm-shared-eps0": [ArchOptions()],
+}
+EXPECTED = {  # (n, k) → formula, written out from THEORY.md, independently of build_mha
+    "mha": lambda n, k: n * k * (k + 1),
+    "mha-sinusoidal": lambda n, k: n * k * (k + 1),
+    "mha-bias": lambda n, k: n * k * (k + 1) + n * k,
+    "mha-rope": lambda n, k: n * k // 2 + n * k * (k + 1) // 2,
+    "mha-rope-qknorm": lambda n, k: n * k // 2 + n * k * (k + 1) // 2,
+    "mha-rope-qknorm-eps0": lambda n, k: n * k // 2 + 2 * n + n * k * (k + 1) // 2,
+    "mha-rope-qknorm-shared": lambda n, k: k // 2 + n * k * (k + 1) // 2,
+    "mha-rope-qknorm-shared-eps0": lambda n, k: k // 2 + 2 * n + n * k * (k + 1) // 2,
+}
+
+
+@pytest.mark.parametrize("arch,options", [(a, o) for a, sizes in SIZES.items() for o in sizes])
+def test_certified_count_matches_formula_and_known_laws(arch: str, options: ArchOptions) -> None:
+    r = certify(arch, options)
+    model = get_arch(arch).build(options).model
+    assert r["conclusive"], r["reason"]
+    assert r["formula"] == EXPECTED[arch](model.n_heads, model.head_dim)
+    assert r["num_laws"] == r["formula"] == r["known_laws"]
+    assert r["complete"] and r["max_residual"] < 1e-12
+    assert r["sigma_kept"] > 1e4 * r["sigma_dropped"]
+
+
+def test_rope_certificate_says_how_it_is_conditioned() -> None:
+    built = get_arch("mha-rope").build(ArchOptions())
+    assert torch.allclose(built.model.omega, torch.tensor([1.0, 1 / 3], dtype=torch.float64))
+    assert "base 9" in built.note
+
+
+# ---------------------------------------------------------------- the book's block
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"pe": "sinusoidal", "bias": True},
+        {"pe": "rope", "rope_base": 9.0, "bias": True},
+        {"pe": "rope", "rope_base": 9.0, "qk_norm": "per_head", "norm_eps": 0.1},  # ‖Q_i‖² drifts at a rate ∝ ε
+        {"pe": "rope", "rope_base": 9.0, "qk_norm": "shared", "norm_eps": 0.0},
+        {"qk_norm": "per_head", "bias": True, "norm_eps": 0.1},
+    ],
+)
+def test_laws_hold_and_controls_move_on_a_gradient_step(kwargs: dict) -> None:
+    torch.manual_seed(0)
+    model = MultiHeadAttention(4, 2, 4, **kwargs).double()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.startswith("gamma"):
+                p.uniform_(0.5, 1.5)
+    x = tokens(6, 4, 4)
+    assert max(step_gaps(model, x).values()) < 1e-12
+    moved = step_gaps(model, x, controls=True)
+    assert min(moved.values()) > 1e-6, moved
+    if kwargs.get("qk_norm") and kwargs.get("pe") == "rope":  # the plain-RoPE law is among the controls: it moves
+        assert sum("‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²" in name for name in moved) == 2
+
+
+def test_key_bias_gets_no_gradient_without_rope_but_does_with_rope() -> None:
+    for pe, zero in [("none", True), ("rope", False)]:
+        torch.manual_seed(0)
+        model = MultiHeadAttention(4, 2, 2, pe=pe, bias=True, rope_base=9.0).double()
+        model(tokens(3, 4, 4)).square().sum().backward()
+        assert (model.K.bias.grad.abs().max() < 1e-14) == zero
+        assert ("head0:b_k" in law_functions(model)) == zero
+
+
+def test_gradient_flow_keeps_every_law() -> None:
+    built = get_arch("mha-rope").build(ArchOptions(dim=4, heads=2, head_dim=4, seq=2))
+    model = built.model
+    x = tokens(2, *built.input_shape)
+    y = torch.randn(model(x).shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    flow = gradient_flow(model, mse_loss(x, y), 1.0, n_points=3, laws=law_functions(model), rtol=1e-10, atol=1e-12)
+    assert flow.loss[-1] < 0.9 * flow.loss[0]
+    assert max(flow.relative_drift(n).max() for n in flow.h) < 1e-8
+
+
+# ---------------------------------------------------------------- torch and timm layers
+
+
+class SelfAttention(nn.Module):
+    """``nn.MultiheadAttention`` as a map X ↦ Y on (batch, T, E)."""
+
+    def __init__(self, mha: nn.MultiheadAttention) -> None:
+        super().__init__()
+        self.mha = mha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mha(x, x, x, need_weights=True)[0]  # the explicit path: the fused kernel has no forward AD
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_torch_multihead_attention_is_complete(bias: bool) -> None:
+    torch.manual_seed(0)
+    model = SelfAttention(nn.MultiheadAttention(4, 2, bias=bias, batch_first=True)).double()
+    laws = law_functions(model)
+    assert sorted(laws) == sorted(
+        f"mha:head{i}:{name}" for i in range(2) for name in ["QᵀQ−KᵀK", "VᵀV−OᵀO"] + (["b_k"] if bias else [])
+    )
+    check = check_laws(model, laws, (3, 4))
+    assert check.complete and check.num_laws == 2 * 2 * 3 + (2 * 2 if bias else 0)
+
+
+def test_torch_multihead_attention_with_separate_weights() -> None:
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(4, 2, kdim=3, vdim=3, batch_first=True).double()
+
+    class Cross(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (batch, T, 4 + 3): queries, then keys/values
+            q, kv = x[..., :4], x[..., 4:]
+            return self.mha(q, kv, kv, need_weights=True)[0]
+
+    model = Cross()
+    assert max(step_gaps(model, tokens(5, 3, 7)).values()) < 1e-12
+    assert min(step_gaps(model, tokens(5, 3, 7), controls=True).values()) > 1e-6
+
+
+def test_add_bias_kv_is_refused() -> None:
+    with pytest.raises(ValueError, match="add_bias_kv"):
+        laws_of(SelfAttention(nn.MultiheadAttention(4, 2, add_bias_kv=True)))
+
+
+def test_timm_vit_lists_every_head_of_every_block() -> None:
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    vit = timm.models.vision_transformer.VisionTransformer(
+        img_size=8, patch_size=4, embed_dim=8, depth=2, num_heads=2, mlp_ratio=1.0, num_classes=3
+    ).double()
+    attention = {n: f for n, f in law_functions(vit).items() if ".attn:" in n}
+    # timm's default qkv_bias=True: a key bias, conserved without RoPE
+    assert sorted(attention) == sorted(
+        f"blocks.{b}.attn:head{i}:{name}" for b in range(2) for i in range(2) for name in ("QᵀQ−KᵀK", "b_k", "VᵀV−OᵀO")
+    )
+    x = tokens(4, 3, 8, 8)
+    gaps = step_gaps(vit, x)
+    assert max(gaps[n] for n in attention) < 1e-12
+    moved = step_gaps(vit, x, controls=True)
+    assert min(v for n, v in moved.items() if ".attn:" in n) > 1e-6
+
+
+def test_timm_qk_norm_is_refused() -> None:
+    timm = pytest.importorskip("timm")
+    attn = timm.layers.Attention(8, num_heads=2, qk_norm=True, norm_layer=nn.LayerNorm)
+    with pytest.raises(ValueError, match="qk_norm"):
+        laws_of(attn)
+
+
+# ---------------------------------------------------------------- symbolic, at the smallest size
+
+
+def test_symbolic_quadratic_laws_are_exactly_the_qk_and_vo_laws() -> None:
+    sym = symbolic_attention(2, 2, n_heads=1, T=2)
+    found = quadratic_laws(sym.outputs, sym.params, sym.inputs)
+    closed = closed_form_laws(sym)
+    assert len(found) == len(closed) == 6
+    monomials = sorted({m for e in found + closed for m in sp.Poly(e, *sym.params).monoms()})
+
+    def rank(exprs: list[sp.Expr]) -> int:
+        return sp.Matrix([[sp.Poly(e, *sym.params).coeff_monomial(m) for m in monomials] for e in exprs]).rank()
+
+    assert rank(found) == rank(closed) == rank(found + closed) == 6
+
+
+def test_rope_block_law_is_exact_and_the_plain_law_is_not() -> None:
+    sym = symbolic_attention(2, 4, T=2, pe="rope")
+    block0 = closed_form_laws(sym, pe="rope")[0]  # ‖Q^(0)‖² − ‖K^(0)‖²
+    assert set(qk_condition(sym, block0)) == {0}
+    Q, K = sym.heads[0]["Q"], sym.heads[0]["K"]
+    mixed = sp.expand((Q.T * Q - K.T * K)[0, 2])  # an off-block entry: no rotation-commuting symmetry
+    assert any(c != 0 for c in qk_condition(sym, mixed))
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(ValueError, match="pe"):
+        MultiHeadAttention(4, 2, 2, pe="alibi")
+    with pytest.raises(ValueError, match="even head_dim"):
+        MultiHeadAttention(4, 2, 3, pe="rope")
+    with pytest.raises(ValueError, match="qk_norm"):
+        MultiHeadAttention(4, 2, 2, qk_norm="layer")
+    with pytest.raises(ValueError, match="batch, T, 4"):
+        MultiHeadAttention(4, 2, 2)(torch.zeros(3, 4))
+    with pytest.raises(ValueError, match="--dim"):
+        get_arch("mha").build(ArchOptions(dim=2, head_dim=3))

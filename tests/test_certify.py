@@ -1,0 +1,144 @@
+"""``certify``: registered architectures against their formulas, a module of one's own, and the CLI's exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import conslaw_lite.__main__ as cli
+from conslaw_lite.archs import ArchOptions, get_arch
+from conslaw_lite.certify import certify
+
+get_arch("toy")  # registers every family's architectures
+KEYS = {"arch", "num_params", "rank_lie", "num_laws", "known_laws", "max_residual", "complete", "seconds", "formula"}
+
+FACTORIES = '''
+import torch
+from torch import nn
+
+
+def relu_net():  # A·relu(Bx), d = 4, r = 5, m = 2, on inputs of shape (2, 2)
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Flatten(), nn.Linear(4, 5, bias=False), nn.ReLU(), nn.Linear(5, 2, bias=False))
+
+
+class Argmax(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.W = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.W(x.flatten(1)).argmax(-1)
+
+
+def argmax():
+    return Argmax()
+
+
+class Weak(nn.Module):  # f = a x1 + (a + 1e-6 b) x2 + (a + 1e-9 c) x3: no clear gap
+    def __init__(self):
+        super().__init__()
+        self.theta = nn.Parameter(torch.ones(3, dtype=torch.float64))
+
+    def forward(self, x):
+        a, b, c = self.theta
+        return (x * torch.stack([a, a + 1e-6 * b, a + 1e-9 * c])).sum(-1, keepdim=True)
+
+
+def weak():
+    return Weak()
+
+
+not_a_module = 3
+'''
+
+
+@pytest.fixture
+def factories(tmp_path: Path) -> Path:
+    path = tmp_path / "mine.py"
+    path.write_text(FACTORIES)
+    return path
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
+    """``python -m conslaw_lite certify ...`` in-process: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(cli, "SUBCOMMANDS", {"certify": cli.SUBCOMMANDS["certify"]})  # this file tests certify only
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = cli.main(["certify", *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.mark.parametrize("dim, expected", [(2, 1), (3, 2)])
+def test_toy(dim: int, expected: int) -> None:
+    result = certify("toy", ArchOptions(dim=dim))
+    assert KEYS <= result.keys()
+    assert result["num_laws"] == result["known_laws"] == result["formula"] == expected
+    assert result["num_params"] == dim and result["rank_lie"] == 1
+    assert result["complete"] and result["max_residual"] < 1e-12
+
+
+@pytest.mark.parametrize("arch", ["ffn-linear", "ffn-relu", "ffn-gelu", "swiglu", "mha-rope", "moe-softmax"])
+def test_one_arch_per_family_matches_its_formula(arch: str) -> None:
+    # one per family and one head keep this file fast; each family's own tests certify all of its variants
+    result = certify(arch, ArchOptions(heads=1))
+    assert result["conclusive"], result["reason"]
+    assert result["num_laws"] == result["formula"], result["formula_text"]
+    assert result["known_laws"] == result["num_laws"] and result["complete"]
+
+
+def test_cli_json(run_cli) -> None:
+    code, out, _ = run_cli("toy", "--dim", "3", "--json")
+    result = json.loads(out)
+    assert code == 0 and KEYS <= result.keys()
+    assert (result["num_laws"], result["known_laws"], result["complete"]) == (2, 2, True)
+
+
+def test_cli_table(run_cli) -> None:
+    code, out, _ = run_cli("ffn-linear", "--dim", "3", "--hidden", "2", "--out", "3")
+    assert code == 0
+    rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert rows["laws N = D − rank"] == "3" and rows["complete"] == "True"
+
+
+def test_cli_own_module(run_cli, factories: Path) -> None:
+    code, out, _ = run_cli("--module", f"{factories}:relu_net", "--input-shape", "2,2", "--json")
+    result = json.loads(out)
+    assert code == 0
+    assert (result["num_params"], result["num_laws"]) == (30, 5)  # r = 5 laws for a ReLU net
+    assert result["known_laws"] is None and result["formula"] is None
+
+
+def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> None:
+    code, out, err = run_cli("--module", f"{factories}:weak", "--input-shape", "3", "--json")
+    assert code == 1 and "inconclusive" in err
+    assert json.loads(out)["num_laws"] is None
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (("nope",), "unknown architecture 'nope'"),
+        (("--module", "{dir}/missing.py:relu_net", "--input-shape", "4"), "file not found"),
+        (("--module", "{dir}/mine.py:nothing", "--input-shape", "4"), "no function 'nothing'"),
+        (("--module", "{dir}/mine.py:not_a_module", "--input-shape", "4"), "no function 'not_a_module'"),
+        (("--module", "{dir}/mine.py", "--input-shape", "4"), "FILE.py:FACTORY"),
+        (("--module", "{dir}/mine.py:argmax", "--input-shape", "2,2"), "dtype torch.int64"),
+        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "3,3"), "rejects inputs of shape (3, 3)"),
+        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "2,x"), "--input-shape"),
+        (("--module", "{dir}/mine.py:relu_net"), "needs --input-shape"),
+        (("toy", "--module", "{dir}/mine.py:relu_net", "--input-shape", "4"), "not both"),
+        (("toy", "--dim", "0"), "--dim must be a positive integer"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(run_cli, factories: Path, argv: tuple[str, ...], words: str) -> None:
+    code, out, err = run_cli(*(a.format(dir=factories.parent) for a in argv))
+    assert code == 2 and out == ""
+    assert words in err and err.count("\n") == 1

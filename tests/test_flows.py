@@ -1,0 +1,100 @@
+"""Flows on the toy model f = a·b·x: what chapter 1 claims, checked by running them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from conslaw_lite.blocks.toy import ToyProduct
+from conslaw_lite.flows import Diverged, gradient_flow, mse_loss, train
+from conslaw_lite.laws.toy import toy_laws
+
+H = "a²−b²"
+
+
+def data(xs: list[float], ys: list[float]):
+    x = torch.tensor(xs, dtype=torch.float64).reshape(-1, 1)
+    return x, torch.tensor(ys, dtype=torch.float64).reshape(-1, 1)
+
+
+def test_gradient_flow_keeps_the_law_while_the_loss_falls_100x() -> None:
+    model = ToyProduct(a=2.0, b=0.5)
+    x, y = data([1.5], [0.3])
+    flow = gradient_flow(model, mse_loss(x, y), 4.0, laws=toy_laws(model))
+    assert flow.loss[-1] < flow.loss[0] / 100
+    assert flow.relative_drift(H).max() <= 1e-9
+    a, b = model.a.item(), model.b.item()
+    assert a * b * 1.5 == pytest.approx(0.3, rel=1e-3)  # the flow really went somewhere: it fits the target
+    assert a**2 - b**2 == pytest.approx(2.0**2 - 0.5**2, rel=1e-9)
+
+
+@pytest.mark.parametrize("schedule", ["constant", "decay"])
+def test_gd_multiplies_the_law_by_one_minus_tau2_lprime2_x2(schedule: str) -> None:
+    """One data point: h_{k+1} = (1 − τ_k² ℓ'_k² x²) h_k exactly, ℓ'_k = f_k − y, so ℓ'_k² = 2 L_k."""
+    model = ToyProduct(a=2.0, b=0.5)
+    x, y = data([1.5], [0.3])
+    run = train(model, mse_loss(x, y), lr=0.05, steps=200, schedule=schedule, laws=toy_laws(model))
+    h = run.h[H][:, 0]
+    predicted = (1 - run.tau**2 * 2 * run.loss[:-1] * 1.5**2) * h[:-1]
+    residual = np.abs(h[1:] - predicted).max() / abs(h[0])
+    assert residual < 1e-14
+    assert abs(h[-1] - h[0]) / abs(h[0]) > 1e6 * residual  # the identity is tested on a real drift
+
+
+def test_gd_one_step_drift_is_the_law_at_the_step() -> None:
+    """h(θ_{k+1}) − h(θ_k) = h(δ_k) for a quadratic law, with mini-batches too."""
+    model = ToyProduct(a=1.2, b=-0.7, c=0.9)
+    x, y = data([1.0, -2.0, 0.5, 1.5], [0.3, 0.1, -0.4, 0.2])
+    run = train(model, mse_loss(x, y, batch_size=1), lr=0.05, steps=50, laws=toy_laws(model))
+    for name in ("a²−b²", "a²−c²"):
+        np.testing.assert_allclose(np.diff(run.h[name], axis=0), run.h_step[name], rtol=0, atol=1e-14)
+
+
+def test_drift_grows_like_tau_squared_while_theta_barely_moves() -> None:
+    taus = np.geomspace(1e-4, 8e-4, 4)
+    drifts = []
+    for tau in taus:
+        model = ToyProduct(a=2.0, b=1.0)
+        run = train(model, mse_loss(*data([1.0], [0.0])), lr=float(tau), steps=4, laws=toy_laws(model))
+        assert run.param_change < 0.01
+        drifts.append(run.drift(H)[-1])
+    slope = np.polyfit(np.log(taus), np.log(drifts), 1)[0]
+    assert slope == pytest.approx(2.0, abs=0.1)
+
+
+def test_decaying_step_keeps_the_drift_bounded_under_sgd() -> None:
+    """Inconsistent targets keep the SGD gradient from vanishing: constant-τ drift keeps growing, τ₀/(k+1) does not."""
+    x, y = data([1.0, 2.0, -1.0, 0.5], [0.5, -0.3, 0.8, 0.9])
+    steps, tau0 = 2000, 0.01
+    runs = {}
+    for schedule in ("constant", "decay"):
+        model = ToyProduct(a=1.5, b=0.5)
+        runs[schedule] = train(
+            model, mse_loss(x, y, batch_size=1), lr=tau0, steps=steps, schedule=schedule, laws=toy_laws(model)
+        )
+    constant, decay = runs["constant"].drift(H), runs["decay"].drift(H)
+    assert constant[steps] > 2.5 * constant[steps // 4]  # grows about linearly in k
+    assert decay[steps] < 1.05 * decay[steps // 4]  # saturates
+    # |h(δ)| ≤ ‖δ‖² for h = a² − b², so the drift is at most Σ τ_k² ‖g_k‖² ≤ (π²/6) τ₀² max‖g‖²
+    bound = math.pi**2 / 6 * tau0**2 * runs["decay"].grad_sq.max()
+    assert decay.max() <= bound
+    assert constant[steps] > bound
+
+
+def test_a_step_too_large_stops_and_names_the_step() -> None:
+    model = ToyProduct(a=2.0, b=1.0)
+    with pytest.raises(Diverged) as caught:
+        train(model, mse_loss(*data([1.0], [0.0])), lr=2.0, steps=100, laws=toy_laws(model))
+    err = caught.value
+    assert 1 <= err.step < 100
+    assert f"step {err.step}" in str(err)
+    assert "the step size τ = 2 is too large" in err.reason
+
+
+def test_the_same_step_size_small_enough_converges() -> None:
+    model = ToyProduct(a=2.0, b=1.0)
+    run = train(model, mse_loss(*data([1.0], [0.0])), lr=0.05, steps=100, laws=toy_laws(model))
+    assert run.loss[-1] < 1e-3 * run.loss[0]

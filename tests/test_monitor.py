@@ -1,0 +1,123 @@
+"""The conservation monitor on the package's blocks, a timm ViT (SwiGLU MLP) and torch's nn.MultiheadAttention."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from conslaw_lite.drift import arch_setup, trajectory
+from conslaw_lite.monitor import CONTROL_SUFFIX, Monitor
+
+timm = pytest.importorskip("timm")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_vit() -> nn.Module:
+    """A two-block ViT with timm's SwiGLU MLP (gate SiLU), float64, seeded."""
+    from timm.layers import SwiGLU
+    from timm.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(0)
+    return VisionTransformer(
+        img_size=8, patch_size=4, in_chans=1, num_classes=3, embed_dim=8, depth=2, num_heads=2,
+        mlp_ratio=2.0, mlp_layer=SwiGLU, act_layer=nn.SiLU,
+    ).double()
+
+
+class SelfAttention(nn.Module):
+    """torch's nn.MultiheadAttention used as self-attention, ``x ↦ MHA(x, x, x)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (batch, T, d) -> (batch, T, d)
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def monitored_sgd(make: Callable[[], nn.Module], x: torch.Tensor, lr: float, steps: int) -> Monitor:
+    """``steps`` steps of torch.optim.SGD on a random regression, the monitor attached as a hook."""
+    model = make()
+    monitor = Monitor(model)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    monitor.attach(opt)
+    y = torch.randn(model(x).shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    for _ in range(steps):
+        opt.zero_grad()
+        (0.5 * ((model(x) - y) ** 2).sum() / len(x)).backward()
+        opt.step()
+    return monitor
+
+
+def assert_second_order(make: Callable[[], nn.Module], x: torch.Tensor, lr: float) -> list[str]:
+    """Halving τ divides each law's ε by 4 (Δh = τ²gᵀMg) but each control's only by 2 (first order)."""
+    big, small = monitored_sgd(make, x, lr, 3), monitored_sgd(make, x, lr / 2, 3)
+    assert big.names == small.names
+    for name in big.names:
+        ratio = big.epsilon(name)[-1] / small.epsilon(name)[-1]
+        expected = 2.0 if name.endswith(CONTROL_SUFFIX) else 4.0
+        assert abs(ratio - expected) < 0.15 * expected, (name, ratio)
+    conserved = [n for n in big.names if not n.endswith(CONTROL_SUFFIX)]
+    controls = [n for n in big.names if n.endswith(CONTROL_SUFFIX)]
+    assert max(big.epsilon(n)[-1] for n in conserved) < 0.05 * min(big.epsilon(n)[-1] for n in controls)
+    return conserved
+
+
+def test_monitor_on_a_timm_vit_with_swiglu_mlp() -> None:
+    x = torch.randn(4, 1, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    kinds = assert_second_order(tiny_vit, x, 1e-3)
+    assert "swiglu" in kinds and len(kinds) >= 2  # the MLPs and the attention blocks
+
+
+def test_monitor_on_torch_multihead_attention() -> None:
+    x = torch.randn(4, 5, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    kinds = assert_second_order(SelfAttention, x, 1e-3)
+    assert len(kinds) == 1
+
+
+def test_monitor_agrees_with_the_recorded_training_run() -> None:
+    """The monitor in a plain torch loop and flows.train (gd) give the same ε_block, step by step."""
+    setup = arch_setup("swiglu", samples=16)
+    t = trajectory(setup, 0, lr=0.05, steps=6)
+    model, loss = setup(0)
+    monitor = Monitor(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for k in range(6):
+        opt.zero_grad()
+        loss(model, k).backward()
+        opt.step()
+        monitor.step()
+    for name in t.groups:
+        np.testing.assert_allclose(monitor.epsilon(name), t.epsilon(name), rtol=1e-8, atol=1e-15)
+    assert monitor.epsilon("swiglu")[-1] > 0
+
+
+def test_every_n_steps_records_at_multiples_of_n() -> None:
+    model, loss = arch_setup("swiglu", samples=8)(0)
+    monitor = Monitor(model, every=3)
+    assert [monitor.step() for _ in range(7)] == [False, False, True, False, False, True, False]
+    assert monitor.steps.tolist() == [0, 3, 6]
+    history = monitor.history()
+    assert set(history) == {"step", *monitor.names} and all(len(v) == 3 for v in history.values())
+
+
+def test_bad_input_is_named() -> None:
+    with pytest.raises(ValueError, match="supported module types"):
+        Monitor(nn.Linear(2, 2))
+    model, _ = arch_setup("swiglu")(0)
+    with pytest.raises(ValueError, match="every"):
+        Monitor(model, every=0)
+    with pytest.raises(ValueError, match="swiglu"):
+        Monitor(model).epsilon("attention")
