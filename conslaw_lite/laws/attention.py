@@ -225,7 +225,7 @@ def timm_spec_of(module: nn.Module, prefix: str = "") -> AttentionSpec:
     timm's ``qk_norm`` (LayerNorm, which also subtracts the mean), ``scale_norm`` and ``gated``
     change the laws and are refused.
     """
-    plain = all(isinstance(getattr(module, a, None), nn.Identity) for a in ("q_norm", "k_norm", "norm"))
+    plain = all(isinstance(getattr(module, a, nn.Identity()), nn.Identity) for a in ("q_norm", "k_norm", "norm"))
     if not plain or getattr(module, "gate", None) is not None:
         raise ValueError(
             f"timm Attention at {prefix.rstrip('.') or 'the root'}: qk_norm, scale_norm and gated "
@@ -252,7 +252,9 @@ def _torch_mha_block(module: nn.MultiheadAttention, prefix: str) -> BlockLaws:
     return _block_laws(torch_spec_of(module, prefix), prefix)
 
 
-@register_laws("timm.layers.attention.Attention")  # by name: timm is optional and slow to import
+@register_laws(  # by name: timm is optional and slow to import; older timm kept the class in vision_transformer
+    "timm.layers.attention.Attention", "timm.models.vision_transformer.Attention"
+)
 def _timm_attention_block(module: nn.Module, prefix: str) -> BlockLaws:
     return _block_laws(timm_spec_of(module, prefix), prefix)
 
