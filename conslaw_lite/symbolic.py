@@ -27,9 +27,23 @@ null space contains every law; the laws are the null vectors that vanish identic
   certified by the rank of Φ at random points of the field F_p (p ≈ 2³¹): the true law
   space ⊆ null(Φ over Q) and dim null(Φ over Q) ≤ dim null(Φ mod p), so equal counts
   prove nothing was missed.
-* **Numeric** otherwise (erf-GELU, SiLU, softmax, sigmoid ...): candidates are checked at
-  fresh random points to a relative residual of 1e-9. A law whose coefficients are not
+* **Numeric** otherwise (erf-GELU, SiLU, softmax, sigmoid, ReLU as ``Max``...): the laws as
+  returned (rounded coefficients) are checked at fresh random points, each row asking that
+  the terms ``|Φ|·|b|`` cancel to a relative 1e-9. A law whose coefficients are not
   rationals with denominator ≤ 1000 is kept with float coefficients.
+
+Piecewise models, such as ReLU written ``Max(0, z)`` (derivative ``Heaviside(z)``: 0 or 1 at
+random points, never at the kink): each point (θ, x) lies in one activation region, where the
+model is a linear net in its active units; a law must hold on every region, and it does because all points enter
+one joint system Φ, so the null space is the intersection over the regions met. A point
+where unit i is off only says nothing about unit i's parameters, so regions must be met
+often enough: if a region was under-sampled the null space holds a law of the sampled
+regions only, the fresh points (which fall in the other regions) reject it, and the system
+is solved again with twice the points, up to 8 times the first count. A region met by
+neither sample nor check is missed: regions are assumed to fill a fair share of the box
+[-1.5, 1.5] the points are drawn from. (A law's own terms all vanish where its unit is off,
+so the check must use the rounded coefficients: the raw null vector's ~1e-16 entries would
+turn that 0/0 into a spurious relative residual of order 1.)
 
 Limits: D parameters give n = D(D+1)/2 + D unknowns and about 1.5 n equations; the SVD
 costs O(n³) = O(D⁶). Measured (CPU seconds, one core): softmax attention d = k = T = 2,
@@ -54,6 +68,7 @@ import sympy as sp
 
 _PRIME = 2_147_483_629  # largest prime below 2³¹: products of two residues fit in int64
 _MAX_DENOMINATOR = 1000
+_ROUNDS = 4  # numeric path: solve with P, 2P, 4P, 8P points before giving up
 
 
 # ---------------------------------------------------------------- input checks
@@ -458,6 +473,19 @@ def _to_expr(vector: np.ndarray, theta: list[sp.Symbol]) -> sp.Expr:
     return sp.Add(*terms)
 
 
+def _null_space(Phi: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Null vectors of Φ in reduced row-echelon form, and the kept / dropped singular values (relative)."""
+    n = Phi.shape[1]
+    norms = np.maximum(np.linalg.norm(Phi, axis=0), 1e-300)
+    _, s, Vt = np.linalg.svd(Phi / norms, full_matrices=False)
+    s = np.concatenate([s, np.zeros(n - len(s))]) / s[0]
+    kept = s > 1e-9
+    sigma_kept, sigma_dropped = float(s[kept].min()), float(s[~kept].max()) if (~kept).any() else 0.0
+    null = Vt[~kept] / norms  # undo the column scaling
+    basis = _echelon(null)[::-1] if len(null) else null  # leading pivots first: a² − b² before a² − c²
+    return basis, sigma_kept, sigma_dropped
+
+
 def _solve(
     fields: list[list[sp.Expr]], theta: list[sp.Symbol], x: list[sp.Symbol], *, seed: int, include_products: bool
 ) -> LawSearch:
@@ -466,27 +494,31 @@ def _solve(
     symbols = theta + x
     D = len(theta)
     n = D * (D + 1) // 2 + D
-    points_needed = math.ceil(1.5 * n / len(fields)) + 8
     rng = np.random.default_rng(seed)
-
-    evaluate = _float_fields(fields, symbols)
-    sample = rng.uniform(-1.5, 1.5, size=(len(symbols), points_needed))
-    Phi = _columns(sample[:D], evaluate(sample))
-    norms = np.maximum(np.linalg.norm(Phi, axis=0), 1e-300)
-    _, s, Vt = np.linalg.svd(Phi / norms, full_matrices=False)
-    s = np.concatenate([s, np.zeros(n - len(s))]) / s[0]
-    kept = s > 1e-9
-    sigma_kept, sigma_dropped = float(s[kept].min()), float(s[~kept].max()) if (~kept).any() else 0.0
-    null = Vt[~kept] / norms  # undo the column scaling
-    basis = _echelon(null)[::-1] if len(null) else null  # leading pivots first: a² − b² before a² − c²
-
     exact = _is_rational_polynomial(fields, symbols)
-    laws = [_to_expr(v, theta) for v in basis]
+    evaluate = _float_fields(fields, symbols)
+    sample = rng.uniform(-1.5, 1.5, size=(len(symbols), math.ceil(1.5 * n / len(fields)) + 8))
+    for _ in range(_ROUNDS):
+        Phi = _columns(sample[:D], evaluate(sample))
+        basis, sigma_kept, sigma_dropped = _null_space(Phi)
+        laws = [_to_expr(v, theta) for v in basis]
+        if exact or not laws:
+            break
+        # check what is returned: rounded coefficients, the SVD's round-off entries gone
+        checked = np.array([_coefficients(h, theta) for h in laws])
+        residual = _fresh_residual(checked, evaluate, D, len(symbols), rng)
+        if residual <= 1e-9:
+            break
+        # a region of (θ, x) was under-sampled: twice the points, all solved jointly
+        sample = np.concatenate([sample, rng.uniform(-1.5, 1.5, size=sample.shape)], axis=1)
+    else:
+        raise RuntimeError(
+            f"a candidate law fails at fresh points (relative residual {residual:.2g}) even with "
+            f"{sample.shape[1] // 2} sample points"
+        )
     if exact:
         _verify_exactly(laws, fields, theta)
         _certify_complete(len(laws), fields, symbols, D, math.ceil(n / len(fields)) + 4, rng)
-    else:
-        _verify_numerically(basis, evaluate, D, len(symbols), rng)
     if not include_products:
         laws = _drop_products(laws, theta)
     return LawSearch(laws, exact, n, Phi.shape[0], sigma_kept, sigma_dropped, time.perf_counter() - start)
@@ -536,11 +568,15 @@ def _certify_complete(found: int, fields, symbols, D: int, points: int, rng: np.
         raise RuntimeError(f"found {found} laws but the exact rank mod p leaves room for {bound}")
 
 
-def _verify_numerically(basis: np.ndarray, evaluate, D: int, S: int, rng: np.random.Generator) -> None:
-    if not len(basis):
-        return
+def _fresh_residual(basis: np.ndarray, evaluate, D: int, S: int, rng: np.random.Generator) -> float:
+    """Worst relative residual ``|Φ b| / (|Φ|·|b|)`` of the laws (rows b of ``basis``) at 32 fresh points.
+
+    ``|Φ|·|b|`` is the size of the terms that must cancel, so a law passes when they cancel to
+    round-off (≤ 1e-9). ``basis`` must hold the returned (rounded) coefficients, not raw null vectors:
+    where a law's own terms all vanish (its ReLU unit is off) the raw vector's ~1e-16 entries on other
+    monomials would make up numerator and denominator alike, a meaningless ratio of round-offs; with
+    exact zeros there the row is 0/0, counted as 0.
+    """
     sample = rng.uniform(-1.5, 1.5, size=(S, 32))
     Phi = _columns(sample[:D], evaluate(sample))
-    residual = np.abs(Phi @ basis.T) / np.maximum(np.abs(Phi) @ np.abs(basis.T), 1e-300)
-    if residual.max() > 1e-9:
-        raise RuntimeError(f"a candidate law fails at fresh points (relative residual {residual.max():.2g})")
+    return float((np.abs(Phi @ basis.T) / np.maximum(np.abs(Phi) @ np.abs(basis.T), 1e-300)).max())

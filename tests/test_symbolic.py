@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
+from conslaw_lite.blocks.ffn import sympy_form
 from conslaw_lite.symbolic import (
     characteristics,
     find_quadratic_laws,
@@ -103,6 +104,33 @@ def test_non_polynomial_models() -> None:
     for i in range(2):
         assert in_span((A[:, i].T * A[:, i])[0] - (C[i, :] * C[i, :].T)[0], found.laws, params)
     assert not in_span((A[:, 0].T * A[:, 0])[0] - (B[0, :] * B[0, :].T)[0], found.laws, params)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("d", "r", "m"), [(2, 2, 2), (1, 2, 1), (2, 2, 1)])
+def test_relu_ffn_has_one_law_per_unit(d: int, r: int, m: int, seed: int) -> None:
+    """ReLU (sympy Max) is positively homogeneous: exactly the r laws ‖A_:,i‖² − ‖B_i,:‖², on every region."""
+    f, params, xs = sympy_form("relu", d, r, m)
+    A = sp.Matrix(m, r, params[: m * r])
+    B = sp.Matrix(r, d, params[m * r :])
+    found = find_quadratic_laws(f, params, xs, seed=seed)
+    assert not found.exact and len(found.laws) == r
+    for i in range(r):
+        assert in_span((A[:, i].T * A[:, i] - B[i, :] * B[i, :].T)[0], found.laws, params)
+    # the linear net's extra laws (A^T A - B B^T off the diagonal) hold only where both units are on
+    assert not in_span((A[:, 0].T * A[:, 1] - B[0, :] * B[1, :].T)[0], found.laws, params)
+    assert not in_span((A[:, 0].T * A[:, 0] - B[1, :] * B[1, :].T)[0], found.laws, params)  # units mixed up
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_small_activation_region_is_not_missed(seed: int) -> None:
+    """c·d·max(x − 1, 0) is active on a sixth of the inputs; off it, any quadratic in c, d looks like a law."""
+    d = sp.Symbol("d")
+    f = a * b * x + c * d * sp.Max(0, x - 1)
+    laws = quadratic_laws(f, [a, b, c, d], [x], seed=seed)
+    assert len(laws) == 2
+    for h in (a**2 - b**2, c**2 - d**2):
+        assert in_span(h, laws, [a, b, c, d])
 
 
 def test_softmax_gate_rows_sum_is_a_linear_law() -> None:

@@ -1,0 +1,152 @@
+"""Elementary stand-ins for torch ops whose higher derivatives ``torch.func`` gets wrong.
+
+The law counter (:mod:`conslaw_lite.counting`) takes brackets of brackets: third
+derivatives, ``jvp`` over ``jvp`` over ``vjp``. Inside them the model's forward pass
+runs under two forward-mode levels, so every op needs a correct *second* forward
+derivative. In torch 2.14 (float64, CPU and CUDA) these do not have one:
+
+* ``layer_norm`` (``F.layer_norm``, ``torch.layer_norm``, hence ``nn.LayerNorm`` and
+  timm's ``LayerNorm``), and ``batch_norm`` / ``instance_norm`` when they normalize
+  with the statistics of their input. The fused kernel also returns the mean and
+  ``1/√(var + ε)`` it used, and its forward-mode formula (``layer_norm_jvp``) reads
+  them as constants, but they carry no tangent of their own: the outer forward
+  level never sees how they move. Forward-over-forward ``d²LN(x)[u, v]`` is then
+  off by about 100 % of its size (a 6-wide LayerNorm, see ``tests/test_counting.py``),
+  and a ``Linear → nn.LayerNorm → Linear`` net counts 3 laws instead of 7.
+* ``scaled_dot_product_attention`` on CPU dispatches to a flash kernel that has no
+  forward-mode derivative at all (``NotImplementedError``).
+
+:func:`exact_derivatives` routes these to formulas built from elementary ops (whose
+derivatives of every order are composed from exact ones) while it is active, and
+puts torch's own back on exit, also after an error. Already exact and left alone:
+``rms_norm``, ``group_norm``, ``normalize``, ``softmax``, ``log_softmax``, ``gelu``
+(both modes), ``silu`` and the other activations. An op reached another way (a
+module that imported ``layer_norm`` by name, a custom kernel) is not routed; the
+counter's own derivative self-check then reports the count as inconclusive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def _normalize(x: torch.Tensor, dims: tuple[int, ...], eps: float) -> torch.Tensor:
+    """``(x − x̄) / √(mean((x − x̄)²) + ε)``, means over ``dims``."""
+    centered = x - x.mean(dims, keepdim=True)
+    return centered / torch.sqrt((centered * centered).mean(dims, keepdim=True) + eps)
+
+
+def _affine(y: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, shape: Sequence[int]):
+    y = y if weight is None else y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def layer_norm(
+    input: torch.Tensor,
+    normalized_shape: Sequence[int],
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+    *_: object,  # torch.layer_norm's cudnn_enable
+) -> torch.Tensor:
+    """``γ ⊙ (x − x̄) / √(var x + ε) + β`` over the last ``len(normalized_shape)`` dimensions (``F.layer_norm``).
+
+    Examples
+    ========
+    >>> x = torch.randn(2, 5, dtype=torch.float64)
+    >>> torch.allclose(layer_norm(x, (5,)), F.layer_norm(x, (5,)))
+    True
+    """
+    dims = tuple(range(-len(normalized_shape), 0))
+    return _affine(_normalize(input, dims, eps), weight, bias, tuple(normalized_shape))
+
+
+def _channel_shape(x: torch.Tensor) -> tuple[int, ...]:
+    return (1, x.shape[1]) + (1,) * (x.dim() - 2)  # a per-channel (C,) weight broadcast over (N, C, ...)
+
+
+def batch_norm(
+    input: torch.Tensor,
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """``F.batch_norm``; with batch statistics, normalizes over every dimension but the channel (1).
+
+    With running statistics the map is affine in x and torch's kernel is exact: it is used.
+    Running statistics are not updated while counting (they do not change the output).
+
+    Examples
+    ========
+    >>> x = torch.randn(4, 3, 2, dtype=torch.float64)
+    >>> torch.allclose(batch_norm(x, None, None), F.batch_norm(x, None, None, training=True))
+    True
+    """
+    if not training and running_mean is not None and running_var is not None:
+        return _TORCH["batch_norm"](input, running_mean, running_var, weight, bias, training, momentum, eps)
+    dims = (0, *range(2, input.dim()))
+    return _affine(_normalize(input, dims, eps), weight, bias, _channel_shape(input))
+
+
+def instance_norm(
+    input: torch.Tensor,
+    running_mean: torch.Tensor | None = None,
+    running_var: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """``F.instance_norm``; with input statistics, normalizes each (sample, channel) over the remaining dimensions.
+
+    Examples
+    ========
+    >>> x = torch.randn(4, 3, 2, dtype=torch.float64)
+    >>> torch.allclose(instance_norm(x), F.instance_norm(x))
+    True
+    """
+    if not use_input_stats:
+        return _TORCH["instance_norm"](input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
+    dims = tuple(range(2, input.dim()))
+    return _affine(_normalize(input, dims, eps), weight, bias, _channel_shape(input))
+
+
+_TORCH = {"layer_norm": F.layer_norm, "batch_norm": F.batch_norm, "instance_norm": F.instance_norm}
+_ROUTES = [(F, "layer_norm", layer_norm), (torch, "layer_norm", layer_norm),
+           (F, "batch_norm", batch_norm), (F, "instance_norm", instance_norm)]  # fmt: skip
+
+
+@contextmanager
+def exact_derivatives() -> Iterator[None]:
+    """Within the block, the ops listed in the module docstring have exact derivatives of every order.
+
+    ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm`` and ``F.instance_norm`` are
+    replaced by the elementary formulas of this module, and
+    ``F.scaled_dot_product_attention`` runs torch's composite ``MATH`` backend
+    (``softmax(QKᵀ/√k + mask) V`` in elementary ops). Everything is restored on exit.
+
+    Examples
+    ========
+    >>> with exact_derivatives():
+    ...     F.layer_norm is layer_norm
+    True
+    >>> F.layer_norm is layer_norm
+    False
+    """
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in _ROUTES]
+    with ExitStack() as stack:
+        stack.enter_context(sdpa_kernel(SDPBackend.MATH))
+        stack.callback(lambda: [setattr(owner, name, op) for owner, name, op in saved])
+        for owner, name, op in _ROUTES:
+            setattr(owner, name, op)
+        yield
