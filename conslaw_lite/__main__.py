@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from conslaw_lite.flows import Diverged
+
 SUBCOMMANDS = {
     "certify": ("conslaw_lite.certify", "count the conservation laws of a block and check the known list"),
     "drift": ("conslaw_lite.drift", "measure how far the laws drift under discrete training"),
@@ -27,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return modules[args.command].run(args)
-    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
+    except (ValueError, TypeError, FileNotFoundError, Diverged) as err:  # bad input; anything else is a bug: traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -3,6 +3,10 @@ starts with the Colab install cell pointing at the repository of _config.yml."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -37,8 +41,23 @@ def test_notebook_is_committed_clean_and_installs_from_the_repository(path: Path
     assert f"git+{CONFIG['repository']['url']}" in first, "the install cell must point at _config.yml's repository"
 
 
-def test_build_fails_on_a_failing_cell() -> None:
-    execute = CONFIG["execute"]
-    assert execute["execute_notebooks"] == "force" and execute["raise_on_error"] is True
-    assert execute["allow_errors"] is False
-    assert "--warningiserror" in (ROOT / "Makefile").read_text()
+def _build(book: Path, cell: str) -> subprocess.CompletedProcess:
+    """Build a one-chapter book with the project's _config.yml and Makefile flags; the chapter runs ``cell``."""
+    (book / "book").mkdir(parents=True)
+    shutil.copy(ROOT / "_config.yml", book / "_config.yml")
+    shutil.copy(ROOT / "book" / "references.bib", book / "book" / "references.bib")
+    (book / "book" / "intro.md").write_text("# Intro\n\n```{tableofcontents}\n```\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Chapter"), nbformat.v4.new_code_cell(cell)])
+    nbformat.write(nb, book / "book" / "chapter.ipynb")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/chapter\n")
+    flags = re.search(r"jupyter-book build \. (.*)", (ROOT / "Makefile").read_text()).group(1).split()
+    jb = Path(sys.executable).with_name("jupyter-book")
+    return subprocess.run([str(jb), "build", str(book), *flags], capture_output=True, text=True, timeout=300)
+
+
+def test_a_failing_cell_fails_the_build(tmp_path: Path) -> None:
+    good = _build(tmp_path / "good", "print(1 + 1)")
+    assert good.returncode == 0, good.stdout[-2000:] + good.stderr[-2000:]
+    bad = _build(tmp_path / "bad", "raise ValueError('this cell fails')")
+    assert bad.returncode != 0
+    assert "this cell fails" in bad.stdout + bad.stderr
