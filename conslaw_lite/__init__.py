@@ -6,11 +6,21 @@ numerical law counting (:mod:`conslaw_lite.counting`), blocks and their laws
 (:mod:`conslaw_lite.flows`), and plots (:mod:`conslaw_lite.plots`).
 """
 
+import warnings
+
 from conslaw_lite.config import device, scale
 from conslaw_lite.counting import check_laws, count_laws
 from conslaw_lite.flows import Diverged, gradient_flow, mse_loss, step_sizes, train
 from conslaw_lite.laws import controls_of, find_blocks, law_functions, laws_of
 from conslaw_lite.monitor import Monitor
+
+# torch's own forward-mode AD (torch.func.jvp, used by counting.py) imports
+# torch._decomp.decompositions_for_jvp on first use, and that module calls the
+# deprecated torch.jit.script: a FutureWarning about torch internals that our code
+# cannot act on. Silence exactly that message from that torch module.
+warnings.filterwarnings(
+    "ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning, module=r"torch\.jit\._script"
+)
 
 __all__ = [
     "Diverged",

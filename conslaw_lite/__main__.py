@@ -20,6 +20,24 @@ SUBCOMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, and return its exit code.
+
+    0 success, 1 an inconclusive result, 2 bad input (one ``error: ...`` line on stderr).
+
+    Examples
+    ========
+    ``f = a·b·x`` has ``N = D − rank = 2 − 1 = 1`` law:
+
+    >>> main(["certify", "toy"])
+    architecture       toy
+    parameters D       2
+    rank of Lie(W)     1
+    laws N = D − rank  1
+    ...
+    0
+    >>> main(["certify", "no-such-block"])  # stderr: error: unknown architecture 'no-such-block'; valid: ...
+    2
+    """
     parser = argparse.ArgumentParser(prog="python -m conslaw_lite", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     modules = {}

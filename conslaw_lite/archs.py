@@ -10,6 +10,7 @@ against, never where the count comes from).
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
@@ -31,7 +32,16 @@ class ArchOptions:
     seed: int = 0
 
     def with_defaults(self, **defaults: int) -> ArchOptions:
-        """A copy where each size still ``None`` takes the given default."""
+        """A copy where each size still ``None`` takes the given default.
+
+        Examples
+        ========
+        Sizes the user gave win over the architecture's defaults:
+
+        >>> options = ArchOptions(dim=3).with_defaults(dim=2, hidden=4)
+        >>> options.dim, options.hidden
+        (3, 4)
+        """
         unset = {k: v for k, v in defaults.items() if getattr(self, k) is None}
         return replace(self, **unset)
 
@@ -55,9 +65,33 @@ class Built:
 
 Builder = Callable[[ArchOptions], Built]
 
+SIZE_OPTIONS = ("dim", "hidden", "out", "heads", "head_dim", "seq", "experts", "top_k")  # ArchOptions' sizes
+
+
+def add_size_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--dim``, ``--hidden``, ... (one per name in ``SIZE_OPTIONS``), each an int defaulting to ``None``.
+
+    Examples
+    ========
+    >>> parser = argparse.ArgumentParser()
+    >>> add_size_arguments(parser)
+    >>> options = size_options(parser.parse_args(["--head-dim", "4"]))
+    >>> options.head_dim, options.dim
+    (4, None)
+    """
+    for size in SIZE_OPTIONS:
+        parser.add_argument(f"--{size.replace('_', '-')}", type=int, help=f"architecture size {size} (default: arch's)")
+
+
+def size_options(args: argparse.Namespace, seed: int = 0) -> ArchOptions:
+    """The :class:`ArchOptions` that :func:`add_size_arguments`' options parsed into."""
+    return ArchOptions(**{size: getattr(args, size) for size in SIZE_OPTIONS}, seed=seed)
+
 
 @dataclass(frozen=True)
 class Arch:
+    """A CLI architecture: its ``name``, a one-line ``summary`` with the law count, and its builder."""
+
     name: str
     summary: str
     build: Builder
@@ -67,7 +101,20 @@ ARCHS: dict[str, Arch] = {}
 
 
 def register_arch(name: str, summary: str) -> Callable[[Builder], Builder]:
-    """Register ``build(options) -> Built`` under ``name`` for the CLI."""
+    """Register ``build(options) -> Built`` under ``name`` for the CLI.
+
+    Examples
+    ========
+    A linear map ``f(x) = w·x`` has no symmetry, so its formula is N = 0:
+
+    >>> import torch
+    >>> @register_arch("doc-scalar", "f(x) = w·x: no laws")
+    ... def build_scalar(options: ArchOptions) -> Built:
+    ...     return Built(torch.nn.Linear(1, 1, bias=False), (1,), 0, "0")
+    >>> get_arch("doc-scalar").build(ArchOptions()).formula
+    0
+    >>> del ARCHS["doc-scalar"]  # keep the CLI's list clean
+    """
 
     def decorate(build: Builder) -> Builder:
         ARCHS[name] = Arch(name, summary, build)
@@ -77,7 +124,18 @@ def register_arch(name: str, summary: str) -> Callable[[Builder], Builder]:
 
 
 def get_arch(name: str) -> Arch:
-    """The architecture called ``name``; ``ValueError`` listing the valid names otherwise."""
+    """The architecture called ``name``; ``ValueError`` listing the valid names otherwise.
+
+    Examples
+    ========
+    >>> built = get_arch("toy").build(ArchOptions())  # f = a·b·x: D − 1 = 1 law
+    >>> built.formula, built.formula_text
+    (1, 'D − 1 = 2 − 1 = 1')
+    >>> get_arch("tyo")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown architecture 'tyo'; valid: ...
+    """
     import conslaw_lite.laws  # noqa: F401  (registers every block family's architectures)
 
     if name not in ARCHS:

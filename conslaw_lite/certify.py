@@ -23,11 +23,9 @@ from pathlib import Path
 
 from torch import nn
 
-from conslaw_lite.archs import ArchOptions, get_arch
+from conslaw_lite.archs import ArchOptions, add_size_arguments, get_arch, size_options
 from conslaw_lite.counting import LawCount, check_laws, count_laws
 from conslaw_lite.laws import law_functions
-
-SIZE_OPTIONS = ("dim", "hidden", "out", "heads", "head_dim", "seq", "experts", "top_k")
 
 
 def _count_fields(count: LawCount) -> dict:
@@ -74,7 +72,20 @@ def certify(arch: str, options: ArchOptions) -> dict:
 
 
 def load_factory(spec: str) -> nn.Module:
-    """``FILE.py:FACTORY`` → the module ``FACTORY()`` returns (``ValueError`` naming what is missing)."""
+    r"""``FILE.py:FACTORY`` → the module ``FACTORY()`` returns (``ValueError`` naming what is missing).
+
+    Examples
+    ========
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp(), "mine.py")
+    >>> _ = path.write_text("from torch import nn\n\ndef build():\n    return nn.Linear(3, 2)\n")
+    >>> load_factory(f"{path}:build")
+    Linear(in_features=3, out_features=2, bias=True)
+    >>> load_factory(f"{path}:missing")
+    Traceback (most recent call last):
+    ...
+    ValueError: --module: ... has no function 'missing'
+    """
     path_text, sep, factory_name = spec.rpartition(":")
     if not sep or not path_text or not factory_name:
         raise ValueError(f"--module must be FILE.py:FACTORY, got {spec!r}")
@@ -96,7 +107,26 @@ def load_factory(spec: str) -> nn.Module:
 
 
 def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0) -> dict:
-    """Count the laws of ``FACTORY()`` from ``FILE.py:FACTORY``; ``known_laws`` and the formula are ``None``."""
+    r"""Count ``N = D − dim Lie(W)(θ)`` for ``FACTORY()`` from ``FILE.py:FACTORY``.
+
+    Nothing is known about a module of one's own, so ``known_laws``,
+    ``max_residual``, ``complete`` and ``formula`` are ``None``.
+
+    Examples
+    ========
+    The toy ``a·b·c·x`` written in one's own file: D = 3 parameters, rank 1, so
+    N = 3 − 1 = 2 laws (``a² − b²`` and ``a² − c²``).
+
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp(), "mine.py")
+    >>> _ = path.write_text(
+    ...     "from conslaw_lite.blocks.toy import ToyProduct\n\n"
+    ...     "def build():\n    return ToyProduct(a=1.0, b=2.0, c=0.5)\n"
+    ... )
+    >>> r = certify_module(f"{path}:build", (1,))
+    >>> r["num_params"], r["rank_lie"], r["num_laws"], r["known_laws"]
+    (3, 1, 2, None)
+    """
     count = count_laws(load_factory(spec), input_shape, seed=seed)
     return {
         "arch": spec,
@@ -129,7 +159,23 @@ def parse_shape(text: str) -> tuple[int, ...]:
 
 
 def table(result: dict) -> str:
-    """The result as aligned ``key  value`` lines."""
+    """The result of :func:`certify` or :func:`certify_module` as aligned ``key  value`` lines.
+
+    Examples
+    ========
+    >>> print(table(certify("toy", ArchOptions())))  # a·b·x: D = 2, rank 1, N = 2 − 1 = 1
+    architecture       toy
+    parameters D       2
+    rank of Lie(W)     1
+    laws N = D − rank  1
+    bracket depth      2
+    σ kept / dropped   ... / ...
+    formula            1  (D − 1 = 2 − 1 = 1)
+    known laws         1
+    max residual       ...
+    complete           True
+    seconds            ...
+    """
     rows = [
         ("architecture", result["arch"]),
         ("parameters D", result["num_params"]),
@@ -153,16 +199,49 @@ def table(result: dict) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``certify`` subcommand's options: ``ARCH`` or ``--module FILE.py:FACTORY --input-shape``, sizes, seed.
+
+    Examples
+    ========
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["toy", "--seed", "1"])
+    >>> args.arch, args.module, args.seed, args.json
+    ('toy', None, 1, False)
+    """
     parser.add_argument("arch", nargs="?", help="a registered architecture (toy, ffn-gelu, swiglu, mha-rope, ...)")
     parser.add_argument("--module", metavar="FILE.py:FACTORY", help="certify FACTORY() from FILE.py instead")
     parser.add_argument("--input-shape", metavar="3,4", help="one input's shape (no batch dimension), with --module")
-    for name in SIZE_OPTIONS:
-        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=None)
+    add_size_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Certify what ``args`` names, print the table (or JSON), and return the exit code.
+
+    0 when the count ``N = D − dim Lie(W)(θ)`` is conclusive, 1 when it is not;
+    bad input raises ``ValueError`` (the CLI turns it into exit code 2).
+
+    Examples
+    ========
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> run(parser.parse_args(["toy", "--dim", "3", "--json"]))  # a·b·c·x: N = 3 − 1 = 2
+    {
+      "arch": "toy",
+      "num_params": 3,
+      "rank_lie": 1,
+      "num_laws": 2,
+    ...
+      "complete": true,
+    ...
+    0
+    >>> run(parser.parse_args([]))
+    Traceback (most recent call last):
+    ...
+    ValueError: give either an architecture name or --module FILE.py:FACTORY (not both)
+    """
     if (args.arch is None) == (args.module is None):
         raise ValueError("give either an architecture name or --module FILE.py:FACTORY (not both)")
     if args.module is not None:
@@ -172,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.input_shape is not None:
             raise ValueError("--input-shape is only for --module; an architecture knows its input shape")
-        options = ArchOptions(**{n: getattr(args, n) for n in SIZE_OPTIONS}, seed=args.seed)
+        options = size_options(args, seed=args.seed)
         result = certify(args.arch, options)
     print(json.dumps(result, indent=2) if args.json else table(result))
     if not result["conclusive"]:

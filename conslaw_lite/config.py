@@ -47,13 +47,26 @@ class Scale:
             raise ValueError(f"scale must be one of {SCALES}, got {self.name!r}")
 
     def pick(self, *, ci: T, cpu: T | None = None, gpu: T | None = None) -> T:
-        """The size for this scale: ``ci`` < ``cpu`` < ``gpu``, each defaulting to the one below."""
+        """The size for this scale: ``ci`` < ``cpu`` < ``gpu``, each defaulting to the one below.
+
+        Examples
+        ========
+        >>> Scale("cpu").pick(ci=100, cpu=400, gpu=2000)  # e.g. the number of training steps
+        400
+        """
         cpu = ci if cpu is None else cpu
         gpu = cpu if gpu is None else gpu
         return {"ci": ci, "cpu": cpu, "gpu": gpu}[self.name]
 
     @property
     def is_ci(self) -> bool:
+        """Whether this is the smallest scale, the one the book's CI runs.
+
+        Examples
+        ========
+        >>> Scale("ci").is_ci, Scale("cpu").is_ci
+        (True, False)
+        """
         return self.name == "ci"
 
 

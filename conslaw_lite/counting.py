@@ -31,6 +31,16 @@ square of the model's own tensor (of all its parameters where that tensor is
 zero, e.g. a bias initialized to 0): the model's scale, but a generic point (no
 accidental symmetry of an initialization). Inputs are standard normal, enough
 of them (``MIN_OUTPUTS``) that piecewise-linear units see both of their pieces often.
+
+Torch's own derivatives are not trusted blindly. Brackets of depth 3 run the
+model's forward pass under two forward-mode levels, and some fused kernels
+(``layer_norm``: ``nn.LayerNorm`` counted 3 laws instead of 7) get that wrong in
+torch 2.14. The counter therefore differentiates inside
+:func:`conslaw_lite.exact_ops.exact_derivatives`, which routes those ops to
+elementary formulas, and checks, at each θ, that ``⟨a, D²f[u, v]⟩`` and
+``⟨a, D³f[u, v, w]⟩`` agree when computed forward-only and as the brackets
+compute them (forward over reverse). If they do not (an op that is not routed),
+the result is *inconclusive*, never a wrong count.
 """
 
 from __future__ import annotations
@@ -39,12 +49,15 @@ import copy
 import math
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
+
+from conslaw_lite.exact_ops import exact_derivatives
 
 Params = Mapping[str, torch.Tensor]
 Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
@@ -59,6 +72,7 @@ MAX_CHUNK = 256
 NUM_POINTS = 2  # random θ that must agree
 MIN_OUTPUTS = 4096  # output entries per θ (and ≥ 2D): every ReLU unit is on for many inputs and off for many
 MAX_SAMPLES = 512
+DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
 
 
 @dataclass(frozen=True)
@@ -292,9 +306,68 @@ def _lie_rank(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator) -
     return _Rank(Q.shape[1], len(ranks), tuple(ranks), s, saturated)
 
 
+def _derivative_mismatch(
+    f: Field, theta: torch.Tensor, directions: list[torch.Tensor], n_out: int, gen: torch.Generator
+) -> float:
+    """Relative disagreement of ``⟨a, D^k f(θ)[u, v, (w)]⟩``, k = 2, 3: forward-only vs forward over reverse.
+
+    Both are the same number when torch's derivatives are right; the brackets use
+    the second way, and through it the forward pass under two forward levels. The
+    forward-only way also runs f under ``vjp``, so that θ requires grad as in the brackets
+    (some modules, e.g. ``nn.MultiheadAttention``, take an inference kernel otherwise).
+    """
+    a = torch.randn(n_out, generator=gen, dtype=torch.float64)
+    u, v, w = directions
+    try:
+        tracked = lambda t: vjp(f, t)[0]  # noqa: E731  f, with θ tracked for reverse mode innermost
+        Du = lambda t: jvp(tracked, (t,), (u,))[1]  # noqa: E731
+        Duv = lambda t: jvp(Du, (t,), (v,))[1]  # noqa: E731
+        Xa_v = lambda t: jvp(_gradient_field(f, a), (t,), (v,))[1]  # noqa: E731  (Hessian of ⟨a, f⟩ times v)
+        forward = [a @ Duv(theta), a @ jvp(Duv, (theta,), (w,))[1]]
+        reverse = [u @ Xa_v(theta), u @ jvp(Xa_v, (theta,), (w,))[1]]
+    except NotImplementedError as err:  # e.g. a kernel without a forward-mode derivative
+        first_line = str(err).splitlines()[0]
+        raise ValueError(f"torch cannot take the brackets' derivatives of this model: {first_line}") from err
+    size = float(a.norm() * f(theta).norm())  # D^k f[u, v, ..] is about f's size: u, v, w are θ-sized
+    return max(float((p - q).abs()) / (float(p.abs() + q.abs()) + 1e-9 * size) for p, q in zip(forward, reverse))
+
+
 def _gradient_is_zero(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator) -> bool:
     a = torch.randn(n_out, generator=gen, dtype=torch.float64)
     return not bool(_gradient_field(f, a)(theta).abs().max() > 0)
+
+
+def _ranks_at_points(
+    problem: _Problem,
+    input_shape: tuple[int, ...] | None,
+    inputs: torch.Tensor | None,
+    seed: int,
+    num_samples: int | None,
+) -> tuple[list[_Rank], str]:
+    """:func:`_lie_rank` at ``NUM_POINTS`` random θ, or no ranks and why (torch's derivatives fail the check)."""
+    D = problem.num_params
+    results = []
+    for point in range(NUM_POINTS):
+        gen = torch.Generator().manual_seed(1_000_003 * seed + point)
+        theta = problem.random_theta(gen)
+        probe = _sample_inputs(input_shape, inputs, 1, gen)
+        n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
+        batch = num_samples or min(MAX_SAMPLES, math.ceil(max(2 * D, MIN_OUTPUTS) / max(n_out_one, 1)))
+        x = _sample_inputs(input_shape, inputs, batch, gen)
+        n_out = _checked_outputs(problem, theta, x).numel()
+        f = problem.outputs(x)
+        if _gradient_is_zero(f, theta, n_out, gen):
+            raise ValueError("the output's gradient in θ is zero at a random θ: it does not depend differentiably on θ")
+        check_gen = torch.Generator().manual_seed(1_000_003 * seed + 4999 + point)  # leaves gen's stream as it was
+        directions = [problem.random_theta(check_gen) for _ in range(3)]
+        mismatch = _derivative_mismatch(f, theta, directions, n_out, check_gen)
+        if mismatch > DERIVATIVE_TOL:
+            return [], (
+                f"torch's higher derivatives of this model are wrong: two ways of computing D²f, D³f differ by "
+                f"{mismatch:.1e} (relative): an op torch differentiates wrongly, see conslaw_lite.exact_ops"
+            )
+        results.append(_lie_rank(f, theta, n_out, gen))
+    return results, ""
 
 
 def count_laws(
@@ -305,6 +378,7 @@ def count_laws(
     params: Params | None = None,
     seed: int = 0,
     num_samples: int | None = None,
+    exact_ops: bool = True,
 ) -> LawCount:
     """The number of conservation laws, ``N = D − dim Lie(W)(θ)``, computed at random θ.
 
@@ -314,6 +388,8 @@ def count_laws(
     Inputs are standard normal, ``S = num_samples`` of them (default: enough
     that S·out ≥ max(2D, 4096), at most 512), unless ``inputs`` are given. See the
     module docstring for the method, the evidence and when it answers *inconclusive*.
+    ``exact_ops=False`` differentiates torch's fused kernels as they are (only to
+    show why :func:`conslaw_lite.exact_ops.exact_derivatives` is needed).
 
     Examples
     ========
@@ -328,19 +404,10 @@ def count_laws(
     start = time.perf_counter()
     problem = _problem(model, params)
     D = problem.num_params
-    results, reason = [], ""
-    for point in range(NUM_POINTS):
-        gen = torch.Generator().manual_seed(1_000_003 * seed + point)
-        theta = problem.random_theta(gen)
-        probe = _sample_inputs(input_shape, inputs, 1, gen)
-        n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
-        batch = num_samples or min(MAX_SAMPLES, math.ceil(max(2 * D, MIN_OUTPUTS) / max(n_out_one, 1)))
-        x = _sample_inputs(input_shape, inputs, batch, gen)
-        n_out = _checked_outputs(problem, theta, x).numel()
-        f = problem.outputs(x)
-        if _gradient_is_zero(f, theta, n_out, gen):
-            raise ValueError("the output's gradient in θ is zero at a random θ: it does not depend differentiably on θ")
-        results.append(_lie_rank(f, theta, n_out, gen))
+    with exact_derivatives() if exact_ops else nullcontext():
+        results, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples)
+    if not results:
+        return LawCount(D, None, None, 0, 0.0, 0.0, time.perf_counter() - start, False, reason)
     ranks = {r.rank for r in results}
     kept = min(r.singular_values[r.rank - 1] for r in results)
     dropped = max((r.singular_values[r.rank] if r.rank < len(r.singular_values) else 0.0) for r in results)

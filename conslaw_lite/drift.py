@@ -26,11 +26,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from conslaw_lite.archs import ArchOptions, get_arch
+from conslaw_lite.archs import ArchOptions, add_size_arguments, get_arch, size_options
 from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged, LossFn, Run, mse_loss, train
 from conslaw_lite.monitor import CONTROL_SUFFIX, epsilon_block, laws_by_kind, relative_drift
 
-Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, loss)
+Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, loss); drift and the widget take these
 
 
 @dataclass
@@ -48,6 +48,16 @@ class Trajectory:
         """Keys of ``run.h`` that are conservation laws (not controls)."""
         return [n for g, names in self.groups.items() if not g.endswith(CONTROL_SUFFIX) for n in names]
 
+    @property
+    def controls(self) -> list[str]:
+        """Keys of ``run.h`` that are controls (each ends in ``CONTROL_SUFFIX``)."""
+        return [n for g, names in self.groups.items() if g.endswith(CONTROL_SUFFIX) for n in names]
+
+    def _require_laws(self) -> list[str]:
+        if not self.conserved:
+            raise ValueError("this model has no conservation laws; drift needs a block with laws")
+        return self.conserved
+
     def epsilon(self, group: str) -> np.ndarray:
         """ε_block(k) = mean over the group's laws of ``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖``, k = 0..K."""
         if group not in self.groups:
@@ -56,7 +66,7 @@ class Trajectory:
 
     def drift(self) -> np.ndarray:
         """``‖h(θ_k) − h(θ_0)‖`` over every entry of every conservation law, k = 0..K."""
-        return np.sqrt(np.sum([self.run.drift(n) ** 2 for n in self.conserved], axis=0))
+        return np.sqrt(np.sum([self.run.drift(n) ** 2 for n in self._require_laws()], axis=0))
 
     def normalized_drift(self) -> np.ndarray:
         """``‖h_k − h_0‖ / Σ_{i<k} τ_i² ‖g_i‖²`` for k = 1..K: constant if the bound is sharp."""
@@ -65,7 +75,7 @@ class Trajectory:
     def identity_error(self) -> float:
         """``max_k ‖(h_{k+1} − h_k) − h(δ_k)‖ / ‖h_k‖`` over the laws: round-off when δ = τg (GD, SGD)."""
         errors = []
-        for n in self.conserved:
+        for n in self._require_laws():
             h, h_step = self.run.h[n], self.run.h_step[n]
             scale = np.maximum(np.linalg.norm(h[:-1], axis=1), np.finfo(float).tiny)
             errors.append(np.linalg.norm(np.diff(h, axis=0) - h_step, axis=1) / scale)
@@ -200,6 +210,8 @@ def measure(
         raise ValueError("give at least one step size (--lr)")
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")
+    if not laws_by_kind(setup(0)[0]):  # fail before training, naming the block
+        raise ValueError(f"{name or 'this model'} has no conservation laws; drift needs a block with laws")
     ks = log_spaced_steps(steps)
     points = []
     for lr in lrs:
@@ -254,8 +266,6 @@ def arch_setup(arch: str, options: ArchOptions | None = None, *, samples: int = 
 
 # ---- command line -------------------------------------------------------------------------------------------------
 
-_SIZES = ("dim", "hidden", "out", "heads", "head_dim", "seq", "experts", "top_k")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``drift`` subcommand's options.
@@ -277,11 +287,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=64, help="number of random data points (default 64)")
     parser.add_argument("--seeds", type=int, default=1, help="average over seeds 0..N-1 (default 1)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    for size in _SIZES:
-        parser.add_argument(f"--{size.replace('_', '-')}", type=int, help=f"architecture size {size}")
+    add_size_arguments(parser)
 
 
 def _batch(optimizer: str, batch: int | None, samples: int) -> int | None:
+    if samples < 1:
+        raise ValueError(f"--samples must be at least 1 (the number of data points), got {samples}")
+    if batch is not None and not 1 <= batch <= samples:
+        raise ValueError(f"--batch must be in [1, --samples = {samples}], got {batch}")
     if optimizer == "gd" and batch is not None and batch != samples:
         raise ValueError(f"gd is full batch; use --optimizer sgd for mini-batches of {batch}")
     if optimizer == "sgd" and batch is None:
@@ -303,8 +316,10 @@ def run(args: argparse.Namespace) -> int:
     """
     if args.steps < 1:
         raise ValueError(f"--steps must be at least 1, got {args.steps}")
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
     batch = _batch(args.optimizer, args.batch, args.samples)
-    options = ArchOptions(**{s: getattr(args, s) for s in _SIZES})
+    options = size_options(args)
     setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
     report = measure(
         setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,

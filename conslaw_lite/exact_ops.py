@@ -3,7 +3,7 @@
 The law counter (:mod:`conslaw_lite.counting`) takes brackets of brackets: third
 derivatives, ``jvp`` over ``jvp`` over ``vjp``. Inside them the model's forward pass
 runs under two forward-mode levels, so every op needs a correct *second* forward
-derivative. In torch 2.14 (float64, CPU and CUDA) these do not have one:
+derivative. In torch 2.14 (float64; checked on CPU) these do not have one:
 
 * ``layer_norm`` (``F.layer_norm``, ``torch.layer_norm``, hence ``nn.LayerNorm`` and
   timm's ``LayerNorm``), and ``batch_norm`` / ``instance_norm`` when they normalize
@@ -12,7 +12,8 @@ derivative. In torch 2.14 (float64, CPU and CUDA) these do not have one:
   them as constants, but they carry no tangent of their own: the outer forward
   level never sees how they move. Forward-over-forward ``d²LN(x)[u, v]`` is then
   off by about 100 % of its size (a 6-wide LayerNorm, see ``tests/test_counting.py``),
-  and a ``Linear → nn.LayerNorm → Linear`` net counts 3 laws instead of 7.
+  and differentiated that way a ``Linear → nn.LayerNorm → Linear`` net (3 → 4 → 2)
+  counts 3 laws instead of 7 (4 instead of 8 with ε = 0), with a clear gap.
 * ``scaled_dot_product_attention`` on CPU dispatches to a flash kernel that has no
   forward-mode derivative at all (``NotImplementedError``).
 

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.laws.registry import Law
+from conslaw_lite.monitor import relative_drift
 
 LossFn = Callable[[nn.Module, int], torch.Tensor]
 SCHEDULES = ("constant", "decay")
@@ -39,8 +40,32 @@ class Diverged(RuntimeError):
         self.reason = reason
 
 
+def batch_indices(n: int, batch_size: int | None, seed: int, k: int) -> torch.Tensor | None:
+    """The examples of step k: ``None`` for the full batch, else ``batch_size`` of the n drawn from ``(seed, k)``.
+
+    Drawing from a generator seeded by (seed, k), not a running one, makes the batch of any
+    step known without replaying the earlier ones (reproducible runs, resumable training).
+
+    Examples
+    ========
+    >>> batch_indices(5, None, 0, 3) is None
+    True
+    >>> idx = batch_indices(100, 4, 1, 7)
+    >>> idx.shape, bool((idx == batch_indices(100, 4, 1, 7)).all()), bool((idx != batch_indices(100, 4, 1, 8)).any())
+    (torch.Size([4]), True, True)
+    """
+    if n < 1:
+        raise ValueError(f"the data set is empty (n = {n}); give at least one sample")
+    if batch_size is not None and not 1 <= batch_size <= n:
+        raise ValueError(f"batch_size must be in [1, {n}] (the number of samples), got {batch_size}")
+    if batch_size is None or batch_size == n:
+        return None
+    g = torch.Generator().manual_seed(seed * 1_000_003 + k)
+    return torch.randperm(n, generator=g)[:batch_size]
+
+
 def mse_loss(x: torch.Tensor, y: torch.Tensor, *, batch_size: int | None = None, seed: int = 0) -> LossFn:
-    """``L(θ) = ½ Σ ‖f(x; θ) − y‖² / n`` over the full batch, or over a mini-batch drawn from ``(seed, k)``.
+    """``L(θ) = ½ Σ ‖f(x; θ) − y‖² / n`` over the full batch, or over the mini-batch :func:`batch_indices` of step k.
 
     Examples
     ========
@@ -54,16 +79,11 @@ def mse_loss(x: torch.Tensor, y: torch.Tensor, *, batch_size: int | None = None,
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"x has {x.shape[0]} samples but y has {y.shape[0]}")
     n = x.shape[0]
-    if batch_size is not None and not 1 <= batch_size <= n:
-        raise ValueError(f"batch_size must be in [1, {n}], got {batch_size}")
+    batch_indices(n, batch_size, seed, 0)  # validates n ≥ 1 and the batch size now, not at the first step
 
     def loss(model: nn.Module, k: int) -> torch.Tensor:
-        if batch_size is None or batch_size == n:
-            xb, yb = x, y
-        else:
-            g = torch.Generator().manual_seed(seed * 1_000_003 + k)
-            idx = torch.randperm(n, generator=g)[:batch_size]
-            xb, yb = x[idx], y[idx]
+        idx = batch_indices(n, batch_size, seed, k)
+        xb, yb = (x, y) if idx is None else (x[idx], y[idx])
         r = model(xb) - yb
         return 0.5 * (r * r).sum() / xb.shape[0]
 
@@ -107,18 +127,23 @@ class Run:
         return np.linalg.norm(self.h[name] - self.h[name][0], axis=1)
 
     def relative_drift(self, name: str) -> np.ndarray:
-        """THEORY.md's ``‖h_k − h_0‖ / ‖h_0‖``."""
-        return self.drift(name) / max(np.linalg.norm(self.h[name][0]), np.finfo(float).tiny)
+        """THEORY.md's ``‖h_k − h_0‖ / ‖h_0‖`` (NaN if h_0 = 0): :func:`conslaw_lite.monitor.relative_drift`."""
+        return relative_drift(self.h[name])
 
     def step_budget(self) -> np.ndarray:
         """``Σ_{i<k} τ_i² ‖g_i‖²`` for k = 0..K, the quantity the drift is proportional to."""
         return np.concatenate([[0.0], np.cumsum(self.tau**2 * self.grad_sq)])
 
 
-def _param_dict(model: nn.Module, tensors: list[torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
-    names = [n for n, _ in model.named_parameters()]
-    values = [p.detach() for _, p in model.named_parameters()] if tensors is None else tensors
-    return dict(zip(names, values))
+def _param_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach() for n, p in model.named_parameters()}
+
+
+def _step_dict(model: nn.Module, deltas: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """δ_k by parameter name: ``deltas`` are the steps of the trained (``requires_grad``) parameters, in order;
+    a frozen parameter does not move, so its step is zero."""
+    trained = iter(deltas)
+    return {n: next(trained) if p.requires_grad else torch.zeros_like(p) for n, p in model.named_parameters()}
 
 
 def _law_values(laws: Mapping[str, Law], params: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
@@ -126,13 +151,24 @@ def _law_values(laws: Mapping[str, Law], params: Mapping[str, torch.Tensor]) -> 
     return {n: fn(params).detach().double().reshape(-1).cpu().numpy().copy() for n, fn in laws.items()}
 
 
-def _check_finite(k: int, loss: torch.Tensor, loss0: float, max_loss_ratio: float, tau: float | None = None) -> None:
-    value = float(loss.detach())
+def check_loss(k: int, loss: float, loss0: float, max_loss_ratio: float = 1e6, tau: float | None = None) -> None:
+    """Raise :class:`Diverged` at step k if ``L_k`` is not finite or exceeds ``max_loss_ratio · L_0``.
+
+    ``tau`` is the step size that led to step k, named in the message.
+
+    Examples
+    ========
+    >>> check_loss(3, 2.0, 1.0)  # grew, but not a millionfold: fine
+    >>> check_loss(3, float("nan"), 1.0, tau=0.5)
+    Traceback (most recent call last):
+    ...
+    conslaw_lite.flows.Diverged: training diverged at step 3: the loss is nan; the step size τ = 0.5 is too large
+    """
     step = "the step size" if tau is None else f"the step size τ = {tau:g}"
-    if not math.isfinite(value):
-        raise Diverged(k, f"the loss is {value}; {step} is too large")
-    if value > max_loss_ratio * max(loss0, 1e-300):
-        raise Diverged(k, f"the loss grew from {loss0:.3g} to {value:.3g}; {step} is too large")
+    if not math.isfinite(loss):
+        raise Diverged(k, f"the loss is {loss}; {step} is too large")
+    if loss > max_loss_ratio * max(loss0, 1e-300):
+        raise Diverged(k, f"the loss grew from {loss0:.3g} to {loss:.3g}; {step} is too large")
 
 
 def train(
@@ -184,8 +220,9 @@ def train(
     loss0 = None
     for k, tau in enumerate(taus):
         loss = loss_fn(model, k)
-        loss0 = float(loss.detach()) if loss0 is None else loss0
-        _check_finite(k, loss, loss0, max_loss_ratio, taus[k - 1] if k else None)
+        value = float(loss.detach())
+        loss0 = value if loss0 is None else loss0
+        check_loss(k, value, loss0, max_loss_ratio, taus[k - 1] if k else None)
         grads = torch.autograd.grad(loss, params)
         deltas = _update(optimizer, k, float(tau), grads, state, momentum, betas, eps)
         with torch.no_grad():
@@ -193,15 +230,15 @@ def train(
                 p.sub_(d)
         if not all(torch.isfinite(p).all() for p in params):
             raise Diverged(k, "a parameter became non-finite")
-        losses.append(float(loss.detach()))
+        losses.append(value)
         grad_sq.append(float(sum((g.double() ** 2).sum() for g in grads)))
-        for n, v in _law_values(laws, _param_dict(model, list(deltas))).items():
+        for n, v in _law_values(laws, _step_dict(model, deltas)).items():
             h_step[n].append(v)
         for n, v in _law_values(laws, _param_dict(model)).items():
             h[n].append(v)
-    final = loss_fn(model, steps)
-    _check_finite(steps, final, loss0, max_loss_ratio, taus[-1])
-    losses.append(float(final.detach()))
+    final = float(loss_fn(model, steps).detach())
+    check_loss(steps, final, loss0, max_loss_ratio, taus[-1])
+    losses.append(final)
     theta = torch.cat([p.detach().reshape(-1) for p in params])
     return Run(
         tau=taus,
@@ -242,10 +279,8 @@ class Flow:
     nfev: int
 
     def relative_drift(self, name: str) -> np.ndarray:
-        """``‖h(t) − h(0)‖ / ‖h(0)‖``."""
-        return np.linalg.norm(self.h[name] - self.h[name][0], axis=1) / max(
-            np.linalg.norm(self.h[name][0]), np.finfo(float).tiny
-        )
+        """``‖h(t) − h(0)‖ / ‖h(0)‖`` (NaN if h(0) = 0): :func:`conslaw_lite.monitor.relative_drift`."""
+        return relative_drift(self.h[name])
 
 
 def gradient_flow(
@@ -284,11 +319,11 @@ def gradient_flow(
         with torch.no_grad():
             torch.nn.utils.vector_to_parameters(torch.as_tensor(theta, dtype=dtype, device=params[0].device), params)
 
-    def rhs(_t: float, theta: np.ndarray) -> np.ndarray:
+    def rhs(t: float, theta: np.ndarray) -> np.ndarray:
         set_theta(theta)
         loss = loss_fn(model, 0)
         if not torch.isfinite(loss):
-            raise Diverged(0, f"the loss is {float(loss)} during the flow at t={_t:.4g}")
+            raise Diverged(0, f"the loss is {float(loss)} during the flow at t={t:.4g}")
         grads = torch.autograd.grad(loss, params)
         return -torch.cat([g.reshape(-1) for g in grads]).double().cpu().numpy()
 

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from conslaw_lite.laws import BlockLaws, Law, find_blocks, supported_types
+from conslaw_lite.laws import BlockLaws, Law
+from conslaw_lite.laws.registry import _require_blocks
 
 CONTROL_SUFFIX = " (control)"
 
@@ -40,14 +41,8 @@ def laws_by_kind(model: nn.Module, *, controls: bool = False) -> dict[str, dict[
     >>> {k: list(v) for k, v in laws_by_kind(ToyProduct(a=2.0, b=1.0)).items()}
     {'toy': ['a²−b²']}
     """
-    blocks = find_blocks(model)
-    if not blocks:
-        raise ValueError(
-            f"no block with known conservation laws in {type(model).__name__}; "
-            f"supported module types: {', '.join(supported_types())}"
-        )
     grouped: dict[str, dict[str, Law]] = {}
-    for block in blocks:
+    for block in _require_blocks(model):
         for name, fn in _laws(block, controls).items():
             grouped.setdefault(block.kind, {})[f"{block.path}:{name}" if block.path else name] = fn
     return grouped

@@ -13,6 +13,8 @@ True
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
@@ -28,15 +30,42 @@ CYCLE = ["#1f6fb4", "#e9a03b", "#2a9d5c", "#8e5cc4", "#d1495b", "#17a2b8"]
 
 
 def new_figure(ncols: int = 1, *, width: float = 5.0, height: float = 3.6) -> tuple[Figure, Axes | np.ndarray]:
-    """A figure with ``ncols`` panels in the book's size."""
+    """A figure with ``ncols`` panels side by side, each ``width × height`` inches.
+
+    Examples
+    ========
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> fig, axes = new_figure(2)
+    >>> axes.shape, fig.get_size_inches().tolist()
+    ((2,), [10.0, 3.6])
+    >>> plt.close(fig)
+    """
     fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), constrained_layout=True)
     return fig, axes
 
 
 def plot_drift(
-    ax: Axes, k: np.ndarray, drift: np.ndarray, label: str, *, conserved: bool = True, **kwargs
+    ax: Axes, k: np.ndarray, drift: np.ndarray, label: str, *, conserved: bool = True, **kwargs: Any
 ) -> Line2D:
-    """Drift against step k on log-log axes, blue for a conserved law, red for a control."""
+    """Drift ``|h(θ_k) − h(θ_0)|`` against step k on log-log axes, blue for a conserved law, red for a control.
+
+    Exact zeros (no logarithm) are left as gaps.
+
+    Examples
+    ========
+    With constant τ the drift of a law grows like ``τ² k`` (THEORY.md section 4):
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> k = np.arange(1, 5)
+    >>> fig, ax = new_figure()
+    >>> law = plot_drift(ax, k, 1e-4 * k, "a²−b²")
+    >>> control = plot_drift(ax, k, np.array([0.1, 0.3, 0.0, 0.5]), "a²", conserved=False)
+    >>> law.get_color() == CONSERVED, control.get_color() == CONTROL, control.get_linestyle()
+    (True, True, '--')
+    >>> control.get_ydata()  # the exact zero becomes a gap
+    array([0.1, 0.3, nan, 0.5])
+    >>> plt.close(fig)
+    """
     kwargs.setdefault("color", CONSERVED if conserved else CONTROL)
     kwargs.setdefault("linestyle", "-" if conserved else "--")
     # an exact zero (a linear law kept to the last bit) has no logarithm: leave a gap, not a point at 1e-308
@@ -46,7 +75,19 @@ def plot_drift(
 
 
 def plot_reference_slope(ax: Axes, x: np.ndarray, y0: float, slope: float, label: str | None = None) -> Line2D:
-    """A dashed grey line ``y0 · (x / x[0])^slope`` for comparing growth rates."""
+    """A dotted grey line ``y0 · (x / x[0])^slope`` for comparing growth rates.
+
+    Examples
+    ========
+    Slope 2 over two decades of x climbs four decades:
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> fig, ax = new_figure()
+    >>> line = plot_reference_slope(ax, np.array([1, 10, 100]), 1e-6, 2)
+    >>> line.get_ydata(), line.get_label()
+    (array([1.e-06, 1.e-04, 1.e-02]), 'slope 2')
+    >>> plt.close(fig)
+    """
     x = np.asarray(x, dtype=float)
     (line,) = ax.loglog(x, y0 * (x / x[0]) ** slope, color=REFERENCE, linestyle=":", label=label or f"slope {slope:g}")
     return line
@@ -56,11 +97,21 @@ def plot_gates(ax: Axes, gates: np.ndarray, title: str = "") -> AxesImage:
     """Gate values g_e(x_t) as a heat-map: tokens t across, experts e down; white where a token skips an expert.
 
     ``gates`` has shape (T, n_E), rows summing to 1 (e.g. :meth:`conslaw_lite.blocks.moe.MoE.gates`).
+
+    Examples
+    ========
+    Top-2 routing over three experts: each token's two gates sum to 1, the third is blank.
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> fig, ax = new_figure()
+    >>> image = plot_gates(ax, np.array([[0.7, 0.3, 0.0], [0.0, 0.5, 0.5]]))
+    >>> image.get_array().shape, image.get_array().mask.tolist()  # (n_E, T); True = blank
+    ((3, 2), [[False, True], [False, False], [True, False]])
+    >>> plt.close(fig)
     """
     gates = np.asarray(gates, dtype=float)
     shown = np.ma.masked_equal(gates.T, 0.0)  # (n_E, T): unselected experts stay blank
-    cmap = plt.get_cmap("Blues").copy()
-    cmap.set_bad("white")
+    cmap = plt.get_cmap("Blues").with_extremes(bad="white")
     image = ax.imshow(shown, aspect="auto", cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
     ax.set_xlabel("token t")
     ax.set_ylabel("expert e")
@@ -70,11 +121,22 @@ def plot_gates(ax: Axes, gates: np.ndarray, title: str = "") -> AxesImage:
 
 
 def plot_band(
-    ax: Axes, k: np.ndarray, values: np.ndarray, label: str, *, conserved: bool = True, **kwargs
+    ax: Axes, k: np.ndarray, values: np.ndarray, label: str, *, conserved: bool = True, **kwargs: Any
 ) -> Line2D:
     """Mean over seeds (rows of ``values``) against k on log-log axes, shaded from the smallest to the largest seed.
 
     Blue and solid for a conserved law, red and dashed for a control, as :func:`plot_drift`.
+
+    Examples
+    ========
+    Two seeds, three steps: the line is their mean.
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> fig, ax = new_figure()
+    >>> line = plot_band(ax, np.arange(1, 4), np.array([[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]]), "a²−b²")
+    >>> line.get_ydata()
+    array([2., 3., 4.])
+    >>> plt.close(fig)
     """
     values = np.maximum(np.atleast_2d(values), np.finfo(float).tiny)
     line = plot_drift(ax, k, values.mean(axis=0), label, conserved=conserved, **kwargs)
@@ -87,6 +149,18 @@ def plot_singular_values(ax: Axes, sigma: np.ndarray, rank: int, title: str = ""
     Lie(W)) in green, dropped ones in grey, a dashed line across the gap between them.
 
     ``sigma`` and ``rank`` are :class:`conslaw_lite.counting.LawCount`'s ``singular_values`` and ``rank_lie``.
+    The gap line sits at the geometric mean ``√(σ_rank · σ_rank+1)``.
+
+    Examples
+    ========
+    Rank 2 of D = 3: one law, and a gap of 14 decades to trust the rank.
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> fig, ax = new_figure()
+    >>> plot_singular_values(ax, np.array([3.0, 1.0, 1e-14]), rank=2)
+    >>> ax.lines[-1].get_ydata()  # the gap line: √(1 · 1e-14)
+    [np.float64(1e-07), np.float64(1e-07)]
+    >>> plt.close(fig)
     """
     sigma = np.maximum(np.asarray(sigma, dtype=float), np.finfo(float).tiny)
     index = np.arange(1, len(sigma) + 1)
@@ -104,6 +178,21 @@ def plot_law_matrix(ax: Axes, M: np.ndarray, title: str = "", *, vmax: float | N
     """A matrix-valued law (e.g. ``Q_iᵀQ_i − K_iᵀK_i``) as a heat-map, blue negative, red positive, 0 white.
 
     ``vmax`` fixes the colour range to ±vmax so that panels before and after training compare.
+
+    Examples
+    ========
+    The law ``AᵀA − BBᵀ`` of a linear two-layer net is a symmetric matrix; by default the range is ±max|M|:
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> A, B = np.array([[2.0, 0.0], [1.0, 1.0]]), np.eye(2)
+    >>> M = A.T @ A - B @ B.T
+    >>> M
+    array([[4., 1.],
+           [1., 0.]])
+    >>> fig, ax = new_figure()
+    >>> plot_law_matrix(ax, M).get_clim()
+    (-4.0, 4.0)
+    >>> plt.close(fig)
     """
     M = np.asarray(M, dtype=float)
     vmax = float(np.abs(M).max()) if vmax is None else vmax

@@ -37,7 +37,7 @@ def with_weight_decay(loss_fn: LossFn, lam: float) -> LossFn:
     >>> from conslaw_lite.flows import mse_loss
     >>> data = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
     >>> model = ToyProduct(a=2.0, b=1.0)   # L = ½(ab)² = 2, ‖θ‖² = 5
-    >>> float(with_weight_decay(data, 0.1)(model, 0))
+    >>> with_weight_decay(data, 0.1)(model, 0).item()  # 2 + 0.1/2 · 5
     2.25
     """
     if not (lam >= 0 and math.isfinite(lam)):

@@ -9,25 +9,23 @@ THEORY.md section 4), ḡ² the mean of ‖g_i‖² over the run. Sliders choose
 A widget does nothing on a static web page, so a pre-drawn figure (both schedules at the
 default τ) is displayed first and stands in for it there. The computation and the
 drawing are the plain functions :func:`drift_curves` and :func:`draw_drift`, tested
-without a frontend.
+without a frontend; the training run itself is :func:`conslaw_lite.drift.trajectory`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from torch import nn
 
-from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged, LossFn, step_sizes, train
-from conslaw_lite.laws.registry import law_functions
+from conslaw_lite.drift import Setup, trajectory
+from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged
+from conslaw_lite.monitor import CONTROL_SUFFIX
 from conslaw_lite.plots import REFERENCE, new_figure, plot_drift
-
-Setup = Callable[[], tuple[nn.Module, LossFn]]
 
 
 @dataclass(frozen=True)
@@ -62,9 +60,9 @@ class DriftCurves:
 
 
 def drift_curves(
-    setup: Setup, *, lr: float, steps: int, schedule: str = "constant", optimizer: str = "gd"
+    setup: Setup, *, lr: float, steps: int, schedule: str = "constant", optimizer: str = "gd", seed: int = 0
 ) -> DriftCurves:
-    """Train ``setup()``'s fresh model and return ``‖h_k − h_0‖`` for its laws and controls.
+    """Train ``setup(seed)``'s fresh model (:func:`conslaw_lite.drift.trajectory`); ``‖h_k − h_0‖`` per law and control.
 
     Examples
     ========
@@ -72,36 +70,23 @@ def drift_curves(
     >>> from conslaw_lite.blocks.toy import ToyProduct
     >>> from conslaw_lite.flows import mse_loss
     >>> one = torch.ones(1, 1, dtype=torch.float64)
-    >>> curves = drift_curves(lambda: (ToyProduct(a=2.0, b=1.0), mse_loss(one, 0 * one)), lr=0.001, steps=5)
+    >>> curves = drift_curves(lambda seed: (ToyProduct(a=2.0, b=1.0), mse_loss(one, 0 * one)), lr=0.001, steps=5)
     >>> sorted(curves.laws), sorted(curves.controls)
     (['a²−b²'], ['a²', 'b²'])
     >>> bool(curves.laws["a²−b²"][5] < 1e-2 * curves.controls["a²"][5])
     True
     """
-    model, loss_fn = setup()
-    laws, controls = law_functions(model), law_functions(model, controls=True)
-    tagged = {("law", n): fn for n, fn in laws.items()} | {("control", n): fn for n, fn in controls.items()}
-    keys = list(tagged)
     try:
-        run = train(
-            model,
-            loss_fn,
-            lr=lr,
-            steps=steps,
-            schedule=schedule,
-            optimizer=optimizer,
-            laws={str(i): tagged[key] for i, key in enumerate(keys)},
-        )
+        t = trajectory(setup, seed, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer)
     except Diverged as err:
         return DriftCurves(lr, schedule, optimizer, diverged=str(err))
-    drift = {key: run.drift(str(i)) for i, key in enumerate(keys)}
     return DriftCurves(
         lr,
         schedule,
         optimizer,
-        laws={n: drift[("law", n)] for n in laws},
-        controls={n: drift[("control", n)] for n in controls},
-        reference=run.grad_sq.mean() * np.concatenate([[0.0], np.cumsum(step_sizes(lr, steps, schedule) ** 2)]),
+        laws={n: t.run.drift(n) for n in t.conserved},
+        controls={n.removesuffix(CONTROL_SUFFIX): t.run.drift(n) for n in t.controls},
+        reference=t.run.grad_sq.mean() * np.concatenate([[0.0], np.cumsum(t.run.tau**2)]),
     )
 
 
@@ -177,8 +162,8 @@ def drift_explorer(
 ) -> DriftExplorer:
     """Sliders for τ and k, a schedule toggle and an optimizer dropdown over drift-vs-k plots.
 
-    ``setups`` is a function returning a fresh, seeded ``(model, loss_fn)`` (the laws and
-    controls come from the law registry: ``law_functions(model)``), or a dict of them by
+    ``setups`` is a :class:`conslaw_lite.drift.Setup`, ``seed -> (fresh model, loss_fn)``, run with
+    seed 0 (the laws and controls come from the law registry), or a dict of them by
     name, which adds a block dropdown. ``lr`` is the default τ, ``lr_range`` the slider's
     range (default ``lr/10 .. 4·lr``), ``steps`` the largest k. With ``show``, displays the
     static stand-in (both schedules at τ = ``lr``) and then builds and displays the widget
@@ -193,7 +178,7 @@ def drift_explorer(
     >>> from conslaw_lite.blocks.toy import ToyProduct
     >>> from conslaw_lite.flows import mse_loss
     >>> one = torch.ones(1, 1, dtype=torch.float64)
-    >>> explorer = drift_explorer(lambda: (ToyProduct(a=2.0, b=1.0), mse_loss(one, 0 * one)), steps=20, show=False)
+    >>> explorer = drift_explorer(lambda seed: (ToyProduct(a=2.0, b=1.0), mse_loss(one, 0 * one)), steps=20, show=False)
     >>> explorer.redraw(tau=0.02, k=10, schedule="decay", optimizer="gd").axes[0].get_title()
     'gd, τ = 0.02 (decay)'
     """
@@ -201,7 +186,7 @@ def drift_explorer(
         setups = {"model": setups}
     if not isinstance(setups, Mapping) or not setups:
         raise TypeError(
-            f"setups must be a function returning (model, loss_fn) or a non-empty dict of them, got {setups!r}"
+            f"setups must be a function seed -> (model, loss_fn) or a non-empty dict of them, got {setups!r}"
         )
     for name, setup in setups.items():
         if not callable(setup):

@@ -119,6 +119,29 @@ def test_key_bias_gets_no_gradient_without_rope_but_does_with_rope() -> None:
         assert ("head0:b_k" in law_functions(model)) == zero
 
 
+@pytest.mark.parametrize("pe", ["none", "sinusoidal", "rope"])
+def test_causal_output_at_t_ignores_later_tokens_and_keeps_the_laws(pe: str) -> None:
+    torch.manual_seed(0)
+    causal = MultiHeadAttention(4, 2, 4, pe=pe, rope_base=9.0, bias=True, causal=True).double()
+    full = MultiHeadAttention(4, 2, 4, pe=pe, rope_base=9.0, bias=True).double()
+    full.load_state_dict(causal.state_dict())
+    x = tokens(3, 5, 4)
+    y = causal(x)
+    for t in range(4):
+        later = x.clone()
+        later[:, t + 1 :] += 1.0  # change every token after t
+        torch.testing.assert_close(causal(later)[:, : t + 1], y[:, : t + 1], rtol=0, atol=1e-15)
+        assert not torch.allclose(full(later)[:, : t + 1], full(x)[:, : t + 1])  # unmasked, they would see it
+    # The last token sees them all: there the mask changes nothing, position encoding included.
+    torch.testing.assert_close(y[:, -1], full(x)[:, -1], rtol=0, atol=1e-14)
+    assert law_functions(causal).keys() == law_functions(full).keys()
+    assert law_functions(causal, controls=True).keys() == law_functions(full, controls=True).keys()
+    assert max(step_gaps(causal, x).values()) < 1e-12
+    assert min(step_gaps(causal, x, controls=True).values()) > 1e-6
+    with pytest.raises(TypeError, match="causal"):
+        MultiHeadAttention(4, 2, 2, causal="yes")
+
+
 def test_gradient_flow_keeps_every_law() -> None:
     built = get_arch("mha-rope").build(ArchOptions(dim=4, heads=2, head_dim=4, seq=2))
     model = built.model

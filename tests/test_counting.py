@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.func import jvp
 
 from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.counting import GAP, check_laws, count_laws
+from conslaw_lite.exact_ops import exact_derivatives
 
 
 def two_layer(d: int, r: int, m: int, activation: nn.Module | None = None) -> nn.Sequential:
@@ -178,3 +181,98 @@ def test_module_vmap_cannot_batch_is_counted_one_vector_at_a_time() -> None:
     count = count_laws(MaskedReLU(3, 2, 2), (3,))
     assert_clear_gap(count)
     assert count.num_laws == 2
+
+
+# --- torch ops with wrong higher derivatives (conslaw_lite.exact_ops) ---------------------------------------------
+
+D_IN, D_NORM, M_OUT = 3, 4, 2
+
+
+def elementary_layer_norm_net(p: dict, x: torch.Tensor, eps: float) -> torch.Tensor:
+    """``W · LN(E x)`` with ``LN = γ ⊙ (h − h̄) / √(var h + ε)`` written out in elementary ops."""
+    h = x @ p["0.weight"].T
+    centered = h - h.mean(-1, keepdim=True)
+    return (p["1.weight"] * centered / torch.sqrt((centered * centered).mean(-1, keepdim=True) + eps)) @ p["2.weight"].T
+
+
+@pytest.mark.parametrize("eps", [1e-5, 0.0])
+def test_torch_layer_norm_counts_like_the_elementary_one(eps: float) -> None:
+    torch.manual_seed(0)
+    norm = nn.LayerNorm(D_NORM, eps=eps, bias=False)
+    net = nn.Sequential(nn.Linear(D_IN, D_NORM, bias=False), norm, nn.Linear(D_NORM, M_OUT, bias=False))
+    params = {n: p.detach() for n, p in net.named_parameters()}
+    elementary = count_laws(lambda p, x: elementary_layer_norm_net(p, x, eps), (D_IN,), params=params)
+    fused = count_laws(net, (D_IN,))
+    assert_clear_gap(fused)
+    assert fused.num_laws == elementary.num_laws == D_NORM + D_IN + (eps == 0)  # formula: THEORY, Linear→LN→Linear
+    unguarded = count_laws(net, (D_IN,), exact_ops=False)  # torch's layer_norm as it is: caught, no count
+    assert not unguarded.conclusive and unguarded.num_laws is None
+    assert "derivatives" in unguarded.reason
+
+
+def second_derivative(fn, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``d²fn(x)[u, v]``, forward mode over forward mode (as the brackets' forward pass sees it)."""
+    return jvp(lambda y: jvp(fn, (y,), (u,))[1], (x,), (v,))[1]
+
+
+def central_difference(fn, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, h: float = 1e-4) -> torch.Tensor:
+    first = lambda y: jvp(fn, (y,), (u,))[1]  # noqa: E731
+    return (first(x + h * v) - first(x - h * v)) / (2 * h)
+
+
+NORMS = {
+    "layer_norm": (lambda x: F.layer_norm(x, (6,), eps=1e-5), (3, 6)),
+    "torch.layer_norm": (lambda x: torch.layer_norm(x, (6,), None, None, 1e-5), (3, 6)),
+    "batch_norm": (lambda x: F.batch_norm(x, None, None, training=True), (5, 3)),
+    "instance_norm": (lambda x: F.instance_norm(x), (2, 3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", NORMS)
+def test_exact_derivatives_fixes_second_derivatives_of_fused_norms(name: str) -> None:
+    fn, shape = NORMS[name]
+    gen = torch.Generator().manual_seed(0)
+    x, u, v = (torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(3))
+    reference = central_difference(fn, x, u, v)  # first derivatives are right; differencing them is accurate to ~1e-8
+    torch_error = (second_derivative(fn, x, u, v) - reference).norm() / reference.norm()
+    with exact_derivatives():
+        assert torch.allclose(fn(x), NORMS[name][0](x))
+        exact_error = (second_derivative(fn, x, u, v) - reference).norm() / reference.norm()
+    assert exact_error < 1e-6
+    assert torch_error > 1e-2  # torch 2.14's fused kernel (if this fails, torch is fixed: drop the route)
+
+
+def test_scaled_dot_product_attention_counts_like_softmax_attention() -> None:
+    def attention(sdpa):
+        return lambda p, x: sdpa(x @ p["Q"].T, x @ p["K"].T, x @ p["V"].T)  # x (S, T, d) -> (S, T, k)
+
+    def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1) @ v
+
+    params, k = {n: torch.ones(2, 3) for n in "QKV"}, 2
+    fused = count_laws(attention(F.scaled_dot_product_attention), (3, 3), params=params, num_samples=32)
+    elementary = count_laws(attention(softmax_attention), (3, 3), params=params, num_samples=32)
+    assert_clear_gap(fused)
+    assert fused.num_laws == elementary.num_laws == k * (k + 1) // 2  # formula: W_Q W_Qᵀ − W_K W_Kᵀ, symmetric k×k
+    with pytest.raises(ValueError, match="forward AD"):  # CPU flash kernel: no forward-mode derivative at all
+        count_laws(attention(F.scaled_dot_product_attention), (3, 3), params=params, exact_ops=False)
+
+
+def test_an_unrouted_wrong_op_gives_no_count() -> None:
+    def net(p: dict, x: torch.Tensor) -> torch.Tensor:  # aten's layer norm called directly: exact_ops cannot see it
+        h = torch.native_layer_norm(x @ p["0.weight"].T, (D_NORM,), p["1.weight"], None, 1e-5)[0]
+        return h @ p["2.weight"].T
+
+    shapes = {"0.weight": (D_NORM, D_IN), "1.weight": (D_NORM,), "2.weight": (M_OUT, D_NORM)}
+    count = count_laws(net, (D_IN,), params={n: torch.ones(s) for n, s in shapes.items()})
+    assert not count.conclusive and count.num_laws is None
+    assert "derivatives" in count.reason
+
+
+def test_exact_derivatives_restores_torch_even_after_an_error() -> None:
+    originals = (F.layer_norm, torch.layer_norm, F.batch_norm, F.instance_norm)
+    with pytest.raises(KeyError), exact_derivatives():
+        assert F.layer_norm is not originals[0]
+        raise KeyError("inside")
+    assert (F.layer_norm, torch.layer_norm, F.batch_norm, F.instance_norm) == originals
+    assert torch.backends.cuda.flash_sdp_enabled()

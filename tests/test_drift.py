@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 import conslaw_lite.laws  # noqa: F401  (registers every block family's architectures)
 from conslaw_lite.__main__ import main
@@ -14,14 +13,7 @@ from conslaw_lite.archs import ARCHS
 from conslaw_lite.drift import arch_setup, measure, trajectory
 
 BLOCKS = ["swiglu", "mha", "mha-rope", "moe-softmax"]  # every block family with laws
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def block_setup(arch: str, optimizer: str):
@@ -111,3 +103,26 @@ def test_cli_diverging_step_names_the_step(capsys: pytest.CaptureFixture[str]) -
     assert main(["drift", "swiglu", "--lr", "0.01", "1e6", "--steps", "20"]) == 2
     err = capsys.readouterr().err
     assert "diverged at step" in err and "τ = 1e+06" in err
+
+
+def test_cli_block_without_laws_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    """ffn-gelu has controls but no conservation law: a clear error, not an IndexError from an empty drift."""
+    block_setup("ffn-gelu", "gd")
+    assert main(["drift", "ffn-gelu", "--lr", "0.01", "0.02", "--steps", "3"]) == 2
+    assert "ffn-gelu has no conservation laws; drift needs a block with laws" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--samples", "0"], "--samples must be at least 1"),
+        (["--optimizer", "sgd", "--batch", "0"], "--batch must be in [1, --samples = 64], got 0"),
+        (["--optimizer", "sgd", "--samples", "8", "--batch", "9"], "--batch must be in [1, --samples = 8], got 9"),
+        (["--seeds", "0"], "--seeds must be at least 1"),
+        (["--steps", "0"], "--steps must be at least 1"),
+    ],
+)
+def test_cli_bad_sizes_are_named(flags: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["drift", "swiglu", "--lr", "0.01", *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "diverged" not in err

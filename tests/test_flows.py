@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from conslaw_lite.blocks.toy import ToyProduct
-from conslaw_lite.flows import Diverged, gradient_flow, mse_loss, train
+from conslaw_lite.drift import slope
+from conslaw_lite.flows import Diverged, batch_indices, gradient_flow, mse_loss, train
 from conslaw_lite.laws.toy import toy_laws
 
 H = "a²−b²"
@@ -53,6 +54,41 @@ def test_gd_one_step_drift_is_the_law_at_the_step() -> None:
         np.testing.assert_allclose(np.diff(run.h[name], axis=0), run.h_step[name], rtol=0, atol=1e-14)
 
 
+def test_a_frozen_parameter_takes_a_zero_step_and_the_others_their_own() -> None:
+    """With a frozen, h_step is evaluated on the steps of b and c (not shifted onto the wrong names)."""
+    model = ToyProduct(a=1.2, b=-0.7, c=0.9)
+    model.a.requires_grad_(False)
+    x, y = data([1.0, -2.0], [0.3, 0.1])
+    coordinates = {n: (lambda p, n=n: p[n]) for n in "abc"}  # h = θ itself: h(δ) is the step δ
+    laws = {"b²−c²": lambda p: p["b"] ** 2 - p["c"] ** 2, **coordinates}  # a frozen: b and c stay balanced
+    run = train(model, mse_loss(x, y), lr=0.05, steps=20, laws=laws)
+    assert np.all(run.h_step["a"] == 0) and np.all(run.h["a"] == 1.2)
+    for n in "bc":
+        np.testing.assert_allclose(-np.diff(run.h[n], axis=0), run.h_step[n], rtol=0, atol=1e-15)
+        assert np.abs(run.h_step[n]).min() > 1e-4  # b and c do move
+    np.testing.assert_allclose(np.diff(run.h["b²−c²"], axis=0), run.h_step["b²−c²"], rtol=0, atol=1e-14)
+
+
+def test_an_empty_data_set_is_named() -> None:
+    with pytest.raises(ValueError, match="the data set is empty"):
+        mse_loss(torch.zeros(0, 1, dtype=torch.float64), torch.zeros(0, 1, dtype=torch.float64))
+    with pytest.raises(ValueError, match="batch_size must be in"):
+        mse_loss(*data([1.0], [0.0]), batch_size=2)
+
+
+def test_mini_batches_come_from_seed_and_step() -> None:
+    """The loss of step k is the loss on batch_indices(n, batch, seed, k): the same draw every time it is asked."""
+    x, y = data([1.0, -2.0, 0.5, 1.5], [0.3, 0.1, -0.4, 0.2])
+    model = ToyProduct(a=1.2, b=-0.7)
+    loss = mse_loss(x, y, batch_size=2, seed=3)
+    with torch.no_grad():
+        for k in range(5):
+            idx = batch_indices(4, 2, 3, k)
+            expected = 0.5 * ((model(x[idx]) - y[idx]) ** 2).sum() / 2
+            assert float(loss(model, k)) == pytest.approx(float(expected), rel=1e-15)
+    assert len({tuple(batch_indices(4, 2, 3, k).tolist()) for k in range(20)}) > 1  # the batches do change with k
+
+
 def test_drift_grows_like_tau_squared_while_theta_barely_moves() -> None:
     taus = np.geomspace(1e-4, 8e-4, 4)
     drifts = []
@@ -61,8 +97,7 @@ def test_drift_grows_like_tau_squared_while_theta_barely_moves() -> None:
         run = train(model, mse_loss(*data([1.0], [0.0])), lr=float(tau), steps=4, laws=toy_laws(model))
         assert run.param_change < 0.01
         drifts.append(run.drift(H)[-1])
-    slope = np.polyfit(np.log(taus), np.log(drifts), 1)[0]
-    assert slope == pytest.approx(2.0, abs=0.1)
+    assert slope(taus, drifts) == pytest.approx(2.0, abs=0.1)
 
 
 def test_decaying_step_keeps_the_drift_bounded_under_sgd() -> None:

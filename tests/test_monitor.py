@@ -13,14 +13,7 @@ from conslaw_lite.drift import arch_setup, trajectory
 from conslaw_lite.monitor import CONTROL_SUFFIX, Monitor
 
 timm = pytest.importorskip("timm")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def tiny_vit() -> nn.Module:

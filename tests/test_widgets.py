@@ -19,12 +19,12 @@ from conslaw_lite.widgets import DriftCurves, _widget, draw_drift, drift_curves,
 ONE = torch.ones(1, 1, dtype=torch.float64)
 
 
-def toy() -> tuple[ToyProduct, object]:
-    """a = 2, b = 1, one point x = 1, y = 0."""
+def toy(seed: int = 0) -> tuple[ToyProduct, object]:
+    """a = 2, b = 1, one point x = 1, y = 0 (a drift.Setup; nothing here is random)."""
     return ToyProduct(a=2.0, b=1.0), mse_loss(ONE, 0 * ONE)
 
 
-def toy3() -> tuple[ToyProduct, object]:
+def toy3(seed: int = 0) -> tuple[ToyProduct, object]:
     return ToyProduct(a=1.5, b=1.0, c=0.5), mse_loss(ONE, 0 * ONE)
 
 

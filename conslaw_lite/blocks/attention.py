@@ -13,7 +13,10 @@ Options: ``pe="sinusoidal"`` adds a fixed table to X; ``pe="rope"`` turns each
 2×2 block of q and k by a position-dependent angle (:mod:`.positional`);
 ``qk_norm`` applies RMSNorm with gains γ_q, γ_k to each head's q and k before RoPE
 (Qwen-3): ``"per_head"`` gains of shape (n, k), ``"shared"`` gains of shape (k,);
-``bias=True`` gives Q, K, V and O a bias each.
+``bias=True`` gives Q, K, V and O a bias each; ``causal=True`` lets token t attend
+only to tokens s ≤ t (a decoder). The law finder ignores ``causal``: the mask only
+removes scores, and leaves the symmetries ``Q_i → Q_i G, K_i → K_i G^{−ᵀ}``,
+``V_i → V_i G, O_i → O_i G^{−ᵀ}`` — hence the laws — untouched.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from conslaw_lite.blocks.positional import rope_frequencies, rope_rotate, sinusoidal_table
@@ -34,6 +38,8 @@ class MultiHeadAttention(nn.Module):
 
     Input (batch, T, d), output (batch, T, d). With ``qk_norm`` the rows of
     ``q = X Q_i`` become ``γ_q ⊙ q / √(mean(q²) + ε)`` (likewise k), ε = ``norm_eps``.
+    With ``causal`` the scores of s > t are −∞ before the softmax (row t sees tokens s ≤ t);
+    the laws are those of the unmasked block, since the mask does not touch the parameter symmetries.
 
     Examples
     ========
@@ -43,6 +49,11 @@ class MultiHeadAttention(nn.Module):
     torch.Size([3, 5, 4])
     >>> mha.head(1)["Q"].shape  # Q_1 ∈ R^(d×k)
     torch.Size([4, 2])
+    >>> dec = MultiHeadAttention(4, 2, 2, pe="rope", causal=True).double()
+    >>> X = torch.randn(1, 5, 4, dtype=torch.float64)
+    >>> X2 = X.clone(); X2[0, 4] += 1.0  # change the last token only
+    >>> bool(torch.equal(dec(X2)[0, :4], dec(X)[0, :4]))  # earlier outputs cannot see it
+    True
     """
 
     def __init__(
@@ -55,6 +66,7 @@ class MultiHeadAttention(nn.Module):
         norm_eps: float = 1e-6,
         bias: bool = False,
         rope_base: float = 10000.0,
+        causal: bool = False,
     ) -> None:
         super().__init__()
         if min(d, n_heads, head_dim) < 1:
@@ -66,7 +78,9 @@ class MultiHeadAttention(nn.Module):
         if norm_eps < 0:
             raise ValueError(f"norm_eps must be ≥ 0, got {norm_eps}")
         self.d, self.n_heads, self.head_dim = d, n_heads, head_dim
-        self.pe, self.qk_norm, self.norm_eps, self.bias = pe, qk_norm, norm_eps, bias
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be True or False, got {causal!r}")
+        self.pe, self.qk_norm, self.norm_eps, self.bias, self.causal = pe, qk_norm, norm_eps, bias, causal
         self.Q = nn.Linear(d, n_heads * head_dim, bias=bias)
         self.K = nn.Linear(d, n_heads * head_dim, bias=bias)
         self.V = nn.Linear(d, n_heads * head_dim, bias=bias)
@@ -92,8 +106,10 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = X.shape
         z = proj(X).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, n, T, k)
         if gamma is not None:
+            # torch's RMSNorm without its gain: its weight would span only the normalized axis (k,),
+            # while per-head gains (n, k) also vary along the head axis of z.
             g = gamma[:, None, :] if gamma.dim() == 2 else gamma  # (n, 1, k) or (k,)
-            z = g * z / torch.sqrt((z * z).mean(-1, keepdim=True) + self.norm_eps)
+            z = g * F.rms_norm(z, (self.head_dim,), eps=self.norm_eps)
         if self.pe == "rope":
             z = rope_rotate(z, self.omega)
         return z
@@ -107,6 +123,10 @@ class MultiHeadAttention(nn.Module):
         q = self._heads(X, self.Q, getattr(self, "gamma_q", None))
         k = self._heads(X, self.K, getattr(self, "gamma_k", None))
         v = self.V(X).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, n, T, k)
-        A = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.head_dim), dim=-1)  # (B, n, T, T)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, n, T, T)
+        if self.causal:
+            later = torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1)  # s > t
+            scores = scores.masked_fill(later, -math.inf)
+        A = torch.softmax(scores, dim=-1)  # (B, n, T, T)
         heads = (A @ v).transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, n·k)
         return self.O(heads)  # (B, T, d)

@@ -57,6 +57,18 @@ class FFN(nn.Module):
         self.A = nn.Linear(r, m, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (..., d)
+        """``f(x) = A·act(Bx)`` (plus biases when ``bias=True``).
+
+        Examples
+        ========
+        ReLU with ``B = [1, −1]``, ``A = [2]``: ``f(3, 1) = 2·relu(2) = 4`` and ``f(1, 3) = 2·relu(−2) = 0``.
+
+        >>> f = FFN(2, 1, 1, activation="relu").double()
+        >>> with torch.no_grad():
+        ...     _ = f.B.weight.copy_(torch.tensor([[1.0, -1.0]])), f.A.weight.copy_(torch.tensor([[2.0]]))
+        >>> f(torch.tensor([[3.0, 1.0], [1.0, 3.0]], dtype=torch.float64)).flatten().tolist()
+        [4.0, 0.0]
+        """
         hidden = ACTIVATIONS[self.activation](self.B(x))  # (..., r)
         return self.A(hidden)  # (..., m)
 
@@ -82,6 +94,16 @@ class SwiGLU(nn.Module):
         self.A = nn.Linear(r, m, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (..., d)
+        """``f(x) = A·(silu(Bx) ⊙ Cx)`` (plus biases when ``bias=True``), ``silu(z) = z/(1 + e^{−z})``.
+
+        Examples
+        ========
+        >>> f = SwiGLU(3, 4, 2).double()
+        >>> x = torch.randn(5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        >>> B, C, A = f.B.weight, f.C.weight, f.A.weight
+        >>> bool(torch.allclose(f(x), (F.silu(x @ B.T) * (x @ C.T)) @ A.T))
+        True
+        """
         hidden = F.silu(self.B(x)) * self.C(x)  # (..., r)
         return self.A(hidden)  # (..., m)
 

@@ -122,13 +122,35 @@ class MoE(nn.Module):
         return experts, normalize_gates(selected, self.gating)
 
     def gates(self, x: torch.Tensor) -> torch.Tensor:
-        """The full gate matrix ``g_e(x)``, shape ``(..., n_E)``, zero for experts a token does not use."""
+        """The full gate matrix ``g_e(x)``, shape ``(..., n_E)``, zero for experts a token does not use.
+
+        Examples
+        ========
+        Equal logits (W = 0) give equal gates ``g_e = 1/n_E``:
+
+        >>> moe = MoE(2, n_experts=4, hidden=1, out=1).double()
+        >>> _ = torch.nn.init.zeros_(moe.gate.weight)
+        >>> moe.gates(torch.ones(1, 2, dtype=torch.float64)).tolist()
+        [[0.25, 0.25, 0.25, 0.25]]
+        """
         tokens = x.reshape(-1, self.d)
         experts, weights = self.route(tokens)
         g = weights.new_zeros(tokens.shape[0], self.n_experts).scatter(1, experts, weights)
         return g.reshape(*x.shape[:-1], self.n_experts)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (..., d)
+        """``f(x) = Σ_{e ∈ S(x)} g_e(x) E_e(x)``, running each expert only on the tokens routed to it.
+
+        Examples
+        ========
+        With W = 0 every gate is 1/n_E, so the dense output is the experts' mean:
+
+        >>> moe = MoE(2, n_experts=4, hidden=1, out=1).double()
+        >>> _ = torch.nn.init.zeros_(moe.gate.weight)
+        >>> x = torch.ones(3, 2, dtype=torch.float64)
+        >>> bool(torch.allclose(moe(x), torch.stack([E(x) for E in moe.experts]).mean(dim=0)))
+        True
+        """
         tokens = x.reshape(-1, self.d)  # (n, d)
         experts, weights = self.route(tokens)  # (n, k) each
         k = experts.shape[1]
@@ -144,7 +166,17 @@ class MoE(nn.Module):
         return y.reshape(*x.shape[:-1], self.out)
 
     def dense_forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The reference: every expert on every token, ``Σ_e g_e(x) E_e(x)`` with the full gate matrix."""
+        """The reference: every expert on every token, ``Σ_e g_e(x) E_e(x)`` with the full gate matrix.
+
+        Examples
+        ========
+        Under top-1 routing ``g_e(x)`` is 1 for the chosen expert and 0 elsewhere; both forwards agree:
+
+        >>> moe = MoE(3, n_experts=3, hidden=2, out=2, top_k=1).double()
+        >>> x = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        >>> bool(torch.allclose(moe.dense_forward(x), moe(x)))
+        True
+        """
         g = self.gates(x)  # (..., n_E)
         outputs = torch.stack([expert(x) for expert in self.experts], dim=-2)  # (..., n_E, m)
         return (g.unsqueeze(-1) * outputs).sum(dim=-2)

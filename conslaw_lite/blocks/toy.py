@@ -28,4 +28,12 @@ class ToyProduct(nn.Module):
             self.register_parameter(name, nn.Parameter(torch.tensor(float(value), dtype=torch.float64)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (batch, 1)
+        """``f(x) = (Π_j θ_j) · x`` for each row.
+
+        Examples
+        ========
+        >>> ToyProduct(a=2.0, b=3.0, c=0.5)(torch.tensor([[1.0], [2.0]], dtype=torch.float64))  # 3x
+        tensor([[3.],
+                [6.]], dtype=torch.float64, grad_fn=<MulBackward0>)
+        """
         return torch.stack(list(self.parameters())).prod() * x

@@ -18,7 +18,18 @@ from conslaw_lite.plots import CONSERVED, CONTROL
 
 
 def load_results(path: str | Path) -> dict | None:
-    """The results file at ``path``, or ``None`` when nobody has made it yet."""
+    """The results file at ``path``, or ``None`` when nobody has made it yet.
+
+    Examples
+    ========
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     file = Path(tmp) / "lm.json"
+    ...     missing = load_results(file)
+    ...     _ = file.write_text('{"runs": []}')
+    ...     missing, load_results(file)
+    (None, {'runs': []})
+    """
     path = Path(path)
     return json.loads(path.read_text()) if path.is_file() else None
 
@@ -42,7 +53,18 @@ def seed_band(results: dict, group: str, lr: float) -> tuple[np.ndarray, np.ndar
 def plot_epsilon(
     ax: Axes, results: dict, kind: str, *, law: bool = True, control: bool = True, label: str = ""
 ) -> None:
-    """ε_block(k) of block ``kind`` (blue) and its controls (red, dashed), one line per τ, band over seeds."""
+    """ε_block(k) of block ``kind`` (blue) and its controls (red, dashed), one line per τ, band over seeds.
+
+    Examples
+    ========
+    >>> from matplotlib.figure import Figure
+    >>> eps = {"swiglu": [0.0, 1e-6, 4e-6], "swiglu (control)": [0.0, 1e-3, 2e-3]}
+    >>> results = {"runs": [{"lr": 0.1, "steps": [0, 1, 2], "epsilon": eps}]}
+    >>> ax = Figure().add_subplot()
+    >>> plot_epsilon(ax, results, "swiglu")
+    >>> [line.get_label() for line in ax.lines]  # k ≥ 1 on log axes
+    ['laws, τ=0.1', 'controls, τ=0.1']
+    """
     lrs = sorted({r["lr"] for r in results["runs"]})
     groups = [(kind, CONSERVED, "-", "laws")] if law else []
     if control:
@@ -72,7 +94,17 @@ def final_epsilon(results: dict, group: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def describe(results: dict) -> str:
-    """One paragraph saying how a results file was made (data, device, scale, seeds, command, commit)."""
+    """One paragraph saying how a results file was made (data, device, scale, seeds, command, commit).
+
+    Examples
+    ========
+    >>> config = {"task": "lm", "scale": "ci", "seeds": 2, "lrs": [0.002], "steps": 30, "batch": None,
+    ...           "schedule": "constant"}
+    >>> env = {"data_source": "package:x", "device": "cpu", "dtype": "float64", "processes": 1,
+    ...        "torch": "2.5", "git_commit": None, "date": "2026-01-01", "command": None}
+    >>> describe({"config": config, "environment": env})[:62]
+    'lm at scale ci: 2 seeds, τ ∈ [0.002], 30 steps, full batch, co'
+    """
     c, env = results["config"], results["environment"]
     batch = "full batch" if c["batch"] is None else f"mini-batches of {c['batch']}"
     return (

@@ -29,6 +29,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -37,8 +38,11 @@ from torch import nn
 
 from conslaw_lite.config import SCALES, Scale, scale
 from conslaw_lite.experiments.tasks import TASKS, Task, cross_entropy, lm_task, vit_task
-from conslaw_lite.flows import SCHEDULES, Diverged, step_sizes
-from conslaw_lite.monitor import CONTROL_SUFFIX, Monitor, epsilon_block
+from conslaw_lite.flows import SCHEDULES, Diverged, batch_indices, check_loss, step_sizes
+from conslaw_lite.monitor import CONTROL_SUFFIX, Monitor, epsilon_block, laws_by_kind
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[2]
 # Two step sizes a factor 3 apart, so ε visibly grows with τ; small enough that the controls' first-order
@@ -52,6 +56,8 @@ class ExperimentConfig:
     """Everything that decides the numbers of an experiment (sizes beyond these come from ``scale``).
 
     ``batch=None`` is full batch; ``steps=None`` and ``seeds=None`` take the scale's default.
+    ``track``: law or control names (the part after ``block:``, e.g. ``"ΣW_e (sigmoid)"``) whose ε,
+    over the blocks that have them, is also recorded on its own under that name.
     """
 
     task: str = "lm"
@@ -68,6 +74,7 @@ class ExperimentConfig:
     top_k: int | None = None
     monitor: bool = True
     checkpoint_every: int | None = None
+    track: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -81,6 +88,8 @@ class ExperimentConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value}")
+        if self.track and not self.monitor:
+            raise ValueError(f"track={self.track} needs the monitor; drop monitor=False")
 
     def resolved(self) -> ExperimentConfig:
         """The same configuration with every default filled in from the scale."""
@@ -144,27 +153,6 @@ class Cluster:
         return value / self.world
 
 
-def batch_indices(n: int, batch: int | None, seed: int, k: int) -> torch.Tensor:
-    """The examples of step k: all n (full batch) or ``batch`` of them drawn from (seed, k).
-
-    Drawing from (seed, k) rather than from a running generator makes the batch of
-    any step known without replaying the earlier ones — which is what resuming needs.
-
-    Examples
-    ========
-    >>> batch_indices(5, None, 0, 3).tolist()
-    [0, 1, 2, 3, 4]
-    >>> bool((batch_indices(100, 4, 1, 7) == batch_indices(100, 4, 1, 7)).all())
-    True
-    """
-    if batch is None or batch == n:
-        return torch.arange(n)
-    if not 1 <= batch <= n:
-        raise ValueError(f"batch must be in [1, {n}] (the number of examples), got {batch}")
-    g = torch.Generator().manual_seed(seed * 1_000_003 + k)
-    return torch.randperm(n, generator=g)[:batch]
-
-
 def dtype_for(scale_name: str) -> torch.dtype:
     """float64 on CPU scales (drifts of 1e-8 stay visible), float32 on a GPU."""
     return torch.float32 if scale_name == "gpu" else torch.float64
@@ -214,14 +202,52 @@ class Checkpoint:
         tmp.replace(self.path)  # atomic: a kill during the save leaves the previous checkpoint
 
 
+def tracked_columns(model: nn.Module, names: tuple[str, ...]) -> dict[str, tuple[str, list[int]]]:
+    """For each law name, the :class:`Monitor` group holding it and its columns there (one per block).
+
+    The columns index :meth:`Monitor.relative_drift`, whose laws come in the order of
+    :func:`~conslaw_lite.monitor.laws_by_kind`.
+
+    Examples
+    ========
+    >>> from conslaw_lite.blocks.moe import MoE
+    >>> tracked_columns(nn.Sequential(MoE(3, 2, 1, 1, gating="sigmoid")), ("ΣW_e (sigmoid)",))
+    {'ΣW_e (sigmoid)': ('moe-sigmoid (control)', [2])}
+    """
+    controls = laws_by_kind(model, controls=True)
+    groups = laws_by_kind(model) | {kind + CONTROL_SUFFIX: fns for kind, fns in controls.items()}
+    out = {}
+    for name in names:
+        hits = {g: [i for i, law in enumerate(fns) if law.rsplit(":", 1)[-1] == name] for g, fns in groups.items()}
+        hits = {g: cols for g, cols in hits.items() if cols}
+        if len(hits) != 1:
+            known = sorted({law.rsplit(":", 1)[-1] for fns in groups.values() for law in fns})
+            raise ValueError(f"law {name!r} is in {len(hits)} monitor groups, not one; this model's laws: {known}")
+        out[name] = next(iter(hits.items()))
+    return out
+
+
 def run_key(lr: float, seed: int) -> str:
     return f"lr={lr:g}/seed={seed}"
 
 
 def train_one(
-    task: Task, config: ExperimentConfig, lr: float, seed: int, ckpt: Checkpoint, cluster: Cluster, bar, budget: list
+    task: Task,
+    config: ExperimentConfig,
+    lr: float,
+    seed: int,
+    ckpt: Checkpoint,
+    cluster: Cluster,
+    bar: tqdm,
+    budget: list[int],
 ) -> dict:
-    """Train one model (τ = ``lr``, ``seed``) from θ₀ or from the checkpoint; return its record."""
+    """Train one model (τ = ``lr``, ``seed``) from θ₀ or from the checkpoint; return its record.
+
+    Step k uses the examples :func:`~conslaw_lite.flows.batch_indices` draws from (seed, k), and
+    :func:`~conslaw_lite.flows.check_loss` stops a run whose loss leaves the finite numbers or
+    grows tenfold. ``bar`` advances one per step; ``budget[0]`` counts down the steps this session
+    may still take (−1: no limit) and is shared by all runs of :func:`run_experiment`.
+    """
     torch.manual_seed(seed)
     dtype = dtype_for(config.scale)
     model = task.build().to(cluster.device, dtype)  # θ₀, decided by the seed alone
@@ -229,8 +255,9 @@ def train_one(
     monitor = Monitor(model) if config.monitor and cluster.main else None
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     record = {"lr": lr, "seed": seed, "steps": [0], "loss": [], "epsilon": {}, "wall_s": 0.0}
+    tracked = tracked_columns(model, config.track) if monitor is not None else {}
     if monitor is not None:
-        record["epsilon"] = {name: [0.0] for name in monitor.names}
+        record["epsilon"] = {name: [0.0] for name in [*monitor.names, *tracked]}
     start = 0
     resumed = ckpt.current if ckpt.current and ckpt.current["key"] == run_key(lr, seed) else None
     if resumed is not None:
@@ -243,18 +270,19 @@ def train_one(
     if x.is_floating_point():
         x = x.to(dtype)
     taus = step_sizes(lr, config.steps, config.schedule)
+    every = torch.arange(task.n)
     loss0 = record["loss"][0] if record["loss"] else None
     clock = time.perf_counter()
     for k in range(start, config.steps):
-        idx = batch_indices(task.n, config.batch, seed, k).to(cluster.device)
+        idx = batch_indices(task.n, config.batch, seed, k)
+        idx = (every if idx is None else idx).to(cluster.device)
         if len(idx) % cluster.world:
             raise ValueError(f"the batch of {len(idx)} examples does not split over {cluster.world} processes")
         mine = idx.chunk(cluster.world)[cluster.rank]  # equal shares: the mean of share means is the batch mean
         loss = cross_entropy(net, x[mine], y[mine])
         value = float(cluster.mean(loss.detach()))
         loss0 = value if loss0 is None else loss0
-        if not math.isfinite(value) or value > MAX_LOSS_RATIO * loss0:
-            raise Diverged(k, f"the loss went from {loss0:.4g} to {value:.4g} (lr={lr:g}, seed={seed}); lower --lr")
+        check_loss(k, value, loss0, MAX_LOSS_RATIO, float(taus[k - 1]) if k else None)
         opt.zero_grad(set_to_none=True)
         loss.backward()  # DDP averages the gradients over processes here
         opt.param_groups[0]["lr"] = float(taus[k])
@@ -265,6 +293,8 @@ def train_one(
             monitor.step()
             for name in monitor.names:  # ε_block of this step's record
                 record["epsilon"][name].append(float(epsilon_block(monitor.relative_drift(name)[-1])))
+            for name, (group, columns) in tracked.items():
+                record["epsilon"][name].append(float(epsilon_block(monitor.relative_drift(group)[-1, columns])))
         bar.update(1)
         budget[0] -= 1
         done = k + 1 == config.steps
@@ -395,7 +425,10 @@ def _run(config: ExperimentConfig, cluster: Cluster, checkpoint, progress: bool,
             key = run_key(lr, seed)
             if key in ckpt.finished:
                 continue
-            ckpt.finished[key] = train_one(task, config, lr, seed, ckpt, cluster, bar, budget)
+            try:
+                ckpt.finished[key] = train_one(task, config, lr, seed, ckpt, cluster, bar, budget)
+            except Diverged as stop:  # say which of the (τ, seed) runs it was
+                raise Diverged(stop.step, f"{stop.reason} ({key})") from None
             ckpt.current = None
             ckpt.save()
     runs = [ckpt.finished[run_key(lr, s)] for lr, s in keys]
@@ -424,6 +457,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gating", choices=("softmax", "sigmoid"), default="softmax", help="lm: MoE gating")
     parser.add_argument("--top-k", type=int, default=None, help="lm: experts per token (default: all, dense)")
     parser.add_argument("--no-monitor", action="store_true", help="train without the monitor (for timing)")
+    parser.add_argument("--track", nargs="+", default=(), help="law names also recorded alone, e.g. 'ΣW_e (sigmoid)'")
     parser.add_argument("--out", default=None, help="results JSON (default results/<task>-<scale>.json)")
     parser.add_argument("--checkpoint-every", type=int, default=None, help="steps between checkpoints")
     parser.add_argument("--fresh", action="store_true", help="ignore and replace an existing checkpoint")
@@ -452,6 +486,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         top_k=args.top_k,
         monitor=not args.no_monitor,
         checkpoint_every=args.checkpoint_every,
+        track=tuple(args.track),
     )
 
 

@@ -43,12 +43,37 @@ class Projection:
     bias_offset: int = 0
 
     def head(self, p: Params, i: int, k: int) -> torch.Tensor:
-        """Head i's matrix in the paper's layout, bias as an extra row: (d, k), or (d+1, k) with a bias."""
+        """Head i's matrix in the paper's layout, bias as an extra row: (d, k), or (d+1, k) with a bias.
+
+        ``Q_i = W[offset + i·k : offset + (i+1)·k]ᵀ``: ``nn.Linear`` keeps heads as row blocks, the paper as columns.
+
+        Examples
+        ========
+        >>> import torch
+        >>> p = {"W": torch.arange(12.0).reshape(4, 3), "b": torch.tensor([10.0, 20.0, 30.0, 40.0])}
+        >>> Projection("W").head(p, 1, k=2)  # rows 2, 3 of W, transposed: (d, k) = (3, 2)
+        tensor([[ 6.,  9.],
+                [ 7., 10.],
+                [ 8., 11.]])
+        >>> Projection("W", bias="b").head(p, 1, k=2)  # [Q_1; b_1]: (d+1, k)
+        tensor([[ 6.,  9.],
+                [ 7., 10.],
+                [ 8., 11.],
+                [30., 40.]])
+        """
         M = p[self.weight][self.offset + i * k : self.offset + (i + 1) * k].T  # (d, k)
         return M if self.bias is None else torch.cat([M, self.bias_of(p, i, k)[None, :]])  # (d+1, k)
 
     def bias_of(self, p: Params, i: int, k: int) -> torch.Tensor:
-        """Head i's bias b ∈ R^k."""
+        """Head i's bias ``b_i = bias[bias_offset + i·k : bias_offset + (i+1)·k] ∈ R^k``.
+
+        Examples
+        ========
+        >>> import torch
+        >>> p = {"b": torch.tensor([10.0, 20.0, 30.0, 40.0])}
+        >>> Projection("W", bias="b").bias_of(p, 1, k=2)
+        tensor([30., 40.])
+        """
         return p[self.bias][self.bias_offset + i * k : self.bias_offset + (i + 1) * k]
 
 
@@ -224,6 +249,20 @@ def timm_spec_of(module: nn.Module, prefix: str = "") -> AttentionSpec:
 
     timm's ``qk_norm`` (LayerNorm, which also subtracts the mean), ``scale_norm`` and ``gated``
     change the laws and are refused.
+
+    Examples
+    ========
+    Only the layout matters, so a module laid out like timm's (d = 8, n = 2 heads of k = 4) shows it
+    without importing timm:
+
+    >>> class Attention(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.num_heads, self.head_dim = 2, 4
+    ...         self.qkv, self.proj = nn.Linear(8, 3 * 8), nn.Linear(8, 8)
+    >>> spec = timm_spec_of(Attention())
+    >>> spec.n, spec.k, [P.offset for P in (spec.Q, spec.K, spec.V)], spec.O
+    (2, 4, [0, 8, 16], 'proj.weight')
     """
     plain = all(isinstance(getattr(module, a, nn.Identity()), nn.Identity) for a in ("q_norm", "k_norm", "norm"))
     if not plain or getattr(module, "gate", None) is not None:

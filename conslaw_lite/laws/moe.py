@@ -116,7 +116,16 @@ def _build(options: ArchOptions, gating: str, top_k: int | None, **defaults: int
 
 @register_arch("moe-softmax", "mixture of SwiGLU experts, dense softmax gating: n_E·r + d laws")
 def build_moe_softmax(options: ArchOptions) -> Built:
-    """Dense softmax-gated MoE (defaults d = 3, n_E = 3, r = 2, m = 2); ``--top-k`` belongs to ``moe-topk``."""
+    """Dense softmax-gated MoE (defaults d = 3, n_E = 3, r = 2, m = 2); ``--top-k`` belongs to ``moe-topk``.
+
+    Examples
+    ========
+    Each expert's SwiGLU laws plus the gate-row sum ``Σ_e W_e`` (d laws):
+
+    >>> built = build_moe_softmax(ArchOptions())
+    >>> built.formula, built.formula_text
+    (9, 'n_E·r + d = 3·2 + 3 = 9')
+    """
     if options.top_k is not None:
         raise ValueError("moe-softmax is dense; for top-k routing use moe-topk --top-k K")
     return _build(options, "softmax", None, dim=3, experts=3, hidden=2, out=2)
@@ -138,5 +147,14 @@ def build_moe_topk(options: ArchOptions) -> Built:
 
 @register_arch("moe-sigmoid", "mixture of SwiGLU experts, normalized sigmoid gating: n_E·r laws (no gate law)")
 def build_moe_sigmoid(options: ArchOptions) -> Built:
-    """Dense normalized-sigmoid MoE (defaults d = 3, n_E = 3, r = 2, m = 2); ``--top-k`` routes as in moe-topk."""
+    """Dense normalized-sigmoid MoE (defaults d = 3, n_E = 3, r = 2, m = 2); ``--top-k`` routes as in moe-topk.
+
+    Examples
+    ========
+    Normalized sigmoid gating is not shift-invariant, so ``Σ_e W_e`` is lost: only the experts' laws remain.
+
+    >>> built = build_moe_sigmoid(ArchOptions())
+    >>> built.formula, built.formula_text
+    (6, 'n_E·r = 3·2 = 6')
+    """
     return _build(options, "sigmoid", options.top_k, dim=3, experts=3, hidden=2, out=2)

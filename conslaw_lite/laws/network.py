@@ -35,10 +35,9 @@ import torch
 from torch import nn
 
 from conslaw_lite.archs import ArchOptions, Built, register_arch
-from conslaw_lite.blocks.norm import LayerNorm
 from conslaw_lite.laws.registry import BlockLaws, Law, register_laws
 
-NORM_TYPES = (nn.RMSNorm, nn.LayerNorm, LayerNorm)
+NORM_TYPES = (nn.RMSNorm, nn.LayerNorm)
 
 
 @dataclass(frozen=True)
@@ -53,15 +52,39 @@ class NetworkLaws(nn.Module):
     """Mix-in for a parent module whose norms couple its sub-blocks (see the module docstring)."""
 
     def norm_couplings(self) -> list[NormCoupling]:
-        """Each norm with the linear layers reading it, names relative to this module."""
+        """Each norm with the linear layers reading it, names relative to this module.
+
+        Each coupling gives the laws ``γ_j² − Σ_i ‖W_i[:, j]‖²``; the base class declares none.
+
+        Examples
+        ========
+        >>> NetworkLaws().norm_couplings()
+        []
+        """
         return []
 
     def scale_invariant_weights(self) -> list[str]:
-        """Parameter names (relative) whose joint scaling leaves the output unchanged; ``[]`` if none."""
+        """Parameter names (relative) whose joint scaling leaves the output unchanged; ``[]`` if none.
+
+        Their law is ``Σ ‖W‖_F²`` over the group.
+
+        Examples
+        ========
+        >>> NetworkLaws().scale_invariant_weights()
+        []
+        """
         return []
 
     def shift_invariant_weights(self) -> list[str]:
-        """Parameter names (relative, ``nn.Linear`` layout) each unchanged in output by ``W → W + 1aᵀ``."""
+        """Parameter names (relative, ``nn.Linear`` layout) each unchanged in output by ``W → W + 1aᵀ``.
+
+        Their laws are the column sums ``1ᵀW``.
+
+        Examples
+        ========
+        >>> NetworkLaws().shift_invariant_weights()
+        []
+        """
         return []
 
 

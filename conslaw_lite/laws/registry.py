@@ -52,6 +52,24 @@ def register_laws(*types: type | str) -> Callable[[Finder], Finder]:
     root), so a finder reads its weights as ``p[prefix + "A.weight"]``. A type
     may be given by its full name (``"timm.layers.mlp.Mlp"``) so that an optional
     library need not be imported to register it.
+
+    Examples
+    ========
+    The toy model ``f(x) = u·v·x`` under new names keeps ``h(θ) = u² − v²``
+    (THEORY.md section 1); its finder returns that law as ``{name: h}``:
+
+    >>> import torch
+    >>> from torch import nn
+    >>> class Pair(nn.Module):  # f(x) = u·v·x, the toy model under other names
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.u, self.v = nn.Parameter(torch.tensor(3.0)), nn.Parameter(torch.tensor(1.0))
+    >>> @register_laws(Pair)
+    ... def _pair(module, prefix):
+    ...     h = lambda p: p[prefix + "u"] ** 2 - p[prefix + "v"] ** 2
+    ...     return BlockLaws(prefix.rstrip("."), "pair", {"u²−v²": h})
+    >>> laws_of(Pair())  # u² − v² = 9 − 1
+    {'u²−v²': tensor(8., dtype=torch.float64)}
     """
 
     def decorate(finder: Finder) -> Finder:
@@ -79,12 +97,30 @@ def _finder_for(module: nn.Module) -> Finder | None:
 
 
 def supported_types() -> list[str]:
-    """Names of the module types whose laws are known."""
+    """Names (``module.QualName``) of the module types whose laws are known.
+
+    Examples
+    ========
+    >>> names = supported_types()
+    >>> "conslaw_lite.blocks.toy.ToyProduct" in names, "conslaw_lite.blocks.ffn.SwiGLU" in names
+    (True, True)
+    """
     return sorted({_qualified_name(t) for t in _FINDERS} | set(_NAMED_FINDERS))
 
 
 def find_blocks(model: nn.Module) -> list[BlockLaws]:
-    """Every block of ``model`` whose laws are known, in ``named_modules`` order."""
+    """Every block of ``model`` whose laws are known, in ``named_modules`` order.
+
+    Examples
+    ========
+    Two toy products side by side: ``a·b·x`` has one law, ``a·b·c·x`` two.
+
+    >>> from torch import nn
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> model = nn.Sequential(ToyProduct(a=2.0, b=1.0), ToyProduct(a=1.0, b=3.0, c=0.5))
+    >>> [(block.path, block.kind, list(block.laws)) for block in find_blocks(model)]
+    [('0', 'toy', ['a²−b²']), ('1', 'toy', ['a²−b²', 'a²−c²'])]
+    """
     blocks = []
     for name, module in model.named_modules():
         finder = _finder_for(module)
@@ -106,7 +142,19 @@ def _require_blocks(model: nn.Module) -> list[BlockLaws]:
 
 
 def law_functions(model: nn.Module, *, controls: bool = False) -> dict[str, Law]:
-    """All laws (or all controls) of ``model`` as functions, keyed ``"path:name"``."""
+    """All laws (or all controls) of ``model`` as functions ``h(θ)``, keyed ``"path:name"``.
+
+    Raises ``ValueError`` naming the supported types when no block is known.
+
+    Examples
+    ========
+    For ``f = a·b·x`` the law is ``a² − b²``; its controls ``a²`` and ``b²`` are
+    not conserved:
+
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> list(law_functions(ToyProduct(a=2.0, b=1.0))), list(law_functions(ToyProduct(a=2.0, b=1.0), controls=True))
+    (['a²−b²'], ['a²', 'b²'])
+    """
     out = {}
     for block in _require_blocks(model):
         for name, fn in (block.controls if controls else block.laws).items():
@@ -115,12 +163,35 @@ def law_functions(model: nn.Module, *, controls: bool = False) -> dict[str, Law]
 
 
 def parameters_of(model: nn.Module, dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
-    """``{name: parameter}`` detached and cast to ``dtype`` (float64: laws are computed in double)."""
+    """``θ`` as ``{name: parameter}``, detached and cast to ``dtype`` (float64: laws are computed in double).
+
+    Examples
+    ========
+    >>> from torch import nn
+    >>> theta = parameters_of(nn.Linear(2, 1))
+    >>> list(theta), theta["weight"].dtype
+    (['weight', 'bias'], torch.float64)
+    """
     return {n: p.detach().to(dtype) for n, p in model.named_parameters()}
 
 
 def evaluate(laws: Mapping[str, Law], params: Params) -> dict[str, torch.Tensor]:
-    """``{name: h(params)}`` for each law."""
+    """``{name: h(params)}`` for each law ``h``.
+
+    ``params`` need not be θ: at a gradient ``g`` a quadratic law gives
+    ``h(g) = gᵀMg``, and one step ``θ⁺ = θ − τg`` moves it by exactly ``τ² h(g)``
+    (THEORY.md section 4).
+
+    Examples
+    ========
+    For ``h = a² − b²`` at ``g = (0.1, 0.2)``: ``h(g) = 0.01 − 0.04 = −0.03``.
+
+    >>> import torch
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> g = {"a": torch.tensor(0.1, dtype=torch.float64), "b": torch.tensor(0.2, dtype=torch.float64)}
+    >>> evaluate(law_functions(ToyProduct(a=1.0, b=1.0)), g)
+    {'a²−b²': tensor(-0.0300, dtype=torch.float64)}
+    """
     return {name: fn(params) for name, fn in laws.items()}
 
 
@@ -129,10 +200,33 @@ def laws_of(model: nn.Module, params: Params | None = None) -> dict[str, torch.T
 
     Keys are ``"path:name"`` with ``path`` the block's module name. Raises
     ``ValueError`` naming the supported types when no block is known.
+
+    Examples
+    ========
+    ``f = a·b·x`` at ``a = 2, b = 1``: ``h = a² − b² = 3``.
+
+    >>> from torch import nn
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> laws_of(ToyProduct(a=2.0, b=1.0))
+    {'a²−b²': tensor(3., dtype=torch.float64)}
+    >>> laws_of(nn.Linear(2, 2))
+    Traceback (most recent call last):
+    ...
+    ValueError: no block with known conservation laws in Linear; supported module types: ...
     """
     return evaluate(law_functions(model), parameters_of(model) if params is None else params)
 
 
 def controls_of(model: nn.Module, params: Params | None = None) -> dict[str, torch.Tensor]:
-    """The non-conserved control quantities of every known block, like :func:`laws_of`."""
+    """The non-conserved control quantities of every known block, like :func:`laws_of`.
+
+    Examples
+    ========
+    ``f = a·b·x`` at ``a = 2, b = 1``: the controls ``a² = 4`` and ``b² = 1`` each
+    move under gradient flow; only their difference is conserved.
+
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> controls_of(ToyProduct(a=2.0, b=1.0))
+    {'a²': tensor(4., dtype=torch.float64), 'b²': tensor(1., dtype=torch.float64)}
+    """
     return evaluate(law_functions(model, controls=True), parameters_of(model) if params is None else params)

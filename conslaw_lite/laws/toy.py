@@ -16,7 +16,17 @@ from conslaw_lite.laws.registry import BlockLaws, Law, register_laws
 
 
 def toy_laws(model: ToyProduct, prefix: str = "") -> dict[str, Law]:
-    """``a² − θ_j²`` for each factor θ_j after the first: ``{"a²−b²": ..., "a²−c²": ...}``."""
+    """``a² − θ_j²`` for each factor θ_j after the first: ``{"a²−b²": ..., "a²−c²": ...}``.
+
+    Examples
+    ========
+    ``f = a·b·c·x`` at ``(a, b, c) = (2, 1, 3)``: ``a² − b² = 3`` and ``a² − c² = −5``.
+
+    >>> from conslaw_lite.laws.registry import parameters_of
+    >>> model = ToyProduct(a=2.0, b=1.0, c=3.0)
+    >>> {name: h(parameters_of(model)).item() for name, h in toy_laws(model).items()}
+    {'a²−b²': 3.0, 'a²−c²': -5.0}
+    """
     first, *rest = [n for n, _ in model.named_parameters(recurse=False)]
     return {f"{first}²−{n}²": _square_difference(prefix + first, prefix + n) for n in rest}
 

@@ -22,7 +22,6 @@ from torch import nn
 
 from conslaw_lite.blocks.attention import MultiHeadAttention
 from conslaw_lite.blocks.ffn import SwiGLU
-from conslaw_lite.blocks.norm import LayerNorm
 from conslaw_lite.laws.network import NetworkLaws, NormCoupling
 
 NORMS = ("rms", "layer")
@@ -31,8 +30,8 @@ NORMS = ("rms", "layer")
 def make_norm(kind: str, d: int, eps: float) -> nn.Module:
     """``RMSNorm`` (``γ ⊙ x / √(mean x² + ε)``) or bias-free ``LayerNorm`` (``γ ⊙ (x − x̄) / √(var x + ε)``).
 
-    The LayerNorm is :class:`conslaw_lite.blocks.norm.LayerNorm` (elementary operations), whose
-    higher derivatives the law counter can trust.
+    Both are torch's own modules; the law counter differentiates torch's fused ``layer_norm``
+    through :func:`conslaw_lite.exact_ops.exact_derivatives`.
 
     Examples
     ========
@@ -43,7 +42,7 @@ def make_norm(kind: str, d: int, eps: float) -> nn.Module:
         raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")
     if eps < 0:
         raise ValueError(f"norm_eps must be ≥ 0, got {eps}")
-    return nn.RMSNorm(d, eps=eps) if kind == "rms" else LayerNorm(d, eps=eps)
+    return nn.RMSNorm(d, eps=eps) if kind == "rms" else nn.LayerNorm(d, eps=eps, bias=False)
 
 
 class Stack(nn.Module):
@@ -66,6 +65,18 @@ class Stack(nn.Module):
         self.residual = residual
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x_{l+1} = x_l + f_l(x_l)`` with ``residual=True``, else ``x_{l+1} = f_l(x_l)``.
+
+        Examples
+        ========
+        Toy blocks ``2x`` then ``3x``: plain ``6x``; residual ``(1 + 2)(1 + 3)x = 12x``.
+
+        >>> from conslaw_lite.blocks.toy import ToyProduct
+        >>> blocks = ToyProduct(a=2.0, b=1.0), ToyProduct(a=3.0, b=1.0)
+        >>> x = torch.ones(1, 1, dtype=torch.float64)
+        >>> Stack(*blocks)(x).item(), Stack(*blocks, residual=True)(x).item()
+        (6.0, 12.0)
+        """
         for block in self.blocks:
             x = x + block(x) if self.residual else block(x)
         return x
@@ -95,10 +106,29 @@ class TinyBlock(NetworkLaws):
         self.ffn = SwiGLU(d, hidden, d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (batch, T, d)
+        """``x₁ = x + Attn(norm₁(x))``, then ``x₁ + SwiGLU(norm₂(x₁))``.
+
+        Examples
+        ========
+        With O = 0 and A = 0 both branches write nothing: the block is the identity.
+
+        >>> block = TinyBlock(4, 2, 2, 3).double()
+        >>> _ = nn.init.zeros_(block.attn.O.weight), nn.init.zeros_(block.ffn.A.weight)
+        >>> x = torch.randn(2, 5, 4, dtype=torch.float64)
+        >>> torch.equal(block(x), x)
+        True
+        """
         x = x + self.attn(self.norm1(x))
         return x + self.ffn(self.norm2(x))
 
     def norm_couplings(self) -> list[NormCoupling]:
+        """norm₁ feeds Q, K, V and norm₂ feeds B, C: laws ``γ_j² − ‖W_q[:,j]‖² − ‖W_k[:,j]‖² − ‖W_v[:,j]‖²``, ...
+
+        Examples
+        ========
+        >>> [(c.norm, c.consumers) for c in TinyBlock(4, 2, 2, 3).norm_couplings()]
+        [('norm1', ('attn.Q', 'attn.K', 'attn.V')), ('norm2', ('ffn.B', 'ffn.C'))]
+        """
         return [NormCoupling("norm1", ("attn.Q", "attn.K", "attn.V")), NormCoupling("norm2", ("ffn.B", "ffn.C"))]
 
 
@@ -135,6 +165,15 @@ class TinyTransformer(NetworkLaws):
         self.head = nn.Linear(d, vocab, bias=False)
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """``y = H norm(x_L)`` with ``x₀ = E u`` and ``x_L`` after the blocks; token ids are one-hot rows u.
+
+        Examples
+        ========
+        >>> model = TinyTransformer(vocab=5, d=4, n_heads=2, head_dim=2, hidden=3).double()
+        >>> ids = torch.tensor([[0, 3, 1]])
+        >>> torch.equal(model(ids), model(F.one_hot(ids, 5).double()))
+        True
+        """
         if not u.is_floating_point():
             u = F.one_hot(u, self.vocab).to(self.embed.weight.dtype)  # (batch, T) ids -> (batch, T, vocab)
         if u.dim() != 3 or u.shape[-1] != self.vocab:
@@ -145,6 +184,13 @@ class TinyTransformer(NetworkLaws):
         return self.head(self.norm(x))  # (batch, T, vocab)
 
     def norm_couplings(self) -> list[NormCoupling]:
+        """The final norm feeds the head H: laws ``γ_j² − ‖H[:, j]‖²`` (the blocks declare their own).
+
+        Examples
+        ========
+        >>> TinyTransformer(vocab=5, d=4, n_heads=2, head_dim=2, hidden=3).norm_couplings()
+        [NormCoupling(norm='norm', consumers=('head',))]
+        """
         return [NormCoupling("norm", ("head",))]
 
     def _stream_writers(self) -> list[str]:
@@ -152,9 +198,27 @@ class TinyTransformer(NetworkLaws):
         return ["embed.weight", *writers]
 
     def scale_invariant_weights(self) -> list[str]:
-        """With ε = 0 every norm undoes a common scale of the stream, so E, each O and each A scale together."""
+        """With ε = 0 every norm undoes a common scale of the stream, so E, each O and each A scale together.
+
+        The law is ``‖E‖_F² + Σ_l (‖O_l‖_F² + ‖A_l‖_F²)``; with ε > 0 there is none.
+
+        Examples
+        ========
+        >>> TinyTransformer(vocab=5, d=4, n_heads=2, head_dim=2, hidden=3, norm_eps=0.0).scale_invariant_weights()
+        ['embed.weight', 'blocks.0.attn.O.weight', 'blocks.0.ffn.A.weight']
+        >>> TinyTransformer(vocab=5, d=4, n_heads=2, head_dim=2, hidden=3).scale_invariant_weights()
+        []
+        """
         return self._stream_writers() if self.norm_eps == 0 else []
 
     def shift_invariant_weights(self) -> list[str]:
-        """LayerNorm subtracts the mean over the stream, so every stream writer may shift by ``1 aᵀ``."""
-        return self._stream_writers() if isinstance(self.norm, LayerNorm) else []
+        """LayerNorm subtracts the mean over the stream, so every stream writer may shift by ``1 aᵀ``.
+
+        Laws: the column sums ``1ᵀE``, ``1ᵀO_l``, ``1ᵀA_l``; RMSNorm keeps the mean, so none.
+
+        Examples
+        ========
+        >>> TinyTransformer(vocab=5, d=4, n_heads=2, head_dim=2, hidden=3, norm="layer").shift_invariant_weights()
+        ['embed.weight', 'blocks.0.attn.O.weight', 'blocks.0.ffn.A.weight']
+        """
+        return self._stream_writers() if isinstance(self.norm, nn.LayerNorm) else []
