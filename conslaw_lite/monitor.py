@@ -66,7 +66,11 @@ class _Reads(dict):
 
 @dataclass
 class _Laws:
-    """Every law of every group, flattened into one vector so all are compared with h(θ₀) at once."""
+    """Every law of every group, flattened into one vector so all are compared with h(θ₀) at once.
+
+    :meth:`relative_drift` is :func:`relative_drift` (same NaN for h_i(θ₀) = 0) for all laws in one torch
+    operation, without storing the history of h.
+    """
 
     laws: list[Law]
     h0: torch.Tensor  # (entries,) all laws' entries, float64
