@@ -229,7 +229,8 @@ def test_sympy_form_is_the_torch_block(block: str) -> None:
     f, params, xs = sympy_form(block, d, r, m)
     torch.manual_seed(0)
     model = (SwiGLU(d, r, m) if block == "swiglu" else FFN(d, r, m, block)).double()
-    matrices = {"A": model.A.weight, "B": model.B.weight, "C": getattr(model, "C", model.B).weight}
+    C = getattr(model, "C", model.B)
+    matrices = {"A": model.A.weight.detach(), "B": model.B.weight.detach(), "C": C.weight.detach()}
     values = {p: float(matrices[str(p)[0]][int(str(p)[2]) - 1, int(str(p)[3]) - 1]) for p in params}
     x = inputs(1, d)
     values.update({xi: float(x[0, k]) for k, xi in enumerate(xs)})
