@@ -163,16 +163,24 @@ def law_functions(model: nn.Module, *, controls: bool = False) -> dict[str, Law]
 
 
 def parameters_of(model: nn.Module, dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
-    """``θ`` as ``{name: parameter}``, detached and cast to ``dtype`` (float64: laws are computed in double).
+    """A snapshot of ``θ`` as ``{name: parameter}``, cast to ``dtype`` (float64: laws are computed in double).
+
+    Always a copy, so a snapshot taken before training stays what it was, even for a
+    model already in ``dtype``.
 
     Examples
     ========
+    >>> import torch
     >>> from torch import nn
-    >>> theta = parameters_of(nn.Linear(2, 1))
+    >>> model = nn.Linear(2, 1).double()
+    >>> theta = parameters_of(model)
     >>> list(theta), theta["weight"].dtype
     (['weight', 'bias'], torch.float64)
+    >>> with torch.no_grad(): _ = model.weight.add_(1.0)
+    >>> bool((model.weight - theta["weight"] == 1.0).all())
+    True
     """
-    return {n: p.detach().to(dtype) for n, p in model.named_parameters()}
+    return {n: p.detach().to(dtype, copy=True) for n, p in model.named_parameters()}
 
 
 def evaluate(laws: Mapping[str, Law], params: Params) -> dict[str, torch.Tensor]:
