@@ -41,6 +41,24 @@ def test_notebook_is_committed_clean_and_installs_from_the_repository(path: Path
     assert f"git+{CONFIG['repository']['url']}" in first, "the install cell must point at _config.yml's repository"
 
 
+def _makefile_flags() -> list[str]:
+    return re.search(r"jupyter-book build \. (.*)", (ROOT / "Makefile").read_text()).group(1).split()
+
+
+def test_book_builds_without_warnings(tmp_path: Path) -> None:
+    """The Sphinx side of the whole book (labels, references, citations, toc), with execution off.
+
+    The executed build is ``make book``; here every page is parsed as it is committed.
+    """
+    config = dict(CONFIG, execute=dict(CONFIG["execute"], execute_notebooks="off"))
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True))
+    jb = Path(sys.executable).with_name("jupyter-book")
+    args = [str(jb), "build", str(ROOT), "--config", str(tmp_path / "_config.yml"), "--path-output", str(tmp_path)]
+    done = subprocess.run([*args, *_makefile_flags()], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert (tmp_path / "_build" / "html" / "book" / "01_toy.html").exists()
+
+
 def _build(book: Path, cell: str) -> subprocess.CompletedProcess:
     """Build a one-chapter book with the project's _config.yml and Makefile flags; the chapter runs ``cell``."""
     (book / "book").mkdir(parents=True)
@@ -50,9 +68,9 @@ def _build(book: Path, cell: str) -> subprocess.CompletedProcess:
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Chapter"), nbformat.v4.new_code_cell(cell)])
     nbformat.write(nb, book / "book" / "chapter.ipynb")
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/chapter\n")
-    flags = re.search(r"jupyter-book build \. (.*)", (ROOT / "Makefile").read_text()).group(1).split()
     jb = Path(sys.executable).with_name("jupyter-book")
-    return subprocess.run([str(jb), "build", str(book), *flags], capture_output=True, text=True, timeout=300)
+    args = [str(jb), "build", str(book), *_makefile_flags()]
+    return subprocess.run(args, capture_output=True, text=True, timeout=300)
 
 
 def test_a_failing_cell_fails_the_build(tmp_path: Path) -> None:
