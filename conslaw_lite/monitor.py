@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.laws import BlockLaws, Law
-from conslaw_lite.laws.registry import _require_blocks
+from conslaw_lite.laws.registry import find_blocks
 
 CONTROL_SUFFIX = " (control)"
 
@@ -42,7 +42,7 @@ def laws_by_kind(model: nn.Module, *, controls: bool = False) -> dict[str, dict[
     {'toy': ['a²−b²']}
     """
     grouped: dict[str, dict[str, Law]] = {}
-    for block in _require_blocks(model):
+    for block in find_blocks(model, required=True):
         for name, fn in _laws(block, controls).items():
             grouped.setdefault(block.kind, {})[f"{block.path}:{name}" if block.path else name] = fn
     return grouped

@@ -108,8 +108,11 @@ def supported_types() -> list[str]:
     return sorted({_qualified_name(t) for t in _FINDERS} | set(_NAMED_FINDERS))
 
 
-def find_blocks(model: nn.Module) -> list[BlockLaws]:
+def find_blocks(model: nn.Module, *, required: bool = False) -> list[BlockLaws]:
     """Every block of ``model`` whose laws are known, in ``named_modules`` order.
+
+    With ``required``, a model without any such block is an error (``ValueError``
+    naming the supported module types) rather than an empty list.
 
     Examples
     ========
@@ -128,12 +131,7 @@ def find_blocks(model: nn.Module) -> list[BlockLaws]:
             found = finder(module, f"{name}." if name else "")
             if found is not None:
                 blocks.append(BlockLaws(name, found.kind, found.laws, found.controls))
-    return blocks
-
-
-def _require_blocks(model: nn.Module) -> list[BlockLaws]:
-    blocks = find_blocks(model)
-    if not blocks:
+    if required and not blocks:
         raise ValueError(
             f"no block with known conservation laws in {type(model).__name__}; "
             f"supported module types: {', '.join(supported_types())}"
@@ -156,7 +154,7 @@ def law_functions(model: nn.Module, *, controls: bool = False) -> dict[str, Law]
     (['a²−b²'], ['a²', 'b²'])
     """
     out = {}
-    for block in _require_blocks(model):
+    for block in find_blocks(model, required=True):
         for name, fn in (block.controls if controls else block.laws).items():
             out[f"{block.path}:{name}" if block.path else name] = fn
     return out
