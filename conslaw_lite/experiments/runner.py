@@ -292,9 +292,9 @@ def train_one(
         if monitor is not None:
             monitor.step()
             for name in monitor.names:  # ε_block of this step's record
-                record["epsilon"][name].append(float(epsilon_block(monitor.relative_drift(name)[-1])))
+                record["epsilon"][name].append(float(epsilon_block(monitor.last_relative_drift(name))))
             for name, (group, columns) in tracked.items():
-                record["epsilon"][name].append(float(epsilon_block(monitor.relative_drift(group)[-1, columns])))
+                record["epsilon"][name].append(float(epsilon_block(monitor.last_relative_drift(group)[columns])))
         bar.update(1)
         budget[0] -= 1
         done = k + 1 == config.steps

@@ -100,7 +100,12 @@ class AttentionSpec:
 
 def _gram_difference(A: Getter, B: Getter) -> Law:
     """``AᵀA − BᵀB``."""
-    return lambda p: A(p).T @ A(p) - B(p).T @ B(p)
+
+    def law(p: Params) -> torch.Tensor:
+        a, b = A(p), B(p)  # each getter slices (and may concatenate a bias row): once per evaluation
+        return a.T @ a - b.T @ b
+
+    return law
 
 
 def _block_sq(A: torch.Tensor) -> torch.Tensor:
