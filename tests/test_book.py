@@ -39,6 +39,7 @@ def test_notebook_is_committed_clean_and_installs_from_the_repository(path: Path
     first = code[0].source
     assert "import conslaw_lite" in first and "%pip install" in first
     assert f"git+{CONFIG['repository']['url']}" in first, "the install cell must point at _config.yml's repository"
+    assert "remove-cell" in code[0].metadata.get("tags", []), "the install cell is for Colab, not for the web page"
 
 
 def _makefile_flags() -> list[str]:
