@@ -11,8 +11,10 @@ over the N laws of that kind (all blocks of one kind pooled). Each law function 
 the registry is one h_i, measured in the Frobenius norm: a head's k×k matrix
 QᵀQ − KᵀK, or the vector of a SwiGLU's r unit laws. A law with h_i(θ₀) = 0 has
 no relative drift; it is left out of the mean (NaN in :meth:`Monitor.relative_drift`). It is cheap: only the
-parameters some law reads are cast to float64, no autograd graph is built, and
-the laws of all kinds are compared with h(θ₀) in one vector operation.
+parameters some law reads are cast to float64, no autograd graph is built, the
+per-head laws of an attention block are evaluated in one batched call (the block's
+:class:`~conslaw_lite.laws.Batch`), and the laws of all kinds are compared with h(θ₀)
+in one vector operation.
 """
 
 from __future__ import annotations
@@ -64,32 +66,52 @@ class _Reads(dict):
         return super().__getitem__(key)
 
 
+# A source is one function whose value, along its first axis, holds the laws at these flat positions:
+# a block's Batch (n heads in one batched call instead of n dispatch-bound ones) or a single law, [i].
+Source = tuple[Law, list[int]]
+
+
+def _sources(model: nn.Module, laws: dict[str, Law]) -> list[Source]:
+    """Every law of ``laws`` (full names, in their flat order) once: in a batch where a block has one, else alone."""
+    position = {name: i for i, name in enumerate(laws)}
+    sources: list[Source] = []
+    for block in find_blocks(model, required=True):
+        for batch in block.batches:
+            names = [f"{block.path}:{name}" if block.path else name for name in batch.names]
+            if all(name in position for name in names):
+                sources.append((batch.fn, [position[name] for name in names]))
+    batched = {i for _, index in sources for i in index}
+    return sources + [(fn, [i]) for i, fn in enumerate(laws.values()) if i not in batched]
+
+
 @dataclass
 class _Laws:
     """Every law of every group, flattened into one vector so all are compared with h(θ₀) at once.
 
     :meth:`relative_drift` is :func:`relative_drift` (same NaN for h_i(θ₀) = 0) for all laws in one torch
-    operation, without storing the history of h.
+    operation, without storing the history of h. The entries are kept in the order of the sources; each
+    entry knows its law's flat position.
     """
 
-    laws: list[Law]
+    sources: list[Source]
     h0: torch.Tensor  # (entries,) all laws' entries, float64
-    law_index: torch.Tensor  # (entries,) which law each entry belongs to
+    law_index: torch.Tensor  # (entries,) the flat position of the law each entry belongs to
     norm0: torch.Tensor  # (N,) ‖h_i(θ₀)‖
 
     @classmethod
-    def start(cls, laws: list[Law], params: Mapping[str, torch.Tensor]) -> _Laws:
-        values = [fn(params).reshape(-1) for fn in laws]
-        h0 = torch.cat(values)
-        sizes = torch.tensor([v.numel() for v in values], device=h0.device)
-        index = torch.repeat_interleave(torch.arange(len(values), device=h0.device), sizes)
-        norm0 = torch.zeros(len(values), dtype=h0.dtype, device=h0.device).index_add_(0, index, h0 * h0).sqrt()
+    def start(cls, sources: list[Source], params: Mapping[str, torch.Tensor]) -> _Laws:
+        values = [fn(params).reshape(len(at), -1) for fn, at in sources]  # (laws of the source, entries per law)
+        h0 = torch.cat([v.reshape(-1) for v in values])
+        index = torch.cat([torch.tensor(at).repeat_interleave(v.shape[1]) for (_, at), v in zip(sources, values)])
+        index = index.to(h0.device)
+        N = sum(len(at) for _, at in sources)
+        norm0 = torch.zeros(N, dtype=h0.dtype, device=h0.device).index_add_(0, index, h0 * h0).sqrt()
         # A law that starts at 0 (a key bias initialised to zero) has no relative drift: NaN, left out of ε.
-        return cls(laws, h0, index, torch.where(norm0 > 0, norm0, torch.nan))
+        return cls(sources, h0, index, torch.where(norm0 > 0, norm0, torch.nan))
 
     def relative_drift(self, params: Mapping[str, torch.Tensor]) -> np.ndarray:
         """``‖h_i(θ) − h_i(θ₀)‖ / ‖h_i(θ₀)‖`` for each law i, shape (N,)."""
-        diff = torch.cat([fn(params).reshape(-1) for fn in self.laws]) - self.h0
+        diff = torch.cat([fn(params).reshape(-1) for fn, _ in self.sources]) - self.h0
         squared = torch.zeros_like(self.norm0).index_add_(0, self.law_index, diff * diff)
         return (squared.sqrt() / self.norm0).cpu().numpy()
 
@@ -157,10 +179,16 @@ class Monitor:
         self._bounds = np.cumsum([0, *(len(fns) for fns in groups.values())])
         named = dict(model.named_parameters())
         reads = _Reads({n: p.detach().to(torch.float64) for n, p in named.items()})
+        laws = {name: fn for fns in groups.values() for name, fn in fns.items()}  # full names are unique
         with torch.no_grad():
-            self._laws = _Laws.start([fn for fns in groups.values() for fn in fns.values()], reads)
-        # Only these parameters are cast to float64 at each record.
-        self._params = {n: named[n] for n in sorted(reads.read)}
+            self._laws = _Laws.start(_sources(model, laws), reads)
+        # Only the parameters some law reads are looked at; those not already in float64 are copied into
+        # float64 buffers at each record, all in one foreach call rather than one dispatch per parameter.
+        read = {n: named[n] for n in sorted(reads.read)}
+        self._to_cast = [p for p in read.values() if p.dtype != torch.float64]
+        self._buffers = [p.detach().to(torch.float64) for p in self._to_cast]
+        buffers = iter(self._buffers)
+        self._params = {n: p if p.dtype == torch.float64 else next(buffers) for n, p in read.items()}
         self._steps = [0]
         self._relative = [self._laws.relative_drift(reads)]  # per record: every law's relative drift (0 or NaN here)
 
@@ -180,8 +208,9 @@ class Monitor:
         if self._count % self.every:
             return False
         with torch.inference_mode():  # lighter than no_grad: no version counters, no views tracked
-            params = {n: p.to(torch.float64) for n, p in self._params.items()}
-            self._relative.append(self._laws.relative_drift(params))
+            if self._to_cast:
+                torch._foreach_copy_(self._buffers, self._to_cast)
+            self._relative.append(self._laws.relative_drift(self._params))
         self._steps.append(self._count)
         return True
 

@@ -20,7 +20,7 @@ from conslaw_lite.blocks.attention_symbolic import closed_form_laws, qk_conditio
 from conslaw_lite.certify import certify
 from conslaw_lite.counting import check_laws
 from conslaw_lite.flows import gradient_flow, mse_loss, train
-from conslaw_lite.laws import law_functions, laws_of
+from conslaw_lite.laws import find_blocks, law_functions, laws_of
 from conslaw_lite.symbolic import quadratic_laws
 
 
@@ -262,3 +262,32 @@ def test_bad_arguments_are_named() -> None:
         MultiHeadAttention(4, 2, 2)(torch.zeros(3, 4))
     with pytest.raises(ValueError, match="--dim"):
         get_arch("mha").build(ArchOptions(dim=2, head_dim=3))
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        MultiHeadAttention(6, 3, 2, bias=True),
+        MultiHeadAttention(6, 2, 4, pe="rope", qk_norm="per_head", norm_eps=0.0),
+        MultiHeadAttention(6, 2, 4, pe="rope", qk_norm="shared", norm_eps=1e-6),
+        nn.MultiheadAttention(6, 3, kdim=4, vdim=5),
+    ],
+    ids=["bias", "rope-qknorm-eps0", "rope-qknorm-shared", "torch-separate"],
+)
+def test_each_batch_is_the_stack_of_its_per_head_laws(module: nn.Module) -> None:
+    """A block's batches cover every per-head law and control once, and slice j of one call is law names[j]."""
+    torch.manual_seed(0)
+    module = module.double()
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_()
+    (block,) = find_blocks(module)
+    p = dict(module.named_parameters())
+    functions = {**block.laws, **block.controls}
+    names = [name for batch in block.batches for name in batch.names]
+    assert sorted(names) == sorted(name for name in functions if name.startswith("head"))
+    for batch in block.batches:
+        stacked = batch.fn(p)
+        assert stacked.shape[0] == len(batch.names)
+        for j, name in enumerate(batch.names):
+            torch.testing.assert_close(stacked[j], functions[name](p), rtol=1e-15, atol=0)

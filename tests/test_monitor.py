@@ -9,8 +9,10 @@ import pytest
 import torch
 from torch import nn
 
+from conslaw_lite.blocks.attention import MultiHeadAttention
 from conslaw_lite.drift import arch_setup, trajectory
-from conslaw_lite.monitor import CONTROL_SUFFIX, Monitor
+from conslaw_lite.laws import parameters_of
+from conslaw_lite.monitor import CONTROL_SUFFIX, Monitor, laws_by_kind, relative_drift
 
 timm = pytest.importorskip("timm")
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -114,3 +116,25 @@ def test_bad_input_is_named() -> None:
         Monitor(model, every=0)
     with pytest.raises(ValueError, match="swiglu"):
         Monitor(model).epsilon("attention")
+
+
+def test_batched_heads_give_the_same_drift_as_law_by_law() -> None:
+    """The monitor evaluates a block's heads in one batched call; each law's relative drift, in each
+    group's order, is the one :func:`relative_drift` gives from the law functions called one by one."""
+    torch.manual_seed(0)
+    model = nn.Sequential(MultiHeadAttention(6, 3, 2, bias=True), MultiHeadAttention(6, 2, 2, pe="rope")).double()
+    x, y = torch.randn(4, 5, 6, dtype=torch.float64), torch.randn(4, 5, 6, dtype=torch.float64)
+    monitor = Monitor(model)
+    groups = laws_by_kind(model) | {k + CONTROL_SUFFIX: f for k, f in laws_by_kind(model, controls=True).items()}
+    history = [{name: fn(parameters_of(model)) for fns in groups.values() for name, fn in fns.items()}]
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(3):
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+        monitor.step()
+        history.append({name: fn(parameters_of(model)) for fns in groups.values() for name, fn in fns.items()})
+    for group, fns in groups.items():
+        expected = np.stack([relative_drift(np.stack([h[name].numpy() for h in history])) for name in fns], axis=1)
+        np.testing.assert_allclose(monitor.relative_drift(group), expected, rtol=1e-12, atol=1e-15)
+    assert np.nanmax(monitor.relative_drift("mha (control)")) > 1e-3  # the drift compared is not all zeros

@@ -12,6 +12,7 @@ from conslaw_lite.laws import (  # noqa: F401  (each family registers itself on 
     toy,
 )
 from conslaw_lite.laws.registry import (
+    Batch,
     BlockLaws,
     Law,
     Params,
@@ -26,6 +27,7 @@ from conslaw_lite.laws.registry import (
 )
 
 __all__ = [
+    "Batch",
     "BlockLaws",
     "Law",
     "Params",

@@ -28,9 +28,7 @@ from torch import nn
 
 from conslaw_lite.archs import ArchOptions, Built, register_arch
 from conslaw_lite.blocks.attention import MultiHeadAttention
-from conslaw_lite.laws.registry import BlockLaws, Law, Params, register_laws
-
-Getter = Callable[[Params], torch.Tensor]
+from conslaw_lite.laws.registry import Batch, BlockLaws, Law, Params, register_laws
 
 
 @dataclass(frozen=True)
@@ -42,8 +40,8 @@ class Projection:
     bias: str | None = None
     bias_offset: int = 0
 
-    def head(self, p: Params, i: int, k: int) -> torch.Tensor:
-        """Head i's matrix in the paper's layout, bias as an extra row: (d, k), or (d+1, k) with a bias.
+    def heads(self, p: Params, heads: slice, k: int) -> torch.Tensor:
+        """Heads ``heads`` (a slice, step 1) in the paper's layout, bias as an extra row: (m, d, k) or (m, d+1, k).
 
         ``Q_i = W[offset + i·k : offset + (i+1)·k]ᵀ``: ``nn.Linear`` keeps heads as row blocks, the paper as columns.
 
@@ -51,30 +49,42 @@ class Projection:
         ========
         >>> import torch
         >>> p = {"W": torch.arange(12.0).reshape(4, 3), "b": torch.tensor([10.0, 20.0, 30.0, 40.0])}
-        >>> Projection("W").head(p, 1, k=2)  # rows 2, 3 of W, transposed: (d, k) = (3, 2)
-        tensor([[ 6.,  9.],
-                [ 7., 10.],
-                [ 8., 11.]])
-        >>> Projection("W", bias="b").head(p, 1, k=2)  # [Q_1; b_1]: (d+1, k)
+        >>> Projection("W").heads(p, slice(1, 2), k=2)  # rows 2, 3 of W, transposed: (m, d, k) = (1, 3, 2)
+        tensor([[[ 6.,  9.],
+                 [ 7., 10.],
+                 [ 8., 11.]]])
+        >>> Projection("W", bias="b").heads(p, slice(0, 2), k=2)[1]  # [Q_1; b_1]: (d+1, k)
         tensor([[ 6.,  9.],
                 [ 7., 10.],
                 [ 8., 11.],
                 [30., 40.]])
         """
-        M = p[self.weight][self.offset + i * k : self.offset + (i + 1) * k].T  # (d, k)
-        return M if self.bias is None else torch.cat([M, self.bias_of(p, i, k)[None, :]])  # (d+1, k)
+        W = p[self.weight][self.offset + heads.start * k : self.offset + heads.stop * k]  # (m·k, d)
+        M = W.reshape(-1, k, W.shape[-1]).transpose(1, 2)  # (m, d, k)
+        return M if self.bias is None else torch.cat([M, self.bias_of(p, heads, k)[:, None, :]], dim=1)  # (m, d+1, k)
 
-    def bias_of(self, p: Params, i: int, k: int) -> torch.Tensor:
-        """Head i's bias ``b_i = bias[bias_offset + i·k : bias_offset + (i+1)·k] ∈ R^k``.
+    def head(self, p: Params, i: int, k: int) -> torch.Tensor:
+        """Head i alone, ``heads(p, slice(i, i + 1), k)[0]``: (d, k), or (d+1, k) with a bias.
+
+        Examples
+        ========
+        >>> import torch
+        >>> Projection("W").head({"W": torch.arange(12.0).reshape(4, 3)}, 1, k=2).shape
+        torch.Size([3, 2])
+        """
+        return self.heads(p, slice(i, i + 1), k)[0]
+
+    def bias_of(self, p: Params, heads: slice, k: int) -> torch.Tensor:
+        """Heads' biases ``b_i = bias[bias_offset + i·k : bias_offset + (i+1)·k]``, stacked: (m, k).
 
         Examples
         ========
         >>> import torch
         >>> p = {"b": torch.tensor([10.0, 20.0, 30.0, 40.0])}
-        >>> Projection("W", bias="b").bias_of(p, 1, k=2)
-        tensor([30., 40.])
+        >>> Projection("W", bias="b").bias_of(p, slice(1, 2), k=2)
+        tensor([[30., 40.]])
         """
-        return p[self.bias][self.bias_offset + i * k : self.bias_offset + (i + 1) * k]
+        return p[self.bias][self.bias_offset + heads.start * k : self.bias_offset + heads.stop * k].reshape(-1, k)
 
 
 @dataclass(frozen=True)
@@ -98,42 +108,48 @@ class AttentionSpec:
     norm_eps: float = 0.0
 
 
-def _gram_difference(A: Getter, B: Getter) -> Law:
-    """``AᵀA − BᵀB``."""
+# A head law maps (θ, heads) to the stacked values of those heads, (m, ...): one code path serves one
+# head (a law function of the registry) and all n at once (the block's Batch, one batched matmul).
+HeadGetter = Callable[[Params, slice], torch.Tensor]  # (m, rows, k)
+HeadLaw = Callable[[Params, slice], torch.Tensor]
 
-    def law(p: Params) -> torch.Tensor:
-        a, b = A(p), B(p)  # each getter slices (and may concatenate a bias row): once per evaluation
-        return a.T @ a - b.T @ b
+
+def _gram_difference(A: HeadGetter, B: HeadGetter) -> HeadLaw:
+    """``AᵀA − BᵀB`` per head: (m, k, k)."""
+
+    def law(p: Params, heads: slice) -> torch.Tensor:
+        a, b = A(p, heads), B(p, heads)  # each getter slices (and may concatenate a bias row): once per evaluation
+        return torch.bmm(a.mT, a) - torch.bmm(b.mT, b)  # bmm: a third of the overhead of @ on (m, k, k) products
 
     return law
 
 
 def _block_sq(A: torch.Tensor) -> torch.Tensor:
-    """``‖A^(j)‖_F²`` for the 2×2 blocks j = columns (2j, 2j+1) of A (or entries of a vector)."""
-    col = (A * A).reshape(-1, A.shape[-1]).sum(0)  # (k,)
-    return col.view(-1, 2).sum(1)  # (k/2,)
+    """``‖A^(j)‖_F²`` per head for the 2×2 blocks j = columns (2j, 2j+1) of A (m, rows, k), or of gains (m, k)."""
+    col = (A * A).reshape(A.shape[0], -1, A.shape[-1]).sum(1)  # (m, k)
+    return col.view(A.shape[0], -1, 2).sum(2)  # (m, k/2)
 
 
-def _block_difference(A: Getter, B: Getter) -> Law:
-    """``‖A^(j)‖_F² − ‖B^(j)‖_F²`` per 2×2 block j."""
-    return lambda p: _block_sq(A(p)) - _block_sq(B(p))
+def _block_difference(A: HeadGetter, B: HeadGetter) -> HeadLaw:
+    """``‖A^(j)‖_F² − ‖B^(j)‖_F²`` per head and 2×2 block j: (m, k/2)."""
+    return lambda p, heads: _block_sq(A(p, heads)) - _block_sq(B(p, heads))
 
 
-def _square_difference(A: Getter, B: Getter) -> Law:
+def _square_difference(A: HeadGetter, B: HeadGetter) -> HeadLaw:
     """``A ⊙ A − B ⊙ B`` entrywise."""
-    return lambda p: A(p) ** 2 - B(p) ** 2
+    return lambda p, heads: A(p, heads) ** 2 - B(p, heads) ** 2
 
 
-def _square_norm(A: Getter) -> Law:
-    """``‖A‖_F²``."""
-    return lambda p: (A(p) ** 2).sum()
+def _square_norm(A: HeadGetter) -> HeadLaw:
+    """``‖A‖_F²`` per head: (m,)."""
+    return lambda p, heads: A(p, heads).square().sum((1, 2))
 
 
-def _gain_law(spec: AttentionSpec, i: int | None) -> tuple[str, Law]:
-    """Gains γ_q, γ_k of head i (all heads when shared): per 2×2 block with RoPE, per coordinate without."""
+def _gain_law(spec: AttentionSpec, shared: bool) -> tuple[str, HeadLaw]:
+    """Gains γ_q, γ_k per head (one row for all heads when shared): per 2×2 block with RoPE, per coordinate without."""
 
-    def gain(name: str) -> Getter:
-        return lambda p: p[name] if i is None else p[name][i]
+    def gain(name: str) -> HeadGetter:
+        return lambda p, heads: p[name][None] if shared else p[name][heads]  # (m, k)
 
     gq, gk = gain(spec.gamma_q), gain(spec.gamma_k)
     if spec.pe == "rope":  # a diagonal scale commutes with the rotations only if constant on each block
@@ -141,18 +157,27 @@ def _gain_law(spec: AttentionSpec, i: int | None) -> tuple[str, Law]:
     return "γ_q²−γ_k²", _square_difference(gq, gk)
 
 
-def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law]]:
-    """The laws and the controls of one attention block, keyed ``"head{i}:..."`` (see the module docstring).
+def _one_head(law: HeadLaw, i: int) -> Law:
+    """Row i of a head law (head i, or the one row of shared gains): a law function of the registry."""
+    return lambda p: law(p, slice(i, i + 1))[0]
+
+
+def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
+    """The laws and the controls of one attention block, keyed ``"head{i}:..."`` (see the module docstring),
+    and the batches that evaluate each per-head law for all n heads in one call.
 
     Examples
     ========
     >>> mha = MultiHeadAttention(4, 2, 2).double()
-    >>> laws, controls = attention_laws(spec_of(mha))
+    >>> laws, controls, batches = attention_laws(spec_of(mha))
     >>> sorted(laws)
     ['head0:QᵀQ−KᵀK', 'head0:VᵀV−OᵀO', 'head1:QᵀQ−KᵀK', 'head1:VᵀV−OᵀO']
+    >>> p = dict(mha.named_parameters())
     >>> Q1, K1 = mha.head(1)["Q"], mha.head(1)["K"]
-    >>> bool(torch.allclose(laws["head1:QᵀQ−KᵀK"](dict(mha.named_parameters())), Q1.T @ Q1 - K1.T @ K1))
+    >>> bool(torch.allclose(laws["head1:QᵀQ−KᵀK"](p), Q1.T @ Q1 - K1.T @ K1))
     True
+    >>> batches[0].names, bool(torch.equal(batches[0].fn(p)[1], laws["head1:QᵀQ−KᵀK"](p)))
+    (('head0:QᵀQ−KᵀK', 'head1:QᵀQ−KᵀK'), True)
     """
     n, k = spec.n, spec.k
     if spec.pe == "rope" and k % 2:
@@ -162,34 +187,40 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law]]
     laws: dict[str, Law] = {}
     controls: dict[str, Law] = {}
     if spec.gamma_q is not None and spec.shared_gains:
-        name, law = _gain_law(spec, None)
-        laws[name] = law
+        name, law = _gain_law(spec, shared=True)
+        laws[name] = _one_head(law, 0)
+    Q = lambda p, heads: spec.Q.heads(p, heads, k)  # noqa: E731  (m, d(+1), k)
+    K = lambda p, heads: spec.K.heads(p, heads, k)  # noqa: E731
+    V = lambda p, heads: spec.V.heads(p, heads, k)  # noqa: E731
+    # O (d, n·k) keeps head i in columns i·k:(i+1)·k: (d, m·k) -> (m, d, k)
+    O = lambda p, heads: p[spec.O][:, heads.start * k : heads.stop * k].unflatten(1, (-1, k)).transpose(0, 1)  # noqa: E731
+    # What each head has, in the order each head lists it: (name, law, conserved?).
+    per_head: list[tuple[str, HeadLaw, bool]] = []
+    if spec.pe == "rope":
+        qk = "‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", _block_difference(Q, K)
+    else:
+        qk = "QᵀQ−KᵀK", _gram_difference(Q, K)
+    if spec.gamma_q is None:
+        per_head.append((*qk, True))
+        if spec.K.bias is not None and spec.pe != "rope":  # with RoPE the key bias turns with p: no shift
+            per_head.append(("b_k", lambda p, heads: spec.K.bias_of(p, heads, k), True))
+    else:
+        if not spec.shared_gains:
+            per_head.append((*_gain_law(spec, shared=False), True))
+        per_head.append((*qk, False))  # the law QK-norm breaks
+    scale_invariant = spec.gamma_q is not None and spec.norm_eps == 0  # RMSNorm with ε = 0 ignores ‖Q_i‖, ‖K_i‖
+    per_head.append(("‖Q‖²", _square_norm(Q), scale_invariant))
+    if scale_invariant:
+        per_head.append(("‖K‖²", _square_norm(K), True))
+    per_head += [("VᵀV−OᵀO", _gram_difference(V, O), True), ("‖V‖²", _square_norm(V), False)]
     for i in range(n):
-        Q = lambda p, i=i: spec.Q.head(p, i, k)  # noqa: E731  (d(+1), k)
-        K = lambda p, i=i: spec.K.head(p, i, k)  # noqa: E731
-        V = lambda p, i=i: spec.V.head(p, i, k)  # noqa: E731
-        O = lambda p, i=i: p[spec.O][:, i * k : (i + 1) * k]  # noqa: E731  (d, k)
-        if spec.pe == "rope":
-            qk_name, qk_law = f"head{i}:‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", _block_difference(Q, K)
-        else:
-            qk_name, qk_law = f"head{i}:QᵀQ−KᵀK", _gram_difference(Q, K)
-        if spec.gamma_q is None:
-            laws[qk_name] = qk_law
-            if spec.K.bias is not None and spec.pe != "rope":  # with RoPE the key bias turns with p: no shift
-                laws[f"head{i}:b_k"] = lambda p, i=i: spec.K.bias_of(p, i, k)
-        else:
-            if not spec.shared_gains:
-                name, law = _gain_law(spec, i)
-                laws[f"head{i}:{name}"] = law
-            controls[qk_name] = qk_law  # the law QK-norm breaks
-        if spec.gamma_q is not None and spec.norm_eps == 0:  # RMSNorm with ε = 0 ignores the scale of Q_i, K_i
-            laws[f"head{i}:‖Q‖²"] = _square_norm(Q)
-            laws[f"head{i}:‖K‖²"] = _square_norm(K)
-        else:
-            controls[f"head{i}:‖Q‖²"] = _square_norm(Q)
-        laws[f"head{i}:VᵀV−OᵀO"] = _gram_difference(V, O)
-        controls[f"head{i}:‖V‖²"] = _square_norm(V)
-    return laws, controls
+        for name, law, conserved in per_head:
+            (laws if conserved else controls)[f"head{i}:{name}"] = _one_head(law, i)
+    batches = tuple(
+        Batch(lambda p, law=law: law(p, slice(0, n)), tuple(f"head{i}:{name}" for i in range(n)))
+        for name, law, _ in per_head
+    )
+    return laws, controls, batches
 
 
 def _kind(spec: AttentionSpec) -> str:
@@ -282,8 +313,8 @@ def timm_spec_of(module: nn.Module, prefix: str = "") -> AttentionSpec:
 
 
 def _block_laws(spec: AttentionSpec, prefix: str) -> BlockLaws:
-    laws, controls = attention_laws(spec)
-    return BlockLaws(prefix.rstrip("."), _kind(spec), laws, controls)
+    laws, controls, batches = attention_laws(spec)
+    return BlockLaws(prefix.rstrip("."), _kind(spec), laws, controls, batches)
 
 
 @register_laws(MultiHeadAttention)

@@ -14,7 +14,7 @@ walks a model and collects them; :func:`laws_of` evaluates them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -24,18 +24,35 @@ Law = Callable[[Params], torch.Tensor]
 
 
 @dataclass(frozen=True)
+class Batch:
+    """Laws (or controls) ``names[j]`` of one block that are the slices ``fn(θ)[j]`` of one function.
+
+    A head's law is a k×k product that costs little next to the Python and torch dispatch
+    around it; ``fn`` computes all heads with one batched matmul, so a caller that wants every
+    law (the :class:`~conslaw_lite.monitor.Monitor`, each step) makes one call instead of n.
+    A name may be a law or a control of the block.
+    """
+
+    fn: Law
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class BlockLaws:
     """The laws of one block inside a model.
 
     ``path`` is the block's module name (``""`` for the model itself), ``kind``
     its family (``"swiglu"``, ``"mha-rope"``, ...), ``laws`` the conserved
     quantities and ``controls`` look-alike quantities that are *not* conserved.
+    ``batches`` optionally says which of them one function evaluates at once
+    (each name's own function in ``laws``/``controls`` gives the same values).
     """
 
     path: str
     kind: str
     laws: dict[str, Law]
     controls: dict[str, Law] = field(default_factory=dict)
+    batches: tuple[Batch, ...] = ()
 
 
 Finder = Callable[[nn.Module, str], "BlockLaws | None"]
@@ -130,7 +147,7 @@ def find_blocks(model: nn.Module, *, required: bool = False) -> list[BlockLaws]:
         if finder is not None:
             found = finder(module, f"{name}." if name else "")
             if found is not None:
-                blocks.append(BlockLaws(name, found.kind, found.laws, found.controls))
+                blocks.append(replace(found, path=name))
     if required and not blocks:
         raise ValueError(
             f"no block with known conservation laws in {type(model).__name__}; "
