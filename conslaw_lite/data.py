@@ -139,12 +139,17 @@ def load_text(name: str = "wikitext-103", *, max_bytes: int = 1_000_000) -> Text
         raise ValueError(f"unknown text set {name!r}; valid: {', '.join(TEXT_SETS)}")
     if max_bytes < 2:
         raise ValueError(f"max_bytes must be at least 2, got {max_bytes}")
-    for attempt in (_text_from_hub, _text_from_dir, _text_from_package):
-        found = attempt(name, max_bytes)
+    text, source = _first_found((_text_from_hub, _text_from_dir, _text_from_package), name, max_bytes)
+    return TextData(encode(text)[:max_bytes], source)
+
+
+def _first_found(attempts: tuple, name: str, size: int) -> tuple:
+    """The first source in the fallback order (hub, local directory, installed package) that has ``name``."""
+    for attempt in attempts:
+        found = attempt(name, size)
         if found is not None:
-            text, source = found
-            return TextData(encode(text)[:max_bytes], source)
-    raise RuntimeError("no text source available")  # the package source always exists
+            return found
+    raise RuntimeError(f"no source has {name!r}")  # the package source always answers
 
 
 def _text_from_hub(name: str, max_bytes: int) -> tuple[str, str] | None:
@@ -204,16 +209,11 @@ def load_images(name: str = "cifar10", *, max_images: int = 2000) -> ImageData:
         raise ValueError(f"unknown image set {name!r}; valid: {', '.join(IMAGE_SETS)}")
     if max_images < 1:
         raise ValueError(f"max_images must be positive, got {max_images}")
-    for attempt in (_images_from_hub, _images_from_dir, _images_from_package):
-        found = attempt(name, max_images)
-        if found is not None:
-            x, y, n_classes, source = found  # x: (N, C, H, W) uint8 or float
-            x = torch.as_tensor(x[:max_images], dtype=torch.float32)
-            mean, std = x.mean(dim=(0, 2, 3), keepdim=True), x.std(dim=(0, 2, 3), keepdim=True)
-            return ImageData(
-                (x - mean) / std.clamp_min(1e-8), torch.as_tensor(y[:max_images]).long(), n_classes, source
-            )
-    raise RuntimeError("no image source available")  # the package source always exists
+    attempts = (_images_from_hub, _images_from_dir, _images_from_package)
+    x, y, n_classes, source = _first_found(attempts, name, max_images)  # x: (N, C, H, W) uint8 or float
+    x = torch.as_tensor(x[:max_images], dtype=torch.float32)
+    mean, std = x.mean(dim=(0, 2, 3), keepdim=True), x.std(dim=(0, 2, 3), keepdim=True)
+    return ImageData((x - mean) / std.clamp_min(1e-8), torch.as_tensor(y[:max_images]).long(), n_classes, source)
 
 
 def _images_from_hub(name: str, max_images: int) -> tuple | None:
