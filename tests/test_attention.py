@@ -90,7 +90,7 @@ def test_rope_certificate_says_how_it_is_conditioned() -> None:
         {},
         {"pe": "sinusoidal", "bias": True},
         {"pe": "rope", "rope_base": 9.0, "bias": True},
-        {"pe": "rope", "rope_base": 9.0, "qk_norm": "per_head", "norm_eps": 0.1},  # ‖Q_i‖² drifts at a rate ∝ ε
+        {"pe": "rope", "rope_base": 9.0, "qk_norm": "per_head", "norm_eps": 0.1},
         {"pe": "rope", "rope_base": 9.0, "qk_norm": "shared", "norm_eps": 0.0},
         {"qk_norm": "per_head", "bias": True, "norm_eps": 0.1},
     ],

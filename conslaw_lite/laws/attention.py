@@ -14,8 +14,11 @@ Per head i (THEORY.md section 2), with Q_i, K_i, V_i, O_i ∈ R^(d×k):
   bias enters no law. Without RoPE and QK-norm a key bias only shifts each softmax row
   by a constant: it gets zero gradient and is itself conserved (k more laws per head).
 
-Controls (look-alikes that move): ``‖Q_i‖_F²`` and ``‖V_i‖_F²`` alone, and under QK-norm
-the law the block would have without it.
+Controls (look-alikes that move): one half of each law in the law's own shape, ``Q_iᵀQ_i``
+(``‖Q_i^(j)‖_F²`` per block with RoPE) and ``V_iᵀV_i``, and under QK-norm the law the block would
+have without it. Not the traces ``‖Q_i‖_F²``: their first-order motion ``−2τ⟨Q_i, ∂L/∂Q_i⟩`` is
+the scores times their gradient (a change of the head's temperature), which vanishes with the
+scores at a small initialization, so the trace stays nearly still for a reason no symmetry gives.
 """
 
 from __future__ import annotations
@@ -124,6 +127,16 @@ def _gram_difference(A: HeadGetter, B: HeadGetter) -> HeadLaw:
     return law
 
 
+def _gram(A: HeadGetter) -> HeadLaw:
+    """``AᵀA`` per head: (m, k, k)."""
+
+    def half(p: Params, heads: slice) -> torch.Tensor:
+        a = A(p, heads)
+        return torch.bmm(a.mT, a)
+
+    return half
+
+
 def _block_sq(A: torch.Tensor) -> torch.Tensor:
     """``‖A^(j)‖_F²`` per head for the 2×2 blocks j = columns (2j, 2j+1) of A (m, rows, k), or of gains (m, k)."""
     col = (A * A).reshape(A.shape[0], -1, A.shape[-1]).sum(1)  # (m, k)
@@ -176,6 +189,8 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
     >>> Q1, K1 = mha.head(1)["Q"], mha.head(1)["K"]
     >>> bool(torch.allclose(laws["head1:QᵀQ−KᵀK"](p), Q1.T @ Q1 - K1.T @ K1))
     True
+    >>> sorted(controls)  # one half of each law, in the law's shape
+    ['head0:QᵀQ', 'head0:VᵀV', 'head1:QᵀQ', 'head1:VᵀV']
     >>> batches[0].names, bool(torch.equal(batches[0].fn(p)[1], laws["head1:QᵀQ−KᵀK"](p)))
     (('head0:QᵀQ−KᵀK', 'head1:QᵀQ−KᵀK'), True)
     """
@@ -198,8 +213,10 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
     per_head: list[tuple[str, HeadLaw, bool]] = []
     if spec.pe == "rope":
         qk = "‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", _block_difference(Q, K)
+        q_half: tuple[str, HeadLaw] = ("‖Q⁽ʲ⁾‖²", lambda p, heads: _block_sq(Q(p, heads)))
     else:
         qk = "QᵀQ−KᵀK", _gram_difference(Q, K)
+        q_half = ("QᵀQ", _gram(Q))
     if spec.gamma_q is None:
         per_head.append((*qk, True))
         if spec.K.bias is not None and spec.pe != "rope":  # with RoPE the key bias turns with p: no shift
@@ -209,10 +226,10 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
             per_head.append((*_gain_law(spec, shared=False), True))
         per_head.append((*qk, False))  # the law QK-norm breaks
     scale_invariant = spec.gamma_q is not None and spec.norm_eps == 0  # RMSNorm with ε = 0 ignores ‖Q_i‖, ‖K_i‖
-    per_head.append(("‖Q‖²", _square_norm(Q), scale_invariant))
+    per_head.append((*q_half, False))
     if scale_invariant:
-        per_head.append(("‖K‖²", _square_norm(K), True))
-    per_head += [("VᵀV−OᵀO", _gram_difference(V, O), True), ("‖V‖²", _square_norm(V), False)]
+        per_head += [("‖Q‖²", _square_norm(Q), True), ("‖K‖²", _square_norm(K), True)]
+    per_head += [("VᵀV−OᵀO", _gram_difference(V, O), True), ("VᵀV", _gram(V), False)]
     for i in range(n):
         for name, law, conserved in per_head:
             (laws if conserved else controls)[f"head{i}:{name}"] = _one_head(law, i)
