@@ -12,9 +12,9 @@ the registry is one h_i, measured in the Frobenius norm: a head's k×k matrix
 QᵀQ − KᵀK, or the vector of a SwiGLU's r unit laws. A law with h_i(θ₀) = 0 has
 no relative drift; it is left out of the mean (NaN in :meth:`Monitor.relative_drift`). It is cheap: only the
 parameters some law reads are cast to float64, no autograd graph is built, the
-per-head laws of an attention block are evaluated in one batched call (the block's
-:class:`~conslaw_lite.laws.Batch`), and the laws of all kinds are compared with h(θ₀)
-in one vector operation.
+per-head laws of an attention block, and each law with its control, are evaluated in one
+batched call (the block's :class:`~conslaw_lite.laws.Batch`), and all laws with the same
+number of entries are compared with h(θ₀) as the rows of one matrix.
 """
 
 from __future__ import annotations
@@ -85,35 +85,50 @@ def _sources(model: nn.Module, laws: dict[str, Law]) -> list[Source]:
 
 
 @dataclass
-class _Laws:
-    """Every law of every group, flattened into one vector so all are compared with h(θ₀) at once.
-
-    :meth:`relative_drift` is :func:`relative_drift` (same NaN for h_i(θ₀) = 0) for all laws in one torch
-    operation, without storing the history of h. The entries are kept in the order of the sources; each
-    entry knows its law's flat position.
-    """
+class _Width:
+    """The sources whose laws have the same number E of entries: their values stack into one (rows, E) matrix."""
 
     sources: list[Source]
-    h0: torch.Tensor  # (entries,) all laws' entries, float64
-    law_index: torch.Tensor  # (entries,) the flat position of the law each entry belongs to
-    norm0: torch.Tensor  # (N,) ‖h_i(θ₀)‖
+    h0: torch.Tensor  # (rows, E) float64, row r = one law at θ₀
+
+    def drift(self, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """``‖h_i(θ) − h_i(θ₀)‖`` for the laws of these sources, in their order: (rows,)."""
+        h = torch.cat([fn(params).reshape(len(at), -1) for fn, at in self.sources])
+        return torch.linalg.vector_norm(h - self.h0, dim=1)
+
+
+@dataclass
+class _Laws:
+    """Every law of every group, compared with h(θ₀) a few torch operations at a time.
+
+    :meth:`relative_drift` is :func:`relative_drift` (same NaN for h_i(θ₀) = 0) for all laws at once,
+    without storing the history of h. Laws with the same number of entries (all of a model's k×k head
+    laws, all of its r-vectors) share one (rows, entries) matrix, whose row norms are one ``vector_norm`` call.
+    """
+
+    widths: list[_Width]
+    flat_order: torch.Tensor  # flat_order[i]: the row, over all widths in turn, that holds law i
+    norm0: torch.Tensor  # (N,) ‖h_i(θ₀)‖, NaN where it is 0
 
     @classmethod
     def start(cls, sources: list[Source], params: Mapping[str, torch.Tensor]) -> _Laws:
-        values = [fn(params).reshape(len(at), -1) for fn, at in sources]  # (laws of the source, entries per law)
-        h0 = torch.cat([v.reshape(-1) for v in values])
-        index = torch.cat([torch.tensor(at).repeat_interleave(v.shape[1]) for (_, at), v in zip(sources, values)])
-        index = index.to(h0.device)
-        N = sum(len(at) for _, at in sources)
-        norm0 = torch.zeros(N, dtype=h0.dtype, device=h0.device).index_add_(0, index, h0 * h0).sqrt()
+        by_width: dict[int, list[tuple[Source, torch.Tensor]]] = {}
+        for fn, at in sources:
+            value = fn(params).reshape(len(at), -1)  # (laws of the source, entries per law)
+            by_width.setdefault(value.shape[1], []).append(((fn, at), value))
+        widths = [_Width([s for s, _ in group], torch.cat([v for _, v in group])) for group in by_width.values()]
+        rows = [i for width in widths for _, at in width.sources for i in at]  # the flat position of each row
+        flat_order = torch.empty(len(rows), dtype=torch.long)
+        flat_order[torch.tensor(rows)] = torch.arange(len(rows))
+        flat_order = flat_order.to(widths[0].h0.device)
+        norm0 = torch.cat([torch.linalg.vector_norm(w.h0, dim=1) for w in widths])[flat_order]
         # A law that starts at 0 (a key bias initialised to zero) has no relative drift: NaN, left out of ε.
-        return cls(sources, h0, index, torch.where(norm0 > 0, norm0, torch.nan))
+        return cls(widths, flat_order, torch.where(norm0 > 0, norm0, torch.nan))
 
     def relative_drift(self, params: Mapping[str, torch.Tensor]) -> np.ndarray:
         """``‖h_i(θ) − h_i(θ₀)‖ / ‖h_i(θ₀)‖`` for each law i, shape (N,)."""
-        diff = torch.cat([fn(params).reshape(-1) for fn, _ in self.sources]) - self.h0
-        squared = torch.zeros_like(self.norm0).index_add_(0, self.law_index, diff * diff)
-        return (squared.sqrt() / self.norm0).cpu().numpy()
+        drift = torch.cat([width.drift(params) for width in self.widths])[self.flat_order]
+        return (drift / self.norm0).cpu().numpy()
 
 
 def relative_drift(h: np.ndarray) -> np.ndarray:

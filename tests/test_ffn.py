@@ -236,3 +236,26 @@ def test_sympy_form_is_the_torch_block(block: str) -> None:
     values.update({xi: float(x[0, k]) for k, xi in enumerate(xs)})
     symbolic = [float(sp.N(fj.subs(values))) for fj in f]
     np.testing.assert_allclose(symbolic, model(x)[0].tolist(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("make", ["book", "timm-swiglu", "timm-reglu", "timm-glu-mlp"])
+def test_glu_batch_is_the_stack_of_its_laws_and_controls(make: str) -> None:
+    """One call gives the value law, the control and the gate balance, each equal to its own function."""
+    from timm.layers import GluMlp
+    from timm.layers import SwiGLU as TimmSwiGLU
+
+    torch.manual_seed(0)
+    model = {
+        "book": lambda: SwiGLU(3, 4, 2, bias=True),
+        "timm-swiglu": lambda: TimmSwiGLU(3, 5, 2, bias=True),
+        "timm-reglu": lambda: TimmSwiGLU(3, 5, 2, act_layer=nn.ReLU),
+        "timm-glu-mlp": lambda: GluMlp(3, 8, 2, act_layer=nn.SiLU, bias=True),
+    }[make]().double()
+    (block,) = find_blocks(model)
+    p = dict(model.named_parameters())
+    functions = {**block.laws, **block.controls}
+    (batch,) = block.batches
+    assert sorted(batch.names) == sorted(functions)
+    stacked = batch.fn(p)
+    for j, name in enumerate(batch.names):
+        torch.testing.assert_close(stacked[j], functions[name](p), rtol=1e-15, atol=0)

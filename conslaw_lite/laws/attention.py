@@ -115,26 +115,20 @@ class AttentionSpec:
 # head (a law function of the registry) and all n at once (the block's Batch, one batched matmul).
 HeadGetter = Callable[[Params, slice], torch.Tensor]  # (m, rows, k)
 HeadLaw = Callable[[Params, slice], torch.Tensor]
+# Quantities of the same shape evaluated together because they share their costly part: a law and its
+# half (one Gram matrix, or one set of block norms), or a single law.
+HeadQuantities = Callable[[Params, slice], tuple[torch.Tensor, ...]]
 
 
-def _gram_difference(A: HeadGetter, B: HeadGetter) -> HeadLaw:
-    """``AᵀA − BᵀB`` per head: (m, k, k)."""
+def _gram_pair(A: HeadGetter, B: HeadGetter) -> HeadQuantities:
+    """``(AᵀA − BᵀB, AᵀA)`` per head: (m, k, k) each."""
 
-    def law(p: Params, heads: slice) -> torch.Tensor:
+    def pair(p: Params, heads: slice) -> tuple[torch.Tensor, torch.Tensor]:
         a, b = A(p, heads), B(p, heads)  # each getter slices (and may concatenate a bias row): once per evaluation
-        return torch.bmm(a.mT, a) - torch.bmm(b.mT, b)  # bmm: a third of the overhead of @ on (m, k, k) products
+        gram_a = torch.bmm(a.mT, a)  # bmm: a third of the overhead of @ on (m, k, k) products
+        return gram_a - torch.bmm(b.mT, b), gram_a
 
-    return law
-
-
-def _gram(A: HeadGetter) -> HeadLaw:
-    """``AᵀA`` per head: (m, k, k)."""
-
-    def half(p: Params, heads: slice) -> torch.Tensor:
-        a = A(p, heads)
-        return torch.bmm(a.mT, a)
-
-    return half
+    return pair
 
 
 def _block_sq(A: torch.Tensor) -> torch.Tensor:
@@ -146,6 +140,16 @@ def _block_sq(A: torch.Tensor) -> torch.Tensor:
 def _block_difference(A: HeadGetter, B: HeadGetter) -> HeadLaw:
     """``‖A^(j)‖_F² − ‖B^(j)‖_F²`` per head and 2×2 block j: (m, k/2)."""
     return lambda p, heads: _block_sq(A(p, heads)) - _block_sq(B(p, heads))
+
+
+def _block_pair(A: HeadGetter, B: HeadGetter) -> HeadQuantities:
+    """``(‖A^(j)‖_F² − ‖B^(j)‖_F², ‖A^(j)‖_F²)`` per head and 2×2 block j: (m, k/2) each."""
+
+    def pair(p: Params, heads: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        a = _block_sq(A(p, heads))
+        return a - _block_sq(B(p, heads)), a
+
+    return pair
 
 
 def _square_difference(A: HeadGetter, B: HeadGetter) -> HeadLaw:
@@ -170,14 +174,18 @@ def _gain_law(spec: AttentionSpec, shared: bool) -> tuple[str, HeadLaw]:
     return "γ_q²−γ_k²", _square_difference(gq, gk)
 
 
-def _one_head(law: HeadLaw, i: int) -> Law:
-    """Row i of a head law (head i, or the one row of shared gains): a law function of the registry."""
-    return lambda p: law(p, slice(i, i + 1))[0]
+def _one_head(quantities: HeadQuantities, i: int, j: int) -> Law:
+    """Quantity j of head i (or of the one row of shared gains): a law function of the registry."""
+    return lambda p: quantities(p, slice(i, i + 1))[j][0]
+
+
+def _single(law: HeadLaw) -> HeadQuantities:
+    return lambda p, heads: (law(p, heads),)
 
 
 def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
     """The laws and the controls of one attention block, keyed ``"head{i}:..."`` (see the module docstring),
-    and the batches that evaluate each per-head law for all n heads in one call.
+    and the batches that evaluate each per-head law, with its half, for all n heads in one call.
 
     Examples
     ========
@@ -191,8 +199,10 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
     True
     >>> sorted(controls)  # one half of each law, in the law's shape
     ['head0:QᵀQ', 'head0:VᵀV', 'head1:QᵀQ', 'head1:VᵀV']
-    >>> batches[0].names, bool(torch.equal(batches[0].fn(p)[1], laws["head1:QᵀQ−KᵀK"](p)))
-    (('head0:QᵀQ−KᵀK', 'head1:QᵀQ−KᵀK'), True)
+    >>> batches[0].names  # each law with its half: one Gram matrix QᵀQ for both
+    ('head0:QᵀQ−KᵀK', 'head1:QᵀQ−KᵀK', 'head0:QᵀQ', 'head1:QᵀQ')
+    >>> bool(torch.equal(batches[0].fn(p)[1], laws["head1:QᵀQ−KᵀK"](p)))
+    True
     """
     n, k = spec.n, spec.k
     if spec.pe == "rope" and k % 2:
@@ -203,39 +213,40 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
     controls: dict[str, Law] = {}
     if spec.gamma_q is not None and spec.shared_gains:
         name, law = _gain_law(spec, shared=True)
-        laws[name] = _one_head(law, 0)
+        laws[name] = _one_head(_single(law), 0, 0)
     Q = lambda p, heads: spec.Q.heads(p, heads, k)  # noqa: E731  (m, d(+1), k)
     K = lambda p, heads: spec.K.heads(p, heads, k)  # noqa: E731
     V = lambda p, heads: spec.V.heads(p, heads, k)  # noqa: E731
     # O (d, n·k) keeps head i in columns i·k:(i+1)·k: (d, m·k) -> (m, d, k)
     O = lambda p, heads: p[spec.O][:, heads.start * k : heads.stop * k].unflatten(1, (-1, k)).transpose(0, 1)  # noqa: E731
-    # What each head has, in the order each head lists it: (name, law, conserved?).
-    per_head: list[tuple[str, HeadLaw, bool]] = []
+    # What each head has, in the order each head lists it: (names, quantities, conserved? per name).
+    per_head: list[tuple[tuple[str, ...], HeadQuantities, tuple[bool, ...]]] = []
     if spec.pe == "rope":
-        qk = "‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", _block_difference(Q, K)
-        q_half: tuple[str, HeadLaw] = ("‖Q⁽ʲ⁾‖²", lambda p, heads: _block_sq(Q(p, heads)))
+        qk_names, qk = ("‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", "‖Q⁽ʲ⁾‖²"), _block_pair(Q, K)
     else:
-        qk = "QᵀQ−KᵀK", _gram_difference(Q, K)
-        q_half = ("QᵀQ", _gram(Q))
+        qk_names, qk = ("QᵀQ−KᵀK", "QᵀQ"), _gram_pair(Q, K)
     if spec.gamma_q is None:
-        per_head.append((*qk, True))
+        per_head.append((qk_names, qk, (True, False)))
         if spec.K.bias is not None and spec.pe != "rope":  # with RoPE the key bias turns with p: no shift
-            per_head.append(("b_k", lambda p, heads: spec.K.bias_of(p, heads, k), True))
+            per_head.append((("b_k",), _single(lambda p, heads: spec.K.bias_of(p, heads, k)), (True,)))
     else:
         if not spec.shared_gains:
-            per_head.append((*_gain_law(spec, shared=False), True))
-        per_head.append((*qk, False))  # the law QK-norm breaks
-    scale_invariant = spec.gamma_q is not None and spec.norm_eps == 0  # RMSNorm with ε = 0 ignores ‖Q_i‖, ‖K_i‖
-    per_head.append((*q_half, False))
-    if scale_invariant:
-        per_head += [("‖Q‖²", _square_norm(Q), True), ("‖K‖²", _square_norm(K), True)]
-    per_head += [("VᵀV−OᵀO", _gram_difference(V, O), True), ("VᵀV", _gram(V), False)]
+            name, law = _gain_law(spec, shared=False)
+            per_head.append(((name,), _single(law), (True,)))
+        per_head.append((qk_names, qk, (False, False)))  # the law QK-norm breaks, and its half
+    if spec.gamma_q is not None and spec.norm_eps == 0:  # RMSNorm with ε = 0 ignores ‖Q_i‖, ‖K_i‖: two laws
+        per_head += [(("‖Q‖²",), _single(_square_norm(Q)), (True,)), (("‖K‖²",), _single(_square_norm(K)), (True,))]
+    per_head.append((("VᵀV−OᵀO", "VᵀV"), _gram_pair(V, O), (True, False)))
     for i in range(n):
-        for name, law, conserved in per_head:
-            (laws if conserved else controls)[f"head{i}:{name}"] = _one_head(law, i)
+        for names, quantities, conserved in per_head:
+            for j, (name, kept) in enumerate(zip(names, conserved)):
+                (laws if kept else controls)[f"head{i}:{name}"] = _one_head(quantities, i, j)
     batches = tuple(
-        Batch(lambda p, law=law: law(p, slice(0, n)), tuple(f"head{i}:{name}" for i in range(n)))
-        for name, law, _ in per_head
+        Batch(
+            lambda p, q=quantities: torch.cat(q(p, slice(0, n))),
+            tuple(f"head{i}:{name}" for name in names for i in range(n)),
+        )
+        for names, quantities, _ in per_head
     )
     return laws, controls, batches
 

@@ -24,7 +24,7 @@ from torch import nn
 
 from conslaw_lite.archs import ArchOptions, Built, register_arch
 from conslaw_lite.blocks.ffn import FFN, SwiGLU
-from conslaw_lite.laws.registry import BlockLaws, Law, Params, register_laws
+from conslaw_lite.laws.registry import Batch, BlockLaws, Law, Params, register_laws
 
 # Activation class name -> family (torch's and timm's own classes share these names).
 _ACTIVATION_FAMILY = {
@@ -58,11 +58,20 @@ def unit_balance(A: str, W: str, w: str | None = None, rows: slice = slice(None)
     [4.0, -3.0]
     """
 
-    def law(p: Params) -> torch.Tensor:
-        h = (_matrix(p[A]) ** 2).sum(0) - (_matrix(p[W])[rows] ** 2).sum(1)
-        return h if w is None else h - p[w][rows] ** 2
+    return lambda p: _column_sq(p, A) - _row_sq(p, W, w, rows)
 
-    return law
+
+def _column_sq(p: Params, A: str) -> torch.Tensor:
+    """``‖A_{:,i}‖²`` for each column i: (r,)."""
+    a = _matrix(p[A])
+    return (a * a).sum(0)  # a * a: a plain multiply, cheaper to dispatch than ** 2 on small tensors
+
+
+def _row_sq(p: Params, W: str, w: str | None, rows: slice) -> torch.Tensor:
+    """``‖[W_{i,:}, w_i]‖²`` for the rows i of W in ``rows``: (r,)."""
+    W_rows = _matrix(p[W])[rows]
+    h = (W_rows * W_rows).sum(1)
+    return h if w is None else h + p[w][rows] * p[w][rows]
 
 
 def gram_balance(A: str, B: str, b: str | None = None) -> Law:
@@ -92,7 +101,7 @@ def column_norms(A: str) -> Law:
     >>> column_norms("A")({"A": torch.tensor([[3.0, 1.0], [4.0, 0.0]])}).tolist()
     [25.0, 1.0]
     """
-    return lambda p: (_matrix(p[A]) ** 2).sum(0)
+    return lambda p: _column_sq(p, A)
 
 
 def _row(letter: str, bias: str | None) -> str:
@@ -152,10 +161,16 @@ def glu_block(
     value_law = {f"‖A_{{:,i}}‖²−{_row('C', c)}": unit_balance(A, C, c, C_rows)}
     gate_balance = {f"‖A_{{:,i}}‖²−{_row('B', b)}": unit_balance(A, B, b, B_rows)}
     controls = {"‖A_{:,i}‖²": column_norms(A)}
+
+    def units(p: Params) -> torch.Tensor:  # the three share ‖A_{:,i}‖²: one evaluation for the Monitor
+        a = _column_sq(p, A)
+        return torch.stack([a - _row_sq(p, C, c, C_rows), a, a - _row_sq(p, B, b, B_rows)])
+
+    batches = (Batch(units, (*value_law, *controls, *gate_balance)),)
     if gate_family == "relu":
-        return BlockLaws(path, "reglu", {**value_law, **gate_balance}, controls)
+        return BlockLaws(path, "reglu", {**value_law, **gate_balance}, controls, batches)
     kind = "swiglu" if gate_family == "silu" else f"glu-{gate_family}"
-    return BlockLaws(path, kind, value_law, {**controls, **gate_balance})
+    return BlockLaws(path, kind, value_law, {**controls, **gate_balance}, batches)
 
 
 def _bias(module: nn.Module, prefix: str, name: str) -> str | None:
