@@ -71,7 +71,10 @@ def _row_sq(p: Params, W: str, w: str | None, rows: slice) -> torch.Tensor:
     """``‖[W_{i,:}, w_i]‖²`` for the rows i of W in ``rows``: (r,)."""
     W_rows = _matrix(p[W])[rows]
     h = (W_rows * W_rows).sum(1)
-    return h if w is None else h + p[w][rows] * p[w][rows]
+    if w is None:
+        return h
+    bias = p[w][rows]
+    return h + bias * bias
 
 
 def gram_balance(A: str, B: str, b: str | None = None) -> Law:
