@@ -334,9 +334,11 @@ def quadratic_laws(
 
     Products of laws are laws: if there are linear laws ℓ_i, every ℓ_i ℓ_j is a quadratic
     law too. By default these products are left out of the basis (every quadratic law is
-    then a combination of the basis and of products of its linear members), so the
-    length of the list counts independent laws; ``include_products=True`` returns a basis
-    of the whole vector space of quadratic laws instead.
+    then a combination of the basis and of products of its linear members). The list is a
+    basis of a vector space, so its length is *not* the number of functionally independent
+    laws: ``(Σ u_i v_i)·x`` with three pairs has 9 quadratic laws of which 5 are independent
+    (count those with the rank of the laws' Jacobian, or with :mod:`conslaw_lite.counting`);
+    ``include_products=True`` returns a basis of the whole vector space of quadratic laws instead.
 
     Raises ``TypeError`` for a non-sympy f or parameter, ``ValueError`` for a parameter
     that does not occur in f, a symbol listed both as parameter and input, or a free
