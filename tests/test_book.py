@@ -13,7 +13,7 @@ import nbformat
 import pytest
 import yaml
 
-from tests.test_notebooks import ROOT, toc_files
+from tests.notebooks import ROOT, NotebookCellError, execute, toc_files
 
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -40,10 +40,13 @@ def test_notebook_is_committed_clean_and_installs_from_the_repository(path: Path
     assert "import conslaw_lite" in first and "%pip install" in first
     assert f"git+{CONFIG['repository']['url']}" in first, "the install cell must point at _config.yml's repository"
     assert "remove-cell" in code[0].metadata.get("tags", []), "the install cell is for Colab, not for the web page"
+    assert "conslaw_lite[book] @" in first, "the install cell installs what the chapters import (the book extra)"
+    wants_gpu = path.name.startswith(("08_", "09_"))
+    assert f"runtime_summary({'wants_gpu=True' if wants_gpu else ''})" in first, "the first cell says what runs where"
 
 
 def _makefile_flags() -> list[str]:
-    return re.search(r"jupyter-book build \. (.*)", (ROOT / "Makefile").read_text()).group(1).split()
+    return re.search(r"jupyter-book build \. ((?:--\S+ ?)*)", (ROOT / "Makefile").read_text()).group(1).split()
 
 
 def test_book_builds_without_warnings(tmp_path: Path) -> None:
@@ -60,10 +63,14 @@ def test_book_builds_without_warnings(tmp_path: Path) -> None:
     assert (tmp_path / "_build" / "html" / "book" / "01_toy.html").exists()
 
 
-def _build(book: Path, cell: str) -> subprocess.CompletedProcess:
-    """Build a one-chapter book with the project's _config.yml and Makefile flags; the chapter runs ``cell``."""
+def _build(book: Path, cell: str, timeout: int | None = None) -> subprocess.CompletedProcess:
+    """Build a one-chapter book with the project's _config.yml and Makefile flags; the chapter runs ``cell``.
+
+    ``timeout`` replaces the book's per-cell timeout (seconds).
+    """
     (book / "book").mkdir(parents=True)
-    shutil.copy(ROOT / "_config.yml", book / "_config.yml")
+    config = dict(CONFIG, execute=dict(CONFIG["execute"], timeout=timeout or CONFIG["execute"]["timeout"]))
+    (book / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True))
     shutil.copy(ROOT / "book" / "references.bib", book / "book" / "references.bib")
     (book / "book" / "intro.md").write_text("# Intro\n\n```{tableofcontents}\n```\n")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Chapter"), nbformat.v4.new_code_cell(cell)])
@@ -80,3 +87,26 @@ def test_a_failing_cell_fails_the_build(tmp_path: Path) -> None:
     bad = _build(tmp_path / "bad", "raise ValueError('this cell fails')")
     assert bad.returncode != 0
     assert "this cell fails" in bad.stdout + bad.stderr
+
+
+SLEEPER = "import time\ntime.sleep(60)  # the stalled cell"
+
+
+def test_a_cell_past_the_timeout_fails_the_build_by_name(tmp_path: Path) -> None:
+    """A stalled or slow cell fails ``make book`` within the timeout, naming the notebook and the cell."""
+    done = _build(tmp_path / "slow", SLEEPER, timeout=3)
+    log = done.stdout + done.stderr
+    assert done.returncode != 0, "a cell past the timeout must fail the build"
+    assert "chapter.ipynb" in log and "time.sleep(60)" in log and "timed out" in log, log[-3000:]
+
+
+def test_a_cell_past_the_timeout_fails_the_notebook_test_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "slow.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SLEEPER)]), path)
+    with pytest.raises(NotebookCellError, match=r"slow.ipynb: cell 0 \('import time'\) timed out after 2 s"):
+        execute(path, timeout=2)
+
+
+def test_the_timeout_fits_the_slowest_cell() -> None:
+    """About three times the slowest cell at cpu scale (measured by benchmarks/notebook_stress.py), never 900 s."""
+    assert 60 <= CONFIG["execute"]["timeout"] <= 600
