@@ -8,7 +8,9 @@ Only sizes change with the scale, never the code path.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import TypeVar
 
 import torch
@@ -86,3 +88,27 @@ def scale() -> Scale:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         return Scale("ci")
     return Scale("gpu" if torch.cuda.is_available() else "cpu")
+
+
+GPU_HINT = "this chapter wants a GPU (10× slower on a CPU): Runtime → Change runtime type → GPU, then run it again"
+
+
+def runtime_summary(*, wants_gpu: bool = False) -> str:
+    """One line for a chapter's first cell: package and torch versions, device and scale.
+
+    On Colab without a GPU, a chapter that wants one (``wants_gpu=True``) adds
+    :data:`GPU_HINT`.
+
+    Examples
+    ========
+    >>> runtime_summary().startswith("conslaw_lite ")
+    True
+    >>> "· torch " in runtime_summary() and "· device " in runtime_summary()
+    True
+    """
+    line = f"conslaw_lite {version('conslaw_lite')} · torch {torch.__version__}"
+    line += f" · device {device().type} · scale {scale().name}"
+    on_colab = "google.colab" in sys.modules
+    if wants_gpu and on_colab and device().type != "cuda":
+        line += f"\n{GPU_HINT}"
+    return line

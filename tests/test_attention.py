@@ -8,6 +8,8 @@ so a law passes and a control fails.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -201,8 +203,7 @@ def test_add_bias_kv_is_refused() -> None:
         laws_of(SelfAttention(nn.MultiheadAttention(4, 2, add_bias_kv=True)))
 
 
-def test_timm_vit_lists_every_head_of_every_block() -> None:
-    timm = pytest.importorskip("timm")
+def test_timm_vit_lists_every_head_of_every_block(timm: ModuleType) -> None:
     torch.manual_seed(0)
     vit = timm.models.vision_transformer.VisionTransformer(
         img_size=8, patch_size=4, embed_dim=8, depth=2, num_heads=2, mlp_ratio=1.0, num_classes=3
@@ -219,8 +220,7 @@ def test_timm_vit_lists_every_head_of_every_block() -> None:
     assert min(v for n, v in moved.items() if ".attn:" in n) > 1e-6
 
 
-def test_timm_qk_norm_is_refused() -> None:
-    timm = pytest.importorskip("timm")
+def test_timm_qk_norm_is_refused(timm: ModuleType) -> None:
     attn = timm.layers.Attention(8, num_heads=2, qk_norm=True, norm_layer=nn.LayerNorm)
     with pytest.raises(ValueError, match="qk_norm"):
         laws_of(attn)

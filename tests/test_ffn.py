@@ -157,9 +157,9 @@ def test_symbolic_laws_are_the_table(block: str, letter: str) -> None:
 
 # ---- timm ----
 
-timm = pytest.importorskip("timm")
 
 
+@pytest.mark.usefixtures("timm")
 @pytest.mark.parametrize("bias", [False, True])
 def test_timm_mlp(bias: bool) -> None:
     from timm.layers import Mlp
@@ -173,6 +173,7 @@ def test_timm_mlp(bias: bool) -> None:
     assert min(step_gaps(relu, x, controls=True).values()) > 1e-6
 
 
+@pytest.mark.usefixtures("timm")
 def test_timm_mlp_claims_nothing_it_cannot_back() -> None:
     from timm.layers import Mlp
 
@@ -182,6 +183,7 @@ def test_timm_mlp_claims_nothing_it_cannot_back() -> None:
         laws_of(Mlp(3, 5, 2, act_layer=nn.ReLU, norm_layer=nn.LayerNorm))  # a hidden norm breaks the rescaling
 
 
+@pytest.mark.usefixtures("timm")
 @pytest.mark.parametrize("act", [nn.SiLU, nn.ReLU])
 def test_timm_swiglu_value_branch_is_fc1_x(act: type[nn.Module]) -> None:
     from timm.layers import SwiGLU as TimmSwiGLU
@@ -194,6 +196,7 @@ def test_timm_swiglu_value_branch_is_fc1_x(act: type[nn.Module]) -> None:
     assert min(step_gaps(model, x, controls=True).values()) > 1e-6
 
 
+@pytest.mark.usefixtures("timm")
 @pytest.mark.parametrize("gate_last", [True, False])
 def test_timm_glu_mlp_halves(gate_last: bool) -> None:
     from timm.layers import GluMlp
@@ -205,6 +208,7 @@ def test_timm_glu_mlp_halves(gate_last: bool) -> None:
     assert min(step_gaps(model, x, controls=True).values()) > 1e-6  # includes the gate half's balance
 
 
+@pytest.mark.usefixtures("timm")
 def test_timm_vit_every_mlp_found_and_conserved() -> None:
     from timm.layers import SwiGLU as TimmSwiGLU
     from timm.models.vision_transformer import VisionTransformer
@@ -238,6 +242,7 @@ def test_sympy_form_is_the_torch_block(block: str) -> None:
     np.testing.assert_allclose(symbolic, model(x)[0].tolist(), rtol=1e-12)
 
 
+@pytest.mark.usefixtures("timm")
 @pytest.mark.parametrize("make", ["book", "timm-swiglu", "timm-reglu", "timm-glu-mlp"])
 def test_glu_batch_is_the_stack_of_its_laws_and_controls(make: str) -> None:
     """One call gives the value law, the control and the gate balance, each equal to its own function."""

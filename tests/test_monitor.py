@@ -14,7 +14,6 @@ from conslaw_lite.drift import arch_setup, trajectory
 from conslaw_lite.laws import parameters_of
 from conslaw_lite.monitor import CONTROL_SUFFIX, Monitor, laws_by_kind, relative_drift
 
-timm = pytest.importorskip("timm")
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
@@ -69,7 +68,7 @@ def assert_second_order(make: Callable[[], nn.Module], x: torch.Tensor, lr: floa
     assert max(big.epsilon(n)[-1] for n in conserved) < 0.05 * min(big.epsilon(n)[-1] for n in controls)
     return conserved
 
-
+@pytest.mark.usefixtures("timm")
 def test_monitor_on_a_timm_vit_with_swiglu_mlp() -> None:
     x = torch.randn(4, 1, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     kinds = assert_second_order(tiny_vit, x, 1e-3)
