@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from conslaw_lite import scale
-from conslaw_lite.experiments.runner import dtype_for
+from conslaw_lite.config import dtype_for
 from conslaw_lite.experiments.tasks import cross_entropy, lm_task, vit_task
 from conslaw_lite.models.vit import small_vit
 from conslaw_lite.monitor import Monitor

@@ -19,15 +19,60 @@ SCALES = ("ci", "cpu", "gpu")
 T = TypeVar("T")
 
 
-def device() -> torch.device:
-    """``cuda`` when a GPU is visible, else ``cpu``.
+def device(name: str | torch.device | None = None) -> torch.device:
+    """The device to train on: ``name`` if given, else ``cuda`` when a GPU is visible, else ``cpu``.
+
+    The one place the book, the tests and the CLI choose a device; a CUDA device that is
+    not there is refused here, not at the first tensor that lands on it.
 
     Examples
     ========
     >>> device().type in ("cpu", "cuda")
     True
+    >>> device("cpu")
+    device(type='cpu')
     """
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    chosen = torch.device(name)
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} asked for, but no CUDA GPU is visible; use device='cpu'")
+    return chosen
+
+
+def model_device(model: torch.nn.Module) -> torch.device | None:
+    """The one device all of ``model``'s parameters and buffers are on (``None`` if it has none).
+
+    Examples
+    ========
+    >>> model_device(torch.nn.Linear(2, 1))
+    device(type='cpu')
+    >>> model = torch.nn.Sequential(torch.nn.Linear(2, 1), torch.nn.Linear(1, 1, device="meta"))
+    >>> model_device(model)
+    Traceback (most recent call last):
+    ...
+    ValueError: the model's tensors are on several devices (cpu, meta); move it to one with model.to(device)
+    """
+    devices = {t.device for t in (*model.parameters(), *model.buffers())}
+    if len(devices) > 1:
+        names = ", ".join(sorted(str(d) for d in devices))
+        raise ValueError(f"the model's tensors are on several devices ({names}); move it to one with model.to(device)")
+    return next(iter(devices), None)
+
+
+def dtype_for(scale_name: str) -> torch.dtype:
+    """The training dtype of a scale: float32 at ``gpu`` (a GPU's fast path), float64 on the CPU scales.
+
+    float64 keeps drifts of 1e-12 visible on the CPU scales; laws and their drift are evaluated
+    in float64 at every scale (:func:`conslaw_lite.flows.train`, :class:`conslaw_lite.monitor.Monitor`).
+
+    Examples
+    ========
+    >>> dtype_for("ci"), dtype_for("gpu")
+    (torch.float64, torch.float32)
+    """
+    Scale(scale_name)  # validates the name
+    return torch.float32 if scale_name == "gpu" else torch.float64
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ and the exponents ``slope_lr`` (log drift against log τ at fixed k) and
 ``slope_steps`` (log drift against log k). The command line:
 
     python -m conslaw_lite drift ARCH --lr τ1 τ2 ... --steps K --schedule constant|decay
-        --optimizer gd|sgd|momentum|adam [--batch SIZE] [--seeds N] [--json]
+        --optimizer gd|sgd|momentum|adam [--batch SIZE] [--seeds N] [--device cuda] [--dtype float32] [--json]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from conslaw_lite.archs import ArchOptions, add_size_arguments, get_arch, size_o
 from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged, LossFn, Run, mse_loss, train
 from conslaw_lite.monitor import CONTROL_SUFFIX, epsilon_block, laws_by_kind, relative_drift
 
+DTYPES = {"float64": torch.float64, "float32": torch.float32}  # training dtypes of the command line
 Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, loss); drift and the widget take these
 
 
@@ -90,9 +91,14 @@ def trajectory(
     steps: int,
     schedule: str = "constant",
     optimizer: str = "gd",
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
 ) -> Trajectory:
     """Train ``setup(seed)`` with :func:`conslaw_lite.flows.train`, recording all laws and controls.
 
+    The setup builds on the CPU (the seed alone decides θ₀ and the data on every device);
+    ``train`` moves model and data to ``device`` (default ``cuda`` when present) in ``dtype``
+    (default: the setup's), and evaluates the laws in float64.
     A diverging step size raises :class:`conslaw_lite.flows.Diverged` naming the step and τ.
 
     Examples
@@ -109,7 +115,10 @@ def trajectory(
             groups[kind + suffix] = [n + suffix for n in fns]
             laws.update({n + suffix: fn for n, fn in fns.items()})
     try:
-        run = train(model, loss, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, laws=laws)
+        run = train(
+            model, loss, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, laws=laws,
+            device=device, dtype=dtype,
+        )
     except Diverged as err:
         raise Diverged(err.step, f"{err.reason} (run with τ = {lr:g}, {optimizer}, seed {seed})") from err
     return Trajectory(run, groups)
@@ -193,12 +202,15 @@ def measure(
     seeds: int = 1,
     name: str = "",
     batch: int | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
 ) -> DriftReport:
     """Train ``setup`` for each τ in ``lrs`` and each seed 0..seeds−1; fit the exponents of the drift.
 
     ``slope_lr`` fits the seed-mean drift at step K against τ; ``slope_steps`` fits
     it against k for each τ. Both are measured, never assumed: they are 2 and 1
     while θ barely moves (the identity), and change once the loss converges.
+    ``device`` and ``dtype`` go to :func:`trajectory`.
 
     Examples
     ========
@@ -215,7 +227,10 @@ def measure(
     ks = log_spaced_steps(steps)
     points = []
     for lr in lrs:
-        runs = [trajectory(setup, s, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer) for s in range(seeds)]
+        runs = [
+            trajectory(setup, s, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, device=device, dtype=dtype)
+            for s in range(seeds)
+        ]
         drifts = np.stack([t.drift() for t in runs])  # (seeds, K+1)
         mean_drift = drifts.mean(axis=0)
         points.append(
@@ -287,6 +302,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=64, help="number of random data points (default 64)")
     parser.add_argument("--seeds", type=int, default=1, help="average over seeds 0..N-1 (default 1)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--device", help="where to train (default: cuda when present, else cpu)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float64", help="training dtype; laws are float64")
     add_size_arguments(parser)
 
 
@@ -323,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
     setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
     report = measure(
         setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,
-        seeds=args.seeds, name=args.arch, batch=batch,
+        seeds=args.seeds, name=args.arch, batch=batch, device=args.device, dtype=DTYPES[args.dtype],
     )
     print(json.dumps(report.to_dict(), indent=2) if args.json else format_report(report))
     return 0

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 from torch import nn
 
+from conslaw_lite.config import device as default_device
+from conslaw_lite.config import model_device
 from conslaw_lite.laws.registry import Law
 from conslaw_lite.monitor import relative_drift
 
@@ -61,10 +63,77 @@ def batch_indices(n: int, batch_size: int | None, seed: int, k: int) -> torch.Te
     if batch_size is None or batch_size == n:
         return None
     g = torch.Generator().manual_seed(seed * 1_000_003 + k)
-    return torch.randperm(n, generator=g)[:batch_size]
+    # Drawn on the CPU, whatever the training device: the same (seed, k) gives the same batch everywhere.
+    return torch.randperm(n, generator=g, device="cpu")[:batch_size]
 
 
-def mse_loss(x: torch.Tensor, y: torch.Tensor, *, batch_size: int | None = None, seed: int = 0) -> LossFn:
+@dataclass(frozen=True, eq=False)  # eq=False: tensors have no single truth value
+class MSELoss:
+    """``L(θ) = ½ Σ ‖f(x; θ) − y‖² / n`` over the full batch, or over the mini-batch :func:`batch_indices` of step k.
+
+    It carries its data, so :func:`train` can move it with the model (:meth:`to`); called on a
+    model whose device or dtype differs from the data's, it raises naming both.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    batch_size: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.x.shape[0] != self.y.shape[0]:
+            raise ValueError(f"x has {self.x.shape[0]} samples but y has {self.y.shape[0]}")
+        if self.x.device != self.y.device:
+            raise ValueError(f"x is on {self.x.device} but y is on {self.y.device}; put both on one device")
+        batch_indices(self.x.shape[0], self.batch_size, self.seed, 0)  # validates n ≥ 1 and the batch size now
+
+    def __call__(self, model: nn.Module, k: int) -> torch.Tensor:
+        check_data(model, self.x)
+        idx = batch_indices(self.x.shape[0], self.batch_size, self.seed, k)
+        if idx is not None:
+            idx = idx.to(self.x.device)
+        xb, yb = (self.x, self.y) if idx is None else (self.x[idx], self.y[idx])
+        r = model(xb) - yb
+        return 0.5 * (r * r).sum() / xb.shape[0]
+
+    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> MSELoss:
+        """The same loss with x and y on ``device`` and, if floating point, in ``dtype`` (``None``: unchanged).
+
+        Examples
+        ========
+        >>> loss = mse_loss(torch.ones(4, 2, dtype=torch.float64), torch.ones(4, 1, dtype=torch.float64))
+        >>> loss.to("cpu", torch.float32).x.dtype
+        torch.float32
+        """
+        def move(t: torch.Tensor) -> torch.Tensor:
+            return t.to(device, dtype if t.is_floating_point() else None)
+
+        return replace(self, x=move(self.x), y=move(self.y))
+
+
+def check_data(model: nn.Module, data: torch.Tensor) -> None:
+    """Raise ``ValueError`` naming both when ``data`` is not on the device (or in the dtype) of ``model``.
+
+    Examples
+    ========
+    >>> check_data(torch.nn.Linear(2, 1), torch.ones(3, 2))  # both float32 on the CPU: fine
+    >>> check_data(torch.nn.Linear(2, 1, device="meta"), torch.ones(3, 2))
+    Traceback (most recent call last):
+    ...
+    ValueError: the model is on meta but the data is on cpu; move both to one device (train(..., device=...) does)
+    """
+    where = model_device(model)
+    if where is not None and data.device != where:
+        raise ValueError(
+            f"the model is on {where} but the data is on {data.device}; "
+            "move both to one device (train(..., device=...) does)"
+        )
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    if dtype is not None and data.is_floating_point() and data.dtype != dtype:
+        raise ValueError(f"the model is in {dtype} but the data in {data.dtype}; train(..., dtype=...) casts both")
+
+
+def mse_loss(x: torch.Tensor, y: torch.Tensor, *, batch_size: int | None = None, seed: int = 0) -> MSELoss:
     """``L(θ) = ½ Σ ‖f(x; θ) − y‖² / n`` over the full batch, or over the mini-batch :func:`batch_indices` of step k.
 
     Examples
@@ -76,18 +145,7 @@ def mse_loss(x: torch.Tensor, y: torch.Tensor, *, batch_size: int | None = None,
     >>> float(loss(model, 0).detach())
     0.5
     """
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(f"x has {x.shape[0]} samples but y has {y.shape[0]}")
-    n = x.shape[0]
-    batch_indices(n, batch_size, seed, 0)  # validates n ≥ 1 and the batch size now, not at the first step
-
-    def loss(model: nn.Module, k: int) -> torch.Tensor:
-        idx = batch_indices(n, batch_size, seed, k)
-        xb, yb = (x, y) if idx is None else (x[idx], y[idx])
-        r = model(xb) - yb
-        return 0.5 * (r * r).sum() / xb.shape[0]
-
-    return loss
+    return MSELoss(x, y, batch_size, seed)
 
 
 def step_sizes(lr: float, steps: int, schedule: str = "constant") -> np.ndarray:
@@ -136,14 +194,17 @@ class Run:
 
 
 def _param_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {n: p.detach() for n, p in model.named_parameters()}
+    """θ by parameter name, in float64 (no copy when the model already is): laws are evaluated in double."""
+    return {n: p.detach().double() for n, p in model.named_parameters()}
 
 
 def _step_dict(model: nn.Module, deltas: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     """δ_k by parameter name: ``deltas`` are the steps of the trained (``requires_grad``) parameters, in order;
     a frozen parameter does not move, so its step is zero."""
     trained = iter(deltas)
-    return {n: next(trained) if p.requires_grad else torch.zeros_like(p) for n, p in model.named_parameters()}
+    return {
+        n: (next(trained) if p.requires_grad else torch.zeros_like(p)).double() for n, p in model.named_parameters()
+    }
 
 
 def _law_values(laws: Mapping[str, Law], params: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
@@ -184,6 +245,8 @@ def train(
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
     max_loss_ratio: float = 1e6,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
 ) -> Run:
     """Take ``steps`` steps ``θ_{k+1} = θ_k − δ_k`` on ``model`` in place and record the laws.
 
@@ -192,6 +255,12 @@ def train(
     ``momentum``: v ← βv + g, δ = τv; ``adam``: the usual bias-corrected
     δ = τ m̂ / (√v̂ + ε). Raises :class:`Diverged` at the first non-finite loss
     or one ``max_loss_ratio`` times the initial loss.
+
+    The model is moved, in place, to ``device`` (default :func:`conslaw_lite.config.device`:
+    ``cuda`` when present) and cast to ``dtype`` (default: kept; float32 is a GPU's fast path);
+    an :class:`MSELoss` goes with it. A loss function that holds its data elsewhere fails at its
+    first call with an error naming both devices. Laws, ‖g‖² and ‖θ_K − θ_0‖ are evaluated in
+    float64 whatever the training dtype.
 
     Examples
     ========
@@ -210,8 +279,12 @@ def train(
         raise ValueError(f"steps must be at least 1, got {steps}")
     laws = dict(laws or {})
     taus = step_sizes(lr, steps, schedule)
+    model_device(model)  # one device, or an error naming them: train() does not split a model
+    model.to(default_device(device), dtype)
+    if isinstance(loss_fn, MSELoss):
+        loss_fn = loss_fn.to(default_device(device), dtype)
     params = [p for p in model.parameters() if p.requires_grad]
-    theta0 = torch.cat([p.detach().reshape(-1) for p in params]).clone()
+    theta0 = torch.cat([p.detach().reshape(-1) for p in params]).double()
     state = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
 
     h = {n: [v] for n, v in _law_values(laws, _param_dict(model)).items()}
@@ -239,7 +312,7 @@ def train(
     final = float(loss_fn(model, steps).detach())
     check_loss(steps, final, loss0, max_loss_ratio, taus[-1])
     losses.append(final)
-    theta = torch.cat([p.detach().reshape(-1) for p in params])
+    theta = torch.cat([p.detach().reshape(-1) for p in params]).double()
     return Run(
         tau=taus,
         loss=np.array(losses),

@@ -26,6 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from conslaw_lite.config import device as default_device
+from conslaw_lite.config import model_device
 from conslaw_lite.laws import BlockLaws, Law
 from conslaw_lite.laws.registry import find_blocks
 
@@ -118,9 +120,9 @@ class _Laws:
             by_width.setdefault(value.shape[1], []).append(((fn, at), value))
         widths = [_Width([s for s, _ in group], torch.cat([v for _, v in group])) for group in by_width.values()]
         rows = [i for width in widths for _, at in width.sources for i in at]  # the flat position of each row
-        flat_order = torch.empty(len(rows), dtype=torch.long)
-        flat_order[torch.tensor(rows)] = torch.arange(len(rows))
-        flat_order = flat_order.to(widths[0].h0.device)
+        device = widths[0].h0.device  # where the laws are evaluated: the index lives there too
+        flat_order = torch.empty(len(rows), dtype=torch.long, device=device)
+        flat_order[torch.tensor(rows, device=device)] = torch.arange(len(rows), device=device)
         norm0 = torch.cat([torch.linalg.vector_norm(w.h0, dim=1) for w in widths])[flat_order]
         # A law that starts at 0 (a key bias initialised to zero) has no relative drift: NaN, left out of ε.
         return cls(widths, flat_order, torch.where(norm0 > 0, norm0, torch.nan))
@@ -182,9 +184,14 @@ class Monitor:
     True
     """
 
-    def __init__(self, model: nn.Module, every: int = 1) -> None:
+    def __init__(self, model: nn.Module, every: int = 1, device: torch.device | str | None = None) -> None:
+        """Record h(θ₀) of every law of ``model``, in float64 on ``device`` (default: the model's own device).
+
+        A GPU's float64 is slow on consumer cards; ``device="cpu"`` evaluates the laws there instead.
+        """
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be a positive integer, got {every!r}")
+        device = model_device(model) if device is None else default_device(device)
         self.every = every
         self._count = 0
         groups = laws_by_kind(model)
@@ -193,17 +200,18 @@ class Monitor:
         self._names = list(groups)
         self._bounds = np.cumsum([0, *(len(fns) for fns in groups.values())])
         named = dict(model.named_parameters())
-        reads = _Reads({n: p.detach().to(torch.float64) for n, p in named.items()})
+        reads = _Reads({n: p.detach().to(device, torch.float64) for n, p in named.items()})
         laws = {name: fn for fns in groups.values() for name, fn in fns.items()}  # full names are unique
         with torch.no_grad():
             self._laws = _Laws.start(_sources(model, laws), reads)
-        # Only the parameters some law reads are looked at; those not already in float64 are copied into
-        # float64 buffers at each record, all in one foreach call rather than one dispatch per parameter.
+        # Only the parameters some law reads are looked at; those not already float64 on the device are copied
+        # into float64 buffers there at each record, all in one foreach call rather than one dispatch per parameter.
         read = {n: named[n] for n in sorted(reads.read)}
-        self._to_cast = [p for p in read.values() if p.dtype != torch.float64]
-        self._buffers = [p.detach().to(torch.float64) for p in self._to_cast]
+        ready = {n for n, p in read.items() if p.dtype == torch.float64 and p.device == device}
+        self._to_cast = [p for n, p in read.items() if n not in ready]
+        self._buffers = [p.detach().to(device, torch.float64) for p in self._to_cast]
         buffers = iter(self._buffers)
-        self._params = {n: p if p.dtype == torch.float64 else next(buffers) for n, p in read.items()}
+        self._params = {n: p if n in ready else next(buffers) for n, p in read.items()}
         self._steps = [0]
         self._relative = [self._laws.relative_drift(reads)]  # per record: every law's relative drift (0 or NaN here)
 

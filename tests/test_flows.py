@@ -133,3 +133,19 @@ def test_the_same_step_size_small_enough_converges() -> None:
     model = ToyProduct(a=2.0, b=1.0)
     run = train(model, mse_loss(*data([1.0], [0.0])), lr=0.05, steps=100, laws=toy_laws(model))
     assert run.loss[-1] < 1e-3 * run.loss[0]
+
+
+def test_an_ensemble_trains_each_toy_model_as_if_alone() -> None:
+    """Vectors a, b are N models: the summed loss gives model i exactly its own SGD steps."""
+    x, y = data([1.0, 2.0, -1.0], [0.5, -0.3, 0.8])
+    a, b = [1.5, -0.4, 0.9], [0.5, 1.2, -2.0]
+    ensemble = ToyProduct(a=torch.tensor(a, dtype=torch.float64), b=torch.tensor(b, dtype=torch.float64))
+    run = train(ensemble, mse_loss(x, y, batch_size=1), lr=0.05, steps=6, laws=toy_laws(ensemble), device="cpu")
+    for i in range(3):
+        alone = ToyProduct(a=a[i], b=b[i])
+        train(alone, mse_loss(x, y, batch_size=1), lr=0.05, steps=6, device="cpu")
+        assert ensemble.a[i].item() == pytest.approx(alone.a.item(), rel=1e-14)
+        assert ensemble.b[i].item() == pytest.approx(alone.b.item(), rel=1e-14)
+    assert run.h[H].shape == (7, 3)
+    with pytest.raises(ValueError, match="scalars or vectors of one length"):
+        ToyProduct(a=torch.ones(2), b=torch.ones(3))

@@ -36,7 +36,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from conslaw_lite.config import SCALES, Scale, scale
+from conslaw_lite.config import SCALES, Scale, dtype_for, scale
+from conslaw_lite.config import device as default_device
 from conslaw_lite.experiments.tasks import TASKS, Task, cross_entropy, lm_task, vit_task
 from conslaw_lite.flows import SCHEDULES, Diverged, batch_indices, check_loss, step_sizes
 from conslaw_lite.monitor import CONTROL_SUFFIX, Monitor, epsilon_block, laws_by_kind
@@ -131,9 +132,10 @@ class Cluster:
     def join(cls) -> Cluster:
         """Join the torchrun group when ``WORLD_SIZE`` > 1 (gloo on CPU, NCCL on GPUs)."""
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        cuda = torch.cuda.is_available()
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        device = torch.device(f"cuda:{local}" if cuda else "cpu")
+        device = default_device()
+        cuda = device.type == "cuda"
+        if cuda:  # one GPU per process
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         if world > 1 and not dist.is_initialized():
             if cuda:
                 torch.cuda.set_device(device)
@@ -151,11 +153,6 @@ class Cluster:
         value = value.detach().clone()
         dist.all_reduce(value)
         return value / self.world
-
-
-def dtype_for(scale_name: str) -> torch.dtype:
-    """float64 on CPU scales (drifts of 1e-8 stay visible), float32 on a GPU."""
-    return torch.float32 if scale_name == "gpu" else torch.float64
 
 
 def _rng_states() -> dict:
