@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {line}", flush=True)
         print(f"{name}: {chapter['wall_s']:.1f} s" + (f", FAILED: {chapter['error']}" if chapter["error"] else ""))
 
+    result_file.write_text(json.dumps(record, indent=1))
     lm = None
     if args.lm_seeds > 0:
         lm_args = ["--seeds", str(args.lm_seeds), "--out", str(out), "--scale", args.scale]
