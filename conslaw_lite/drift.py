@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.archs import ArchOptions, add_size_arguments, get_arch, size_options
+from conslaw_lite.config import device as default_device
 from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged, LossFn, Run, mse_loss, train
 from conslaw_lite.monitor import CONTROL_SUFFIX, epsilon_block, laws_by_kind, relative_drift
 
@@ -97,8 +98,8 @@ def trajectory(
     """Train ``setup(seed)`` with :func:`conslaw_lite.flows.train`, recording all laws and controls.
 
     The setup builds on the CPU (the seed alone decides θ₀ and the data on every device);
-    ``train`` moves model and data to ``device`` (default ``cuda`` when present) in ``dtype``
-    (default: the setup's), and evaluates the laws in float64.
+    ``train`` moves model and data to ``device`` (default :func:`conslaw_lite.config.device`:
+    ``cuda`` when present) in ``dtype`` (default: the setup's), and evaluates the laws in float64.
     A diverging step size raises :class:`conslaw_lite.flows.Diverged` naming the step and τ.
 
     Examples
@@ -117,7 +118,7 @@ def trajectory(
     try:
         run = train(
             model, loss, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, laws=laws,
-            device=device, dtype=dtype,
+            device=default_device(device), dtype=dtype,
         )
     except Diverged as err:
         raise Diverged(err.step, f"{err.reason} (run with τ = {lr:g}, {optimizer}, seed {seed})") from err

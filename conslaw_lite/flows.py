@@ -256,11 +256,12 @@ def train(
     δ = τ m̂ / (√v̂ + ε). Raises :class:`Diverged` at the first non-finite loss
     or one ``max_loss_ratio`` times the initial loss.
 
-    The model is moved, in place, to ``device`` (default :func:`conslaw_lite.config.device`:
-    ``cuda`` when present) and cast to ``dtype`` (default: kept; float32 is a GPU's fast path);
-    an :class:`MSELoss` goes with it. A loss function that holds its data elsewhere fails at its
-    first call with an error naming both devices. Laws, ‖g‖² and ‖θ_K − θ_0‖ are evaluated in
-    float64 whatever the training dtype.
+    The model is moved, in place, to ``device`` and cast to ``dtype`` (float32 is a GPU's fast
+    path); ``None`` keeps each as it is, so ``train`` never moves a model nobody asked it to move
+    (``device=conslaw_lite.device()`` picks ``cuda`` when present). An :class:`MSELoss` goes
+    wherever the model trains; a loss function that holds its data elsewhere fails at its first
+    call with an error naming both devices. Laws, ‖g‖² and ‖θ_K − θ_0‖ are evaluated in float64
+    whatever the training dtype.
 
     Examples
     ========
@@ -280,9 +281,9 @@ def train(
     laws = dict(laws or {})
     taus = step_sizes(lr, steps, schedule)
     model_device(model)  # one device, or an error naming them: train() does not split a model
-    model.to(default_device(device), dtype)
+    model.to(None if device is None else default_device(device), dtype)
     if isinstance(loss_fn, MSELoss):
-        loss_fn = loss_fn.to(default_device(device), dtype)
+        loss_fn = loss_fn.to(model_device(model), dtype)
     params = [p for p in model.parameters() if p.requires_grad]
     theta0 = torch.cat([p.detach().reshape(-1) for p in params]).double()
     state = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]

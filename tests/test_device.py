@@ -38,6 +38,14 @@ def test_train_moves_model_and_mse_data_to_the_device_and_dtype() -> None:
     assert np.isfinite(run.loss).all()
 
 
+def test_train_leaves_the_model_where_it_is_unless_asked() -> None:
+    """device=None: no move, on any machine; the MSELoss follows the model, not the other way round."""
+    model = torch.nn.Linear(3, 2).double()
+    train(model, mse_loss(torch.randn(8, 3, dtype=torch.float64), torch.randn(8, 2, dtype=torch.float64)), lr=0.01,
+          steps=1)
+    assert model_device(model) == torch.device("cpu") and model.weight.dtype == torch.float64
+
+
 def test_no_factory_on_the_training_path_uses_the_default_device(one_thread) -> None:
     """With the default device set to `meta`, a tensor made without device= would be empty: the numbers would change."""
     setup = arch_setup("mha-rope", samples=8, batch=2)
@@ -62,7 +70,7 @@ def test_model_and_data_on_different_devices_are_named() -> None:
         loss(torch.nn.Linear(3, 1).double(), 0)
     split = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1, device="meta"))
     with pytest.raises(ValueError, match=r"several devices \(cpu, meta\)"):
-        train(split, loss, lr=0.1, steps=1, device=None if torch.cuda.is_available() else "cpu")
+        train(split, loss, lr=0.1, steps=1)
     with pytest.raises(ValueError, match="x is on cpu but y is on meta"):
         mse_loss(torch.ones(4, 3), torch.ones(4, 1, device="meta"))
 
