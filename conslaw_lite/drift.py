@@ -98,8 +98,9 @@ def trajectory(
     """Train ``setup(seed)`` with :func:`conslaw_lite.flows.train`, recording all laws and controls.
 
     The setup builds on the CPU (the seed alone decides θ₀ and the data on every device);
-    ``train`` moves model and data to ``device`` (default :func:`conslaw_lite.config.device`:
-    ``cuda`` when present) in ``dtype`` (default: the setup's), and evaluates the laws in float64.
+    ``train`` moves model and data to ``device`` in ``dtype`` (``None``: as the setup built them;
+    ``device=conslaw_lite.device()`` picks ``cuda`` when present, which pays off for wide blocks,
+    not for the few-parameter ones a GPU only slows down), and evaluates the laws in float64.
     A diverging step size raises :class:`conslaw_lite.flows.Diverged` naming the step and τ.
 
     Examples
@@ -118,7 +119,7 @@ def trajectory(
     try:
         run = train(
             model, loss, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, laws=laws,
-            device=default_device(device), dtype=dtype,
+            device=device, dtype=dtype,
         )
     except Diverged as err:
         raise Diverged(err.step, f"{err.reason} (run with τ = {lr:g}, {optimizer}, seed {seed})") from err
@@ -341,7 +342,7 @@ def run(args: argparse.Namespace) -> int:
     setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
     report = measure(
         setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,
-        seeds=args.seeds, name=args.arch, batch=batch, device=args.device, dtype=DTYPES[args.dtype],
+        seeds=args.seeds, name=args.arch, batch=batch, device=default_device(args.device), dtype=DTYPES[args.dtype],
     )
     print(json.dumps(report.to_dict(), indent=2) if args.json else format_report(report))
     return 0
