@@ -35,7 +35,7 @@ def claims(path: Path) -> dict[str, int]:
     for cell in nbformat.read(path, as_version=4).cells:
         if cell.cell_type != "code":
             continue
-        tree = ast.parse(MAGIC.sub("", cell.source))  # a cell that does not parse fails the test: it would fail the book
+        tree = ast.parse(MAGIC.sub("", cell.source))  # a cell that does not parse fails here, as it would in the book
         nodes = list(ast.walk(tree))
         asserts += sum(isinstance(n, ast.Assert) for n in nodes)
         glued += sum(_is_glue(n) for n in nodes)
