@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.test_notebooks import ROOT
+from tests.notebooks import ROOT
 
 CHAPTERS = sorted(p for p in (ROOT / "book").glob("*.ipynb") if re.match(r"(0[1-9]|1[0-2])_", p.name))
 MAGIC = re.compile(r"^\s*[%!].*$", re.MULTILINE)  # IPython magics and shell lines are not Python
