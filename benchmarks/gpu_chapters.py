@@ -14,6 +14,11 @@ Usage, from the repository root of a machine with a CUDA GPU::
 
 At the end the script prints each chapter's wall time and the tokens/s with and without the monitor.
 ``--scale ci --chapters 03_ffn --lm-seeds 1 --lm-steps 2 --out DIR`` runs the same code on a CPU, small.
+
+On a lent GPU with a per-call limit, write under the machine's output folder (``--out $OUT``) and
+split the work if one call cannot hold it all, e.g. ``--chapters 03_ffn 04_attention 05_rope --lm-seeds 0``
+then ``--chapters 06_moe 07_discrete --lm-seeds 2``; each chapter's numbers are saved as soon as it ends.
+``book/results/`` is git-ignored: commit the files with ``git add -f``.
 """
 
 from __future__ import annotations
