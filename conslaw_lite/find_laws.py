@@ -1,0 +1,421 @@
+"""Find the conservation laws themselves, not only how many: ``find_laws(model, input_shape)``.
+
+A law of degree ≤ 2 is ``h(θ) = Σ_{j≤k} c_jk θ_j θ_k + Σ_j b_j θ_j`` (that is θᵀMθ + bᵀθ).
+It is conserved exactly when ``⟨∇h(θ), ∇_θ f_i(x; θ)⟩ = 0`` for every θ, input x and output i,
+and ``∇h(θ) = 2Mθ + b`` makes that condition *linear* in the unknown coefficients (c, b):
+
+    Σ_{j≤k} c_jk (g_j θ_k + g_k θ_j) + Σ_j b_j g_j = 0    for every θ and every g ∈ W(θ),
+
+with ``W(θ) = span{∇_θ f_i(x; θ)}``. :func:`find_laws` writes one such row for each of many
+random θ (the model's scale, as :func:`~conslaw_lite.counting.count_laws` draws them) and random
+elements g of W(θ) (random combinations of the Jacobian's rows at random inputs), in float64,
+with at least twice as many rows as unknowns. The laws are the null space of that matrix.
+Rows and columns are scaled to unit length first; a singular value below ``CUT`` times the
+largest is dropped, and the search is *conclusive* only if the smallest kept one exceeds
+the largest dropped one by ``GAP`` = 10⁴ (the counter's evidence, for the same reason).
+
+Structure keeps it small. D parameters give D(D+1)/2 + D unknowns, too many to treat
+densely beyond D ≈ 100, but every law the book knows couples at most two parameter tensors
+(‖A_{:,i}‖² − ‖C_{i,:}‖², Q_iᵀQ_i − K_iᵀK_i, Σ_e W_e). So the search runs over each tensor and
+each pair of tensors on their own coordinates (``MAX_BLOCK`` at most), and over the whole
+of θ only when the pairs find fewer laws than :func:`~conslaw_lite.counting.count_laws`
+counts and D ≤ ``MAX_FULL``. Limits: D ≤ ``MAX_PARAMS`` parameters, each tensor and each
+searched pair of at most ``MAX_BLOCK`` entries (a larger pair is skipped and said so).
+
+The laws found are brought to reduced row-echelon form (each law has a pivot coefficient 1
+that no other law has: the fewest non-zeros an echelon basis can have when the laws' supports
+are disjoint, as they are per unit and per head), rounded to small rationals where the
+rounded law still passes :func:`~conslaw_lite.counting.check_laws`, and printed by
+:mod:`conslaw_lite.law_text` with tensor names and indices, grouped into patterns.
+When linear laws ℓ exist (e.g. Σ_e W_e for a softmax gate), their products ℓ_i ℓ_j are
+quadratic laws too, but add nothing: they are left out of the basis.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import combinations_with_replacement
+
+import numpy as np
+import torch
+from torch.func import jacrev
+
+from conslaw_lite.counting import (
+    GAP,
+    RESIDUAL_TOL,
+    LawCheck,
+    LawCount,
+    Model,
+    Params,
+    _checked_outputs,
+    _problem,
+    _Problem,
+    _sample_inputs,
+    check_laws,
+    count_laws,
+)
+from conslaw_lite.law_text import Law, Layout, Monomial, group_laws
+
+MAX_PARAMS = 400  # D beyond which find_laws refuses (count_laws still counts)
+MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
+MAX_BLOCK = 64  # coordinates of one tensor or one pair of tensors searched together
+CUT = 1e-9  # singular values below CUT·σ_max (unit rows and columns) are dropped
+ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
+COLUMN_FLOOR = 1e-6  # columns are scaled to unit length, but by at most 1/(COLUMN_FLOOR·largest)
+COEFFICIENT_TOL = 1e-9  # relative size under which a coefficient of the echelon basis is zero
+
+
+@dataclass(frozen=True)
+class FoundLaws:
+    """The laws :func:`find_laws` found, readable, and how they compare with the count.
+
+    ``laws`` maps each printed pattern (``"for i in 0..5: ‖A[:, i]‖² − ‖B[i, :]‖²"``) to a
+    function of the parameter dict, as :func:`conslaw_lite.laws.law_functions` does (a pattern
+    over many indices returns the vector of its laws): :func:`~conslaw_lite.counting.check_laws`
+    and :class:`~conslaw_lite.monitor.Monitor` take it. ``basis`` holds every scalar law
+    with its coefficients; ``num_found`` how many are functionally independent; ``count`` the
+    :class:`~conslaw_lite.counting.LawCount`; ``complete`` that they are as many as the count
+    and pass ``check``. ``conclusive`` is False when a null space had no clear gap (``reason``).
+    """
+
+    laws: dict[str, Callable[[Params], torch.Tensor]]
+    basis: tuple[Law, ...]
+    num_found: int
+    count: LawCount
+    check: LawCheck
+    complete: bool
+    conclusive: bool
+    reason: str
+    searched: str  # "pairs of layers" or "all of θ"
+    sigma_kept: float  # smallest kept singular value over the searched systems
+    sigma_dropped: float  # largest dropped one
+    degree: int
+    seconds: float
+
+    @property
+    def gap(self) -> float:
+        """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
+        return math.inf if self.sigma_dropped == 0 else self.sigma_kept / self.sigma_dropped
+
+    @property
+    def message(self) -> str:
+        """One line: how many laws were found against the count ``N``, and what that means."""
+        kind = "quadratic" if self.degree == 2 else "linear"
+        if not self.conclusive:
+            return f"inconclusive: {self.reason}"
+        if not self.count.conclusive:
+            return f"{self.num_found} {kind} laws found; the count is inconclusive ({self.count.reason})"
+        n, found = self.count.num_laws, self.num_found
+        if self.complete:
+            return f"{found} {kind} laws found; N = {n}: the list is complete"
+        if found < n:
+            what = f"{kind} polynomials" + ("" if self.searched == "all of θ" else " in one or two layers")
+            return f"found {found} of N = {n}: {n - found} law{'s are' if n - found > 1 else ' is'} not {what}"
+        return f"found {found}, N = {n}: the laws fail check_laws (max residual {self.check.max_residual:.1e})"
+
+    def __str__(self) -> str:
+        return "\n".join([self.message, *(f"  {name}" for name in self.laws)])
+
+
+def find_laws(
+    model: Model,
+    input_shape: tuple[int, ...] | None = None,
+    *,
+    degree: int = 2,
+    inputs: torch.Tensor | None = None,
+    params: Params | None = None,
+    seed: int = 0,
+) -> FoundLaws:
+    """Every conservation law ``h(θ) = θᵀMθ + bᵀθ`` of ``model``, readable, checked against the count.
+
+    ``model``, ``input_shape``, ``inputs``, ``params`` and ``seed`` are those of
+    :func:`~conslaw_lite.counting.count_laws` (and bad input gets its messages). ``degree=1``
+    looks for linear laws ``bᵀθ`` only. See the module docstring for the method and its limits:
+    D ≤ ``MAX_PARAMS`` = 400; laws coupling more than two tensors are found only when
+    D ≤ ``MAX_FULL`` = 64; a pair of tensors with more than ``MAX_BLOCK`` = 64 entries is skipped.
+
+    Examples
+    ========
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> print(find_laws(ToyProduct(a=1.0, b=2.0), (1,)))  # f = a·b·x
+    1 quadratic laws found; N = 1: the list is complete
+      a² − b²
+    >>> import torch
+    >>> linear = lambda p, x: x @ p["B"].T @ p["A"].T  # f = ABx, r = 2: AᵀA − BBᵀ
+    >>> found = find_laws(linear, (3,), params={"B": torch.ones(2, 3), "A": torch.ones(3, 2)})
+    >>> found.num_found, found.complete, list(found.laws)
+    (3, True, ['for B = 0:2 (2×2): B[B, :] B[B, :]ᵀ − A[:, B]ᵀ A[:, B]'])
+    """
+    start = time.perf_counter()
+    if degree not in (1, 2):
+        raise ValueError(f"degree must be 1 (linear laws) or 2 (quadratic laws), got {degree!r}")
+    problem = _problem(model, params)
+    D = problem.num_params
+    if D > MAX_PARAMS:
+        raise ValueError(
+            f"find_laws handles models of at most {MAX_PARAMS} parameters; this one has D = {D}. "
+            "count_laws(model, input_shape) still counts its laws"
+        )
+    count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
+    blocks, skipped = _pair_blocks(problem)
+    samples = _Samples.draw(problem, input_shape, inputs, seed, max(map(len, blocks)), degree)
+    search = _search(samples, blocks, degree, "pairs of layers" + skipped)
+    if search.conclusive and _short(search, count) and D <= MAX_FULL:
+        samples = _Samples.draw(problem, input_shape, inputs, seed + 1, D, degree)
+        search = _search(samples, [list(range(D))], degree, "all of θ")
+    basis = _reduced_basis(problem, search.vectors, search.columns, degree)
+    laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
+    grouped = group_laws(laws)
+    check = check_laws(model, grouped, input_shape, inputs=inputs, params=params, seed=seed, count=count)
+    return FoundLaws(
+        laws=grouped,
+        basis=tuple(laws),
+        num_found=check.independent,
+        count=count,
+        check=check,
+        complete=search.conclusive and check.complete,
+        conclusive=search.conclusive,
+        reason=search.reason,
+        searched=search.searched,
+        sigma_kept=search.sigma_kept,
+        sigma_dropped=search.sigma_dropped,
+        degree=degree,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _short(search: _Search, count: LawCount) -> bool:
+    """The pairs found fewer laws than counted (or the count is inconclusive): worth searching all of θ."""
+    return not count.conclusive or search.vectors.shape[0] < count.num_laws
+
+
+def _unknowns(n: int, degree: int) -> int:
+    return n + (n * (n + 1) // 2 if degree == 2 else 0)
+
+
+@dataclass(frozen=True)
+class _Samples:
+    """Random θ (P, D) and, per θ, m random elements of W(θ): g (P, m, D)."""
+
+    theta: torch.Tensor
+    g: torch.Tensor
+
+    @classmethod
+    def draw(cls, problem: _Problem, input_shape, inputs, seed: int, n_max: int, degree: int) -> _Samples:
+        """Enough θ that the largest system (n_max coordinates) gets twice as many rows as unknowns."""
+        gen = torch.Generator().manual_seed(1_000_003 * seed + 31337)  # not the counter's θ and inputs
+        D = problem.num_params
+        m = n_max  # random elements of W(θ) per θ: as many as the largest system has coordinates
+        points = math.ceil(2 * _unknowns(n_max, degree) / m) + 4
+        thetas, gs = [], []
+        for _ in range(points):
+            theta = problem.random_theta(gen)
+            probe = _sample_inputs(input_shape, inputs, 1, gen)
+            per_input = max(_checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
+            x = _sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen)
+            jac = jacrev(problem.outputs(x))(theta)  # (S·out, D): rows span W(θ)
+            mix = torch.randn(m, jac.shape[0], generator=gen, dtype=torch.float64)
+            g = mix @ jac
+            thetas.append(theta)
+            gs.append(g / g.norm(dim=1, keepdim=True).clamp_min(1e-300))  # unit rows over all of θ
+        return cls(torch.stack(thetas), torch.stack(gs))
+
+
+@dataclass(frozen=True)
+class _Search:
+    """Null vectors (k, U) over ``columns`` (monomials, global coordinates) and the evidence."""
+
+    vectors: np.ndarray
+    columns: list[Monomial]
+    conclusive: bool
+    reason: str
+    searched: str
+    sigma_kept: float
+    sigma_dropped: float
+
+
+def _columns(coords: list[int], degree: int) -> list[Monomial]:
+    """The monomials over ``coords``: θ_jθ_k (j ≤ k), then θ_j."""
+    quad = [(j, k) for j, k in combinations_with_replacement(coords, 2)] if degree == 2 else []
+    return quad + [(j,) for j in coords]
+
+
+def _rows(samples: _Samples, coords: list[int], degree: int) -> torch.Tensor:
+    """The condition's rows for laws in ``coords``: (g_jθ_k + g_kθ_j for j ≤ k, g_j), one per sample g."""
+    idx = torch.tensor(coords)
+    theta = samples.theta[:, idx]  # (P, n)
+    g = samples.g[:, :, idx]  # (P, m, n)
+    parts = []
+    if degree == 2:
+        j, k = torch.triu_indices(len(coords), len(coords))
+        parts.append(g[:, :, j] * theta[:, None, k] + g[:, :, k] * theta[:, None, j])
+    parts.append(g)
+    return torch.cat(parts, dim=2).reshape(-1, _unknowns(len(coords), degree))
+
+
+def _null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+    """Orthonormal null vectors (k, U) of ``rows`` after column scaling, the smallest kept and largest dropped σ.
+
+    A column far below the largest (a coordinate f hardly depends on) is not scaled up to
+    length 1: that would blow its round-off up into a direction.
+    """
+    norms = rows.norm(dim=0)
+    scale = norms.clamp_min(COLUMN_FLOOR * float(norms.max()) + 1e-300)
+    _, s, vh = torch.linalg.svd(rows / scale, full_matrices=False)  # rows ≥ 2·unknowns: vh is square
+    kept = s > CUT * s[0]
+    null = vh[~kept] / scale  # back to the unscaled coefficients
+    null = null / null.norm(dim=1, keepdim=True)
+    sigma_kept = float(s[kept].min()) if kept.any() else math.inf
+    sigma_dropped = float(s[~kept].max()) if (~kept).any() else 0.0
+    return null, sigma_kept, sigma_dropped
+
+
+def _search(samples: _Samples, blocks: list[list[int]], degree: int, searched: str) -> _Search:
+    """The null space of the condition on each block of coordinates, all in one list of global monomials."""
+    columns: dict[Monomial, int] = {}
+    vectors, kept, dropped = [], math.inf, 0.0
+    for coords in blocks:
+        null, sigma_kept, sigma_dropped = _null_space(_rows(samples, coords, degree))
+        kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)
+        names = _columns(coords, degree)
+        for v in null.numpy():
+            vectors.append({names[i]: c for i, c in enumerate(v) if abs(c) > COEFFICIENT_TOL * np.abs(v).max()})
+    for v in vectors:
+        for mono in v:
+            columns.setdefault(mono, len(columns))
+    dense = np.zeros((len(vectors), len(columns)))
+    for row, v in zip(dense, vectors):
+        for mono, c in v.items():
+            row[columns[mono]] = c
+    reason = ""
+    if kept < GAP * dropped:
+        reason = f"no clear gap in the null space: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
+    return _Search(dense, list(columns), not reason, reason, searched, kept, dropped)
+
+
+def _layers(problem: _Problem) -> list[list[int]]:
+    """Coordinates of each layer: the tensors of one module (``Q.weight`` with ``Q.bias``), else each tensor."""
+    layers: dict[str, list[int]] = {}
+    at = 0
+    for name, shape in problem.shapes.items():
+        module, dot, _ = name.rpartition(".")
+        layers.setdefault(module if dot else name, []).extend(range(at, at + math.prod(shape)))
+        at += math.prod(shape)
+    return list(layers.values())
+
+
+def _pair_blocks(problem: _Problem) -> tuple[list[list[int]], str]:
+    """The coordinates of each layer and each pair of layers (pairs over ``MAX_BLOCK`` left out, and said so)."""
+    ranges = _layers(problem)
+    blocks = [ranges[i] + ranges[j] if i != j else ranges[i] for i in range(len(ranges)) for j in range(i, len(ranges))]
+    small = [sorted(b) for b in blocks if len(b) <= MAX_BLOCK]
+    if not small:
+        raise ValueError(
+            f"find_laws searches layers of at most {MAX_BLOCK} parameters; the smallest here has {min(map(len, blocks))}. "
+            "count_laws(model, input_shape) still counts its laws"
+        )
+    skipped = len(blocks) - len(small)
+    return small, f" ({skipped} of {len(blocks)} pairs over {MAX_BLOCK} entries skipped)" if skipped else ""
+
+
+def _echelon(vectors: np.ndarray) -> np.ndarray:
+    """A basis of the rows' span in reduced row-echelon form: pivot columns chosen left to right."""
+    if vectors.shape[0] == 0:
+        return vectors
+    _, s, vh = np.linalg.svd(vectors, full_matrices=False)
+    span = vh[s > 1e-7 * s[0]]  # the laws of overlapping pairs repeat: an orthonormal basis of their span
+    pivots: list[int] = []
+    q = np.zeros((span.shape[0], 0))
+    for col in range(span.shape[1]):
+        v = span[:, col] - q @ (q.T @ span[:, col])
+        if np.linalg.norm(v) > 1e-6 * np.abs(span).max():
+            q = np.column_stack([q, v / np.linalg.norm(v)])
+            pivots.append(col)
+            if len(pivots) == span.shape[0]:
+                break
+    basis = np.linalg.solve(span[:, pivots], span)  # identity on the pivot columns
+    basis[np.abs(basis) < COEFFICIENT_TOL * np.abs(basis).max(axis=1, keepdims=True)] = 0.0
+    return basis
+
+
+def _reduced_basis(problem: _Problem, vectors: np.ndarray, columns: list[Monomial], degree: int) -> list[dict]:
+    """The echelon basis as ``{monomial: coefficient}``, products of linear laws left out.
+
+    Columns are ordered quadratic monomials first, so a law whose pivot is a linear monomial
+    has no quadratic part: those rows are the linear laws ℓ, and any quadratic row that lies in
+    span(ℓ_i ℓ_j) given the rows kept before it adds no law and is dropped.
+    """
+    order = sorted(range(len(columns)), key=lambda c: (len(columns[c]) == 1, columns[c]))
+    columns = [columns[c] for c in order]
+    basis = _echelon(vectors[:, order]) if len(columns) else vectors
+    laws = [{columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in basis]
+    linear = [law for law in laws if all(len(m) == 1 for m in law)]
+    if degree == 1 or not linear:
+        return laws
+    index = {m: n for n, m in enumerate(columns)}
+    products = [_product(a, b) for n, a in enumerate(linear) for b in linear[n:]]
+    for p in products:
+        for m in p:
+            index.setdefault(m, len(index))
+    span = np.zeros((0, len(index)))
+    for p in products:
+        span = _extend(span, _dense(p, index))
+    kept = []
+    for law in laws:
+        if law in linear:
+            kept.append(law)
+            continue
+        grown = _extend(span, _dense(law, index))
+        if grown.shape[0] > span.shape[0]:
+            span = grown
+            kept.append(law)
+    return kept
+
+
+def _product(a: dict, b: dict) -> dict:
+    out: dict = {}
+    for (j,), c in a.items():
+        for (k,), d in b.items():
+            m = (min(j, k), max(j, k))
+            out[m] = out.get(m, 0.0) + c * d
+    return out
+
+
+def _dense(law: dict, index: dict) -> np.ndarray:
+    row = np.zeros(len(index))
+    for m, c in law.items():
+        row[index[m]] = c
+    return row
+
+
+def _extend(span: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Orthonormal rows ``span`` plus ``row``'s direction outside them, if it has one."""
+    residual = row - span.T @ (span @ row)
+    if np.linalg.norm(residual) <= 1e-6 * np.linalg.norm(row):
+        return span
+    return np.vstack([span, residual / np.linalg.norm(residual)])
+
+
+def _rational(c: float, size: float) -> Fraction | None:
+    r = Fraction(c).limit_denominator(ROUND_DENOMINATOR)
+    return r if abs(c - float(r)) <= 1e-6 * size else None
+
+
+def _rounded(model, problem: _Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list[Law]:
+    """Each law with small-rational coefficients where the rounded law still passes check_laws, else as computed."""
+    layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
+    exact = [Law(law, layout) for law in basis]
+    rounded = {}
+    for n, law in enumerate(basis):
+        size = max(abs(c) for c in law.values())
+        fractions = {m: _rational(c, size) for m, c in law.items()}
+        if all(f is not None for f in fractions.values()):
+            rounded[str(n)] = Law({m: f for m, f in fractions.items() if f != 0}, layout)
+    if not rounded:
+        return exact
+    check = check_laws(model, rounded, input_shape, inputs=inputs, params=params, seed=seed, count=count)
+    return [rounded[str(n)] if check.residuals.get(str(n), math.inf) <= RESIDUAL_TOL else law for n, law in enumerate(exact)]
