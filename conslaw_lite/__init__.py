@@ -1,7 +1,8 @@
 """conslaw_lite: conservation laws of neural-network training, computed.
 
 The package behind the book: symbolic derivations (:mod:`conslaw_lite.symbolic`),
-numerical law counting (:mod:`conslaw_lite.counting`), blocks and their laws
+numerical law counting (:mod:`conslaw_lite.counting`) and finding
+(:mod:`conslaw_lite.find_laws`), blocks and their laws
 (:mod:`conslaw_lite.blocks`, :mod:`conslaw_lite.laws`), flows and training
 (:mod:`conslaw_lite.flows`), and plots (:mod:`conslaw_lite.plots`).
 """
@@ -10,6 +11,7 @@ import warnings
 
 from conslaw_lite.config import device, scale
 from conslaw_lite.counting import check_laws, count_laws
+from conslaw_lite.find_laws import find_laws
 from conslaw_lite.flows import Diverged, gradient_flow, mse_loss, step_sizes, train
 from conslaw_lite.laws import controls_of, find_blocks, law_functions, laws_of
 from conslaw_lite.monitor import Monitor
@@ -29,6 +31,7 @@ __all__ = [
     "controls_of",
     "count_laws",
     "device",
+    "find_laws",
     "find_blocks",
     "gradient_flow",
     "law_functions",

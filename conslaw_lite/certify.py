@@ -8,6 +8,8 @@ on :func:`conslaw_lite.laws.law_functions`), and ``formula`` what the theory
 predicts. ``complete`` means the known laws hold to round-off and are as many as
 the count. ``--module FILE.py:FACTORY --input-shape 3,4`` counts the laws of a
 module of one's own (``FACTORY()`` returns it); nothing is known about its laws.
+``--laws`` also finds them (:func:`conslaw_lite.find_laws.find_laws`): every law of
+degree ≤ 2, printed with tensor names and indices, and compared with the count.
 
 Exit codes: 0 a conclusive count, 1 inconclusive (no clear singular-value gap,
 or the random θ disagree: no number is printed as the count), 2 bad input.
@@ -25,6 +27,7 @@ from torch import nn
 
 from conslaw_lite.archs import ArchOptions, add_size_arguments, get_arch, size_options
 from conslaw_lite.counting import LawCount, check_laws, count_laws
+from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import law_functions
 
 
@@ -41,13 +44,14 @@ def _count_fields(count: LawCount) -> dict:
     }
 
 
-def certify(arch: str, options: ArchOptions) -> dict:
+def certify(arch: str, options: ArchOptions, *, laws: bool = False) -> dict:
     """Count the laws of architecture ``arch`` and compare with the known laws and the formula.
 
     Returns a dict with ``arch, num_params, rank_lie, num_laws, known_laws,
     max_residual, complete, seconds, formula, formula_text`` and the evidence
     (``conclusive, reason, depth, sigma_kept, sigma_dropped``). ``num_laws`` and
-    ``rank_lie`` are ``None`` when the count is inconclusive.
+    ``rank_lie`` are ``None`` when the count is inconclusive. With ``laws``, also
+    ``found``: :meth:`conslaw_lite.find_laws.FoundLaws.to_dict` of the laws found.
 
     Examples
     ========
@@ -58,6 +62,7 @@ def certify(arch: str, options: ArchOptions) -> dict:
     built = get_arch(arch).build(options)
     count = count_laws(built.model, built.input_shape, seed=options.seed)
     check = check_laws(built.model, law_functions(built.model), built.input_shape, seed=options.seed, count=count)
+    found = _found(built.model, built.input_shape, options.seed, count) if laws else {}
     return {
         "arch": arch,
         **_count_fields(count),
@@ -68,6 +73,7 @@ def certify(arch: str, options: ArchOptions) -> dict:
         "formula_text": built.formula_text,
         "note": built.note,
         "seconds": count.seconds,
+        **found,
     }
 
 
@@ -106,11 +112,15 @@ def load_factory(spec: str) -> nn.Module:
     return model
 
 
-def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0) -> dict:
+def _found(model: nn.Module, input_shape: tuple[int, ...], seed: int, count: LawCount) -> dict:
+    return {"found": find_laws(model, input_shape, seed=seed, count=count).to_dict()}
+
+
+def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0, *, laws: bool = False) -> dict:
     r"""Count ``N = D − dim Lie(W)(θ)`` for ``FACTORY()`` from ``FILE.py:FACTORY``.
 
     Nothing is known about a module of one's own, so ``known_laws``,
-    ``max_residual``, ``complete`` and ``formula`` are ``None``.
+    ``max_residual``, ``complete`` and ``formula`` are ``None``; ``laws`` finds them (``found``).
 
     Examples
     ========
@@ -123,11 +133,13 @@ def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0) -> di
     ...     "from conslaw_lite.blocks.toy import ToyProduct\n\n"
     ...     "def build():\n    return ToyProduct(a=1.0, b=2.0, c=0.5)\n"
     ... )
-    >>> r = certify_module(f"{path}:build", (1,))
-    >>> r["num_params"], r["rank_lie"], r["num_laws"], r["known_laws"]
-    (3, 1, 2, None)
+    >>> r = certify_module(f"{path}:build", (1,), laws=True)
+    >>> r["num_params"], r["rank_lie"], r["num_laws"], r["known_laws"], r["found"]["laws"]
+    (3, 1, 2, None, ['a² − c²', 'b² − c²'])
     """
-    count = count_laws(load_factory(spec), input_shape, seed=seed)
+    model = load_factory(spec)
+    count = count_laws(model, input_shape, seed=seed)
+    found = _found(model, input_shape, seed, count) if laws else {}
     return {
         "arch": spec,
         **_count_fields(count),
@@ -138,6 +150,7 @@ def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0) -> di
         "formula_text": "",
         "note": "",
         "seconds": count.seconds,
+        **found,
     }
 
 
@@ -194,6 +207,9 @@ def table(result: dict) -> str:
     if result["note"]:
         rows.append(("note", result["note"]))
     rows.append(("seconds", f"{result['seconds']:.2f}"))
+    if "found" in result:
+        rows.append(("laws found", result["found"]["message"]))
+        rows += [("", law) for law in result["found"]["laws"]]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
@@ -206,8 +222,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     >>> parser = argparse.ArgumentParser()
     >>> add_arguments(parser)
     >>> args = parser.parse_args(["toy", "--seed", "1"])
-    >>> args.arch, args.module, args.seed, args.json
-    ('toy', None, 1, False)
+    >>> args.arch, args.module, args.seed, args.json, args.laws
+    ('toy', None, 1, False, False)
     """
     parser.add_argument("arch", nargs="?", help="a registered architecture (toy, ffn-gelu, swiglu, mha-rope, ...)")
     parser.add_argument("--module", metavar="FILE.py:FACTORY", help="certify FACTORY() from FILE.py instead")
@@ -215,6 +231,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_size_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--laws", action="store_true", help="also find the laws themselves (degree ≤ 2) and print them")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -247,12 +264,12 @@ def run(args: argparse.Namespace) -> int:
     if args.module is not None:
         if args.input_shape is None:
             raise ValueError("--module needs --input-shape, e.g. --input-shape 3,4")
-        result = certify_module(args.module, parse_shape(args.input_shape), seed=args.seed)
+        result = certify_module(args.module, parse_shape(args.input_shape), seed=args.seed, laws=args.laws)
     else:
         if args.input_shape is not None:
             raise ValueError("--input-shape is only for --module; an architecture knows its input shape")
         options = size_options(args, seed=args.seed)
-        result = certify(args.arch, options)
+        result = certify(args.arch, options, laws=args.laws)
     print(json.dumps(result, indent=2) if args.json else table(result))
     if not result["conclusive"]:
         print(f"inconclusive: {result['reason']}; no count reported", file=sys.stderr)

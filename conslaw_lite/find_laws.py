@@ -15,12 +15,16 @@ largest is dropped, and the search is *conclusive* only if the smallest kept one
 the largest dropped one by ``GAP`` = 10⁴ (the counter's evidence, for the same reason).
 
 Structure keeps it small. D parameters give D(D+1)/2 + D unknowns, too many to treat
-densely beyond D ≈ 100, but every law the book knows couples at most two parameter tensors
-(‖A_{:,i}‖² − ‖C_{i,:}‖², Q_iᵀQ_i − K_iᵀK_i, Σ_e W_e). So the search runs over each tensor and
-each pair of tensors on their own coordinates (``MAX_BLOCK`` at most), and over the whole
-of θ only when the pairs find fewer laws than :func:`~conslaw_lite.counting.count_laws`
-counts and D ≤ ``MAX_FULL``. Limits: D ≤ ``MAX_PARAMS`` parameters, each tensor and each
-searched pair of at most ``MAX_BLOCK`` entries (a larger pair is skipped and said so).
+densely beyond D ≈ 100, but every law the book knows couples at most two *layers* (the
+tensors of one module: ``Q.weight`` with ``Q.bias``): ‖A_{:,i}‖² − ‖C_{i,:}‖², Q_iᵀQ_i − K_iᵀK_i,
+Σ_e W_e. So the search runs over each layer and each pair of layers on their own
+coordinates, and over the whole of θ only when the pairs find fewer laws than
+:func:`~conslaw_lite.counting.count_laws` counts and D is small.
+
+Limits: D ≤ ``MAX_PARAMS`` = 400 parameters; a pair of layers with more than ``MAX_BLOCK`` = 64
+parameters is skipped (and the result says how many were); laws coupling three layers or more
+are found only when D ≤ ``MAX_FULL`` = 64. A law that is no polynomial of degree ≤ 2 is never
+found: the comparison with the count says how many such laws there are.
 
 The laws found are brought to reduced row-echelon form (each law has a pivot coefficient 1
 that no other law has: the fewest non-zeros an echelon basis can have when the laws' supports
@@ -52,8 +56,8 @@ from conslaw_lite.counting import (
     Model,
     Params,
     _checked_outputs,
-    _problem,
     _Problem,
+    _problem,
     _sample_inputs,
     check_laws,
     count_laws,
@@ -62,7 +66,7 @@ from conslaw_lite.law_text import Law, Layout, Monomial, group_laws
 
 MAX_PARAMS = 400  # D beyond which find_laws refuses (count_laws still counts)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
-MAX_BLOCK = 64  # coordinates of one tensor or one pair of tensors searched together
+MAX_BLOCK = 64  # parameters of one layer or one pair of layers searched together
 CUT = 1e-9  # singular values below CUT·σ_max (unit rows and columns) are dropped
 ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
 COLUMN_FLOOR = 1e-6  # columns are scaled to unit length, but by at most 1/(COLUMN_FLOOR·largest)
@@ -105,20 +109,40 @@ class FoundLaws:
     def message(self) -> str:
         """One line: how many laws were found against the count ``N``, and what that means."""
         kind = "quadratic" if self.degree == 2 else "linear"
+        found = f"{self.num_found} {kind} law{'' if self.num_found == 1 else 's'} found"
         if not self.conclusive:
             return f"inconclusive: {self.reason}"
+        if self.check.max_residual > RESIDUAL_TOL:
+            return f"{found}, but they fail check_laws (max residual {self.check.max_residual:.1e}): inconclusive"
         if not self.count.conclusive:
-            return f"{self.num_found} {kind} laws found; the count is inconclusive ({self.count.reason})"
-        n, found = self.count.num_laws, self.num_found
+            return f"{found}; the count is inconclusive ({self.count.reason})"
+        n, missing = self.count.num_laws, self.count.num_laws - self.num_found
         if self.complete:
-            return f"{found} {kind} laws found; N = {n}: the list is complete"
-        if found < n:
-            what = f"{kind} polynomials" + ("" if self.searched == "all of θ" else " in one or two layers")
-            return f"found {found} of N = {n}: {n - found} law{'s are' if n - found > 1 else ' is'} not {what}"
-        return f"found {found}, N = {n}: the laws fail check_laws (max residual {self.check.max_residual:.1e})"
+            return f"{found}; N = {n}: the list is complete"
+        where = "" if self.searched == "all of θ" else " in one or two layers"
+        what = f"is not a {kind} polynomial" if missing == 1 else f"are not {kind} polynomials"
+        return f"found {self.num_found} of N = {n}: {missing} law{'' if missing == 1 else 's'} {what}{where}"
 
     def __str__(self) -> str:
         return "\n".join([self.message, *(f"  {name}" for name in self.laws)])
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the message, the evidence, the laws as strings and each scalar law's coefficients.
+
+        ``coefficients`` lists, per scalar law, its text and its terms ``[c, [tensor, index], [tensor, index]]``
+        (c·θ_tensor[index]·θ_tensor[index]; a linear term has one factor).
+        """
+        return {
+            "message": self.message,
+            "num_found": self.num_found,
+            "complete": self.complete,
+            "conclusive": self.conclusive,
+            "searched": self.searched,
+            "sigma_kept": self.sigma_kept,
+            "sigma_dropped": self.sigma_dropped,
+            "laws": list(self.laws),
+            "coefficients": [{"law": law.text(), "terms": law.coefficient_list()} for law in self.basis],
+        }
 
 
 def find_laws(
@@ -129,26 +153,28 @@ def find_laws(
     inputs: torch.Tensor | None = None,
     params: Params | None = None,
     seed: int = 0,
+    count: LawCount | None = None,
 ) -> FoundLaws:
     """Every conservation law ``h(θ) = θᵀMθ + bᵀθ`` of ``model``, readable, checked against the count.
 
     ``model``, ``input_shape``, ``inputs``, ``params`` and ``seed`` are those of
-    :func:`~conslaw_lite.counting.count_laws` (and bad input gets its messages). ``degree=1``
-    looks for linear laws ``bᵀθ`` only. See the module docstring for the method and its limits:
-    D ≤ ``MAX_PARAMS`` = 400; laws coupling more than two tensors are found only when
-    D ≤ ``MAX_FULL`` = 64; a pair of tensors with more than ``MAX_BLOCK`` = 64 entries is skipped.
+    :func:`~conslaw_lite.counting.count_laws` (and bad input gets its messages); ``count`` is that
+    function's result if already computed. ``degree=1`` looks for linear laws ``bᵀθ`` only.
+    See the module docstring for the method and its limits: D ≤ ``MAX_PARAMS`` = 400; laws
+    coupling more than two layers are found only when D ≤ ``MAX_FULL`` = 64; a pair of layers
+    with more than ``MAX_BLOCK`` = 64 parameters is skipped.
 
     Examples
     ========
     >>> from conslaw_lite.blocks.toy import ToyProduct
     >>> print(find_laws(ToyProduct(a=1.0, b=2.0), (1,)))  # f = a·b·x
-    1 quadratic laws found; N = 1: the list is complete
+    1 quadratic law found; N = 1: the list is complete
       a² − b²
     >>> import torch
     >>> linear = lambda p, x: x @ p["B"].T @ p["A"].T  # f = ABx, r = 2: AᵀA − BBᵀ
     >>> found = find_laws(linear, (3,), params={"B": torch.ones(2, 3), "A": torch.ones(3, 2)})
     >>> found.num_found, found.complete, list(found.laws)
-    (3, True, ['for B = 0:2 (2×2): B[B, :] B[B, :]ᵀ − A[:, B]ᵀ A[:, B]'])
+    (3, True, ['B Bᵀ − Aᵀ A (2×2)'])
     """
     start = time.perf_counter()
     if degree not in (1, 2):
@@ -160,14 +186,16 @@ def find_laws(
             f"find_laws handles models of at most {MAX_PARAMS} parameters; this one has D = {D}. "
             "count_laws(model, input_shape) still counts its laws"
         )
-    count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
+    if count is None:
+        count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
     blocks, skipped = _pair_blocks(problem)
     samples = _Samples.draw(problem, input_shape, inputs, seed, max(map(len, blocks)), degree)
     search = _search(samples, blocks, degree, "pairs of layers" + skipped)
-    if search.conclusive and _short(search, count) and D <= MAX_FULL:
+    basis = _reduced_basis(search.vectors, search.columns, degree)
+    if search.conclusive and _short(basis, count) and D <= MAX_FULL:
         samples = _Samples.draw(problem, input_shape, inputs, seed + 1, D, degree)
         search = _search(samples, [list(range(D))], degree, "all of θ")
-    basis = _reduced_basis(problem, search.vectors, search.columns, degree)
+        basis = _reduced_basis(search.vectors, search.columns, degree)
     laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
     grouped = group_laws(laws)
     check = check_laws(model, grouped, input_shape, inputs=inputs, params=params, seed=seed, count=count)
@@ -188,9 +216,9 @@ def find_laws(
     )
 
 
-def _short(search: _Search, count: LawCount) -> bool:
+def _short(basis: list[dict], count: LawCount) -> bool:
     """The pairs found fewer laws than counted (or the count is inconclusive): worth searching all of θ."""
-    return not count.conclusive or search.vectors.shape[0] < count.num_laws
+    return not count.conclusive or len(basis) < count.num_laws
 
 
 def _unknowns(n: int, degree: int) -> int:
@@ -293,7 +321,9 @@ def _search(samples: _Samples, blocks: list[list[int]], degree: int, searched: s
             row[columns[mono]] = c
     reason = ""
     if kept < GAP * dropped:
-        reason = f"no clear gap in the null space: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
+        reason = (
+            f"no clear gap in the null space: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
+        )
     return _Search(dense, list(columns), not reason, reason, searched, kept, dropped)
 
 
@@ -315,8 +345,8 @@ def _pair_blocks(problem: _Problem) -> tuple[list[list[int]], str]:
     small = [sorted(b) for b in blocks if len(b) <= MAX_BLOCK]
     if not small:
         raise ValueError(
-            f"find_laws searches layers of at most {MAX_BLOCK} parameters; the smallest here has {min(map(len, blocks))}. "
-            "count_laws(model, input_shape) still counts its laws"
+            f"find_laws searches layers of at most {MAX_BLOCK} parameters; the smallest here has "
+            f"{min(map(len, blocks))}. count_laws(model, input_shape) still counts its laws"
         )
     skipped = len(blocks) - len(small)
     return small, f" ({skipped} of {len(blocks)} pairs over {MAX_BLOCK} entries skipped)" if skipped else ""
@@ -342,7 +372,7 @@ def _echelon(vectors: np.ndarray) -> np.ndarray:
     return basis
 
 
-def _reduced_basis(problem: _Problem, vectors: np.ndarray, columns: list[Monomial], degree: int) -> list[dict]:
+def _reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> list[dict]:
     """The echelon basis as ``{monomial: coefficient}``, products of linear laws left out.
 
     Columns are ordered quadratic monomials first, so a law whose pivot is a linear monomial
@@ -418,4 +448,6 @@ def _rounded(model, problem: _Problem, basis: list[dict], input_shape, inputs, p
     if not rounded:
         return exact
     check = check_laws(model, rounded, input_shape, inputs=inputs, params=params, seed=seed, count=count)
-    return [rounded[str(n)] if check.residuals.get(str(n), math.inf) <= RESIDUAL_TOL else law for n, law in enumerate(exact)]
+    return [
+        rounded[str(n)] if check.residuals.get(str(n), math.inf) <= RESIDUAL_TOL else law for n, law in enumerate(exact)
+    ]

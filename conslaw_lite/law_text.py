@@ -77,6 +77,14 @@ class Law:
         """The law as inner products (and sums) of slices, in a fixed order."""
         return sorted(_terms(self), key=Term.order)
 
+    def coefficient_list(self) -> list:
+        """``[[c, [tensor, index], ...], ...]``: one entry per monomial, coefficients as floats."""
+        out = []
+        for mono, c in sorted(self.coefficients.items()):
+            factors = [self.layout.where(j) for j in mono]
+            out.append([float(c), *([self.layout.names[t], list(i)] for t, i in factors)])
+        return out
+
     def text(self) -> str:
         return _join([(term.coefficient, term.text(term.slots)) for term in self.terms()])
 
@@ -94,11 +102,21 @@ class LawVector:
             t, _ = layout.where(j)
             return local[t] + j - layout.offset(t)
 
-        quad = [(n, coordinate(m[0]), coordinate(m[1]), float(c)) for n, law in enumerate(laws)
-                for m, c in law.coefficients.items() if len(m) == 2]
-        lin = [(n, coordinate(m[0]), float(c)) for n, law in enumerate(laws)
-               for m, c in law.coefficients.items() if len(m) == 1]
-        self.quad = [torch.tensor(col, dtype=torch.float64 if i == 3 else torch.long) for i, col in enumerate(zip(*quad))]
+        quad = [
+            (n, coordinate(m[0]), coordinate(m[1]), float(c))
+            for n, law in enumerate(laws)
+            for m, c in law.coefficients.items()
+            if len(m) == 2
+        ]
+        lin = [
+            (n, coordinate(m[0]), float(c))
+            for n, law in enumerate(laws)
+            for m, c in law.coefficients.items()
+            if len(m) == 1
+        ]
+        self.quad = [
+            torch.tensor(col, dtype=torch.float64 if i == 3 else torch.long) for i, col in enumerate(zip(*quad))
+        ]
         self.lin = [torch.tensor(col, dtype=torch.float64 if i == 2 else torch.long) for i, col in enumerate(zip(*lin))]
 
     def __call__(self, params) -> torch.Tensor:
@@ -106,7 +124,9 @@ class LawVector:
         out = theta.new_zeros(self.size)
         if self.quad:
             law, j, k, c = self.quad
-            out = out.index_add(0, law.to(theta.device), c.to(theta) * theta[j.to(theta.device)] * theta[k.to(theta.device)])
+            out = out.index_add(
+                0, law.to(theta.device), c.to(theta) * theta[j.to(theta.device)] * theta[k.to(theta.device)]
+            )
         if self.lin:
             law, j, c = self.lin
             out = out.index_add(0, law.to(theta.device), c.to(theta) * theta[j.to(theta.device)])
@@ -226,8 +246,10 @@ def _terms(law: Law) -> list[Term]:
         c = items[0][0]
         indices = [i for _, i in items]
         best = min((_cover(indices, axis, len(tensors)) for axis in _axes(law.layout, tensors)), key=len)
-        terms += [Term(c, Slice(tensors[0], r[0]), Slice(tensors[1], r[1]) if len(tensors) == 2 else None, law.layout)
-                  for r in best]
+        terms += [
+            Term(c, Slice(tensors[0], r[0]), Slice(tensors[1], r[1]) if len(tensors) == 2 else None, law.layout)
+            for r in best
+        ]
     return terms
 
 
@@ -347,7 +369,7 @@ def _patterns(members: list[Law]) -> list[tuple[str, list[Law]]]:
 
 
 def _grid(members: list[Law], slots: torch.Tensor, classes: list[list[int]]) -> list[tuple[str, list[Law]]] | None:
-    """``for i in .., j in ..: law`` when each class of slots runs over an arithmetic progression, all combinations once."""
+    """``for i in .., j in ..: law`` when each class of slots steps evenly and every combination occurs once."""
     keys = [tuple(int(slots[n, c[0]]) for c in classes) for n in range(len(members))]
     axes = [sorted(set(v)) for v in zip(*keys)]
     if len(set(keys)) != len(keys) or len(keys) != math.prod(map(len, axes)):
@@ -432,7 +454,7 @@ def _matrix_text(term: Term, own: range, slots: list[int], classes: list[list[in
         return None
     bounds = list(own)
     sides = {}
-    for side, s, first in ((0, term.left, 0), (1, term.right, 2 * len(term.left.ranges))):
+    for s, first in ((term.left, 0), (term.right, 2 * len(term.left.ranges))):
         ndim = len(s.ranges)
         axes = [a for a in range(ndim) if any(bounds[first + 2 * a] in c for c in classes)]
         if len(axes) != 1:

@@ -32,6 +32,7 @@ from conslaw_lite.laws import BlockLaws, Law
 from conslaw_lite.laws.registry import find_blocks
 
 CONTROL_SUFFIX = " (control)"
+FOUND = "found"  # the group of laws given to the Monitor
 
 
 def laws_by_kind(model: nn.Module, *, controls: bool = False) -> dict[str, dict[str, Law]]:
@@ -77,7 +78,7 @@ def _sources(model: nn.Module, laws: dict[str, Law]) -> list[Source]:
     """Every law of ``laws`` (full names, in their flat order) once: in a batch where a block has one, else alone."""
     position = {name: i for i, name in enumerate(laws)}
     sources: list[Source] = []
-    for block in find_blocks(model, required=True):
+    for block in find_blocks(model):  # none for laws given to the Monitor (find_laws' on a module of one's own)
         for batch in block.batches:
             names = [f"{block.path}:{name}" if block.path else name for name in batch.names]
             if all(name in position for name in names):
@@ -165,6 +166,8 @@ class Monitor:
     Call :meth:`step` after each ``optimizer.step()``, or :meth:`attach` the
     monitor to a ``torch.optim`` optimizer once. Groups are named by kind
     (``"swiglu"``, ``"mha"``, ...) and ``"<kind> (control)"`` for the controls.
+    Given ``laws`` (``{name: h}``, e.g. :func:`conslaw_lite.find_laws.find_laws`' ``.laws`` for a
+    module of one's own) it watches those instead, as one group ``"found"``.
 
     Examples
     ========
@@ -184,18 +187,28 @@ class Monitor:
     True
     """
 
-    def __init__(self, model: nn.Module, every: int = 1, device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        every: int = 1,
+        device: torch.device | str | None = None,
+        laws: Mapping[str, Law] | None = None,
+    ) -> None:
         """Record h(θ₀) of every law of ``model``, in float64 on ``device`` (default: the model's own device).
 
         A GPU's float64 is slow on consumer cards; ``device="cpu"`` evaluates the laws there instead.
+        ``laws`` (e.g. ``find_laws(model, ...).laws``) are watched instead of the registry's, as group ``"found"``.
         """
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be a positive integer, got {every!r}")
         device = model_device(model) if device is None else default_device(device)
         self.every = every
         self._count = 0
-        groups = laws_by_kind(model)
-        groups.update({kind + CONTROL_SUFFIX: fns for kind, fns in laws_by_kind(model, controls=True).items()})
+        if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
+            groups = {FOUND: dict(laws)}
+        else:
+            groups = laws_by_kind(model)
+            groups.update({kind + CONTROL_SUFFIX: fns for kind, fns in laws_by_kind(model, controls=True).items()})
         # Group g owns laws bounds[g]:bounds[g+1] of the one flat vector.
         self._names = list(groups)
         self._bounds = np.cumsum([0, *(len(fns) for fns in groups.values())])

@@ -1,0 +1,144 @@
+"""``find_laws``: the laws themselves, readable, complete against ``count_laws``; bad input; the CLI's ``--laws``."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import conslaw_lite.__main__ as cli
+from conslaw_lite import Monitor, check_laws, count_laws, find_laws
+from conslaw_lite.blocks.attention import MultiHeadAttention
+from conslaw_lite.blocks.ffn import SwiGLU
+from conslaw_lite.blocks.toy import ToyProduct
+from conslaw_lite.find_laws import MAX_PARAMS
+
+
+def relu_net(d: int = 3, r: int = 4, m: int = 2) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(d, r, bias=False), nn.ReLU(), nn.Linear(r, m, bias=False)).double()
+
+
+def test_toy_finds_its_one_law(one_thread):
+    found = find_laws(ToyProduct(a=1.0, b=2.0), (1,))
+    assert (found.num_found, found.complete, list(found.laws)) == (1, True, ["a² − b²"])
+    assert found.message == "1 quadratic law found; N = 1: the list is complete"
+    assert found.gap > 1e4
+
+
+def test_relu_net_one_pattern_per_hidden_unit(one_thread):
+    model = relu_net()
+    found = find_laws(model, (3,))
+    assert list(found.laws) == ["for i in 0..3: ‖0.weight[i, :]‖² − ‖2.weight[:, i]‖²"]
+    assert found.num_found == found.count.num_laws == 4 and found.complete
+    # the callable is the law: the vector of the four unit laws, in the order of i
+    p = dict(model.named_parameters())
+    expected = (p["0.weight"] ** 2).sum(1) - (p["2.weight"] ** 2).sum(0)
+    assert torch.allclose(found.laws[next(iter(found.laws))](p), expected)
+
+
+def test_swiglu_laws_leave_the_gate_out(one_thread):
+    found = find_laws(SwiGLU(3, 2, 2).double(), (3,))
+    assert list(found.laws) == ["for i in 0..1: ‖C.weight[i, :]‖² − ‖A.weight[:, i]‖²"] and found.complete
+
+
+def test_attention_per_head_matrix_laws(one_thread):
+    model = MultiHeadAttention(2, 2, 2).double()  # d = 2, n = 2, k = 2: D = 32, N = n·k(k+1) = 12
+    found = find_laws(model, (3, 2))
+    assert list(found.laws) == [
+        "for h in 0..1, B = 2h:2h+2 (2×2): Q.weight[B, :] Q.weight[B, :]ᵀ − K.weight[B, :] K.weight[B, :]ᵀ",
+        "for h in 0..1, B = 2h:2h+2 (2×2): V.weight[B, :] V.weight[B, :]ᵀ − O.weight[:, B]ᵀ O.weight[:, B]",
+    ]
+    assert found.num_found == 12 and found.complete
+
+
+def test_rational_coefficients_are_exact_and_irrational_ones_stay_floats(one_thread):
+    # f = a²·b·x keeps a² − 2b²; f = (a + √2 b)·c·x keeps √2·a − b and a² + b² − c²
+    squared = lambda p, x: p["a"] ** 2 * p["b"] * x  # noqa: E731
+    one = {"a": torch.tensor(1.0), "b": torch.tensor(0.5)}
+    assert list(find_laws(squared, (1,), params=one).laws) == ["a² − 2·b²"]
+    tilted = lambda p, x: (p["a"] + math.sqrt(2) * p["b"]) * p["c"] * x  # noqa: E731
+    found = find_laws(tilted, (1,), params={"a": torch.tensor(1.0), "b": torch.tensor(0.5), "c": torch.tensor(2.0)})
+    assert found.complete and found.num_found == 2
+    assert "a − 0.7071·b" in found.laws and "a² + b² − c²" in found.laws
+
+
+def test_a_law_that_is_not_quadratic_is_reported_missing(one_thread):
+    # f = (a·b + c)·x: a² − b² and (a + b)·e^(−c) are conserved (N = 2); only the first is a polynomial
+    f = lambda p, x: (p["a"] * p["b"] + p["c"]) * x  # noqa: E731
+    found = find_laws(f, (1,), params={"a": torch.tensor(1.0), "b": torch.tensor(0.5), "c": torch.tensor(2.0)})
+    assert list(found.laws) == ["a² − b²"] and found.searched == "all of θ"
+    assert found.message == "found 1 of N = 2: 1 law is not a quadratic polynomial" and not found.complete
+
+
+def test_linear_laws_and_their_products(one_thread):
+    # a softmax gate keeps Σ_e W_e (linear); its products are quadratic laws too, but add nothing
+    torch.manual_seed(0)
+    gate = nn.Sequential(nn.Linear(2, 3, bias=False), nn.Softmax(-1)).double()
+    found = find_laws(gate, (2,))
+    assert list(found.laws) == ["for i in 0..1: Σ 0.weight[:, i]"] and found.complete
+    linear = find_laws(gate, (2,), degree=1)
+    assert linear.num_found == 2 and linear.message == "2 linear laws found; N = 2: the list is complete"
+
+
+def test_found_laws_go_to_check_laws_and_the_monitor(one_thread):
+    model = relu_net()
+    found = find_laws(model, (3,))
+    assert check_laws(model, found.laws, (3,), count=found.count).complete
+    monitor = Monitor(model, laws=found.laws)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    monitor.attach(opt)
+    x = torch.randn(8, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    for _ in range(3):
+        opt.zero_grad()
+        model(x).pow(2).sum().backward()
+        opt.step()
+    drift = monitor.epsilon("found")
+    assert monitor.names == ["found"] and drift[0] == 0 and 0 < drift[-1] < 1e-3  # O(τ²) per step
+
+
+def test_bad_input_gets_count_laws_messages(one_thread):
+    with pytest.raises(ValueError, match="no trainable parameters") as ours:
+        find_laws(nn.ReLU(), (3,))
+    with pytest.raises(ValueError) as theirs:
+        count_laws(nn.ReLU(), (3,))
+    assert str(ours.value) == str(theirs.value)
+    with pytest.raises(ValueError, match="rejects inputs of shape"):
+        find_laws(relu_net(), (5,))
+    with pytest.raises(ValueError, match="input_shape must be positive integers"):
+        find_laws(relu_net(), (0,))
+    with pytest.raises(TypeError, match="not differentiable"):
+        find_laws(_Argmax(), (3,))
+    with pytest.raises(ValueError, match="degree must be 1"):
+        find_laws(relu_net(), (3,), degree=3)
+
+
+class _Argmax(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.W = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.W(x).argmax(-1)
+
+
+def test_too_many_parameters_names_the_limit():
+    big = nn.Linear(30, 20)  # D = 620
+    with pytest.raises(ValueError, match=f"at most {MAX_PARAMS} parameters; this one has D = 620.*count_laws"):
+        find_laws(big, (30,))
+
+
+def test_cli_laws_in_the_table_and_in_json(capsys, one_thread):
+    assert cli.main(["certify", "toy", "--dim", "3", "--laws"]) == 0
+    out = capsys.readouterr().out
+    assert "laws found         2 quadratic laws found; N = 2: the list is complete" in out
+    assert "a² − c²" in out and "b² − c²" in out
+    assert cli.main(["certify", "toy", "--laws", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["found"]
+    assert found["laws"] == ["a² − b²"] and found["complete"]
+    assert found["coefficients"] == [
+        {"law": "a² − b²", "terms": [[1.0, ["a", []], ["a", []]], [-1.0, ["b", []], ["b", []]]]}
+    ]
