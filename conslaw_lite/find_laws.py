@@ -67,7 +67,9 @@ from conslaw_lite.law_text import Law, Layout, Monomial, group_laws
 MAX_PARAMS = 400  # D beyond which find_laws refuses (count_laws still counts)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
 MAX_BLOCK = 64  # parameters of one layer or one pair of layers searched together
-CUT = 1e-9  # singular values below CUT·σ_max (unit rows and columns) are dropped
+CUT = 1e-9  # singular values below CUT·σ_max (unit columns) are dropped
+CANDIDATE = 1e-5  # eigenvalues of AᵀA below (CANDIDATE·σ_max)² are candidates for the null space ...
+EXTRA = 4  # ... together with this many more, whose exact singular values are the smallest kept
 ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
 COLUMN_FLOOR = 1e-6  # columns are scaled to unit length, but by at most 1/(COLUMN_FLOOR·largest)
 COEFFICIENT_TOL = 1e-9  # relative size under which a coefficient of the echelon basis is zero
@@ -289,17 +291,27 @@ def _null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
     """Orthonormal null vectors (k, U) of ``rows`` after column scaling, the smallest kept and largest dropped σ.
 
     A column far below the largest (a coordinate f hardly depends on) is not scaled up to
-    length 1: that would blow its round-off up into a direction.
+    length 1: that would blow its round-off up into a direction. The eigenvectors of AᵀA
+    with the smallest eigenvalues (a few more than those below ``CANDIDATE``·σ_max) are a
+    subspace that holds the null space up to round-off; the SVD of A on that subspace
+    (Rayleigh–Ritz) then gives the singular values there exactly, where AᵀA alone would
+    square them into round-off. A full SVD of A gives the same answer several times slower.
     """
     norms = rows.norm(dim=0)
     scale = norms.clamp_min(COLUMN_FLOOR * float(norms.max()) + 1e-300)
-    _, s, vh = torch.linalg.svd(rows / scale, full_matrices=False)  # rows ≥ 2·unknowns: vh is square
-    kept = s > CUT * s[0]
-    null = vh[~kept] / scale  # back to the unscaled coefficients
+    a = rows / scale
+    eigenvalues, vectors = torch.linalg.eigh(a.T @ a)  # ascending
+    sigma_max = float(eigenvalues[-1].clamp_min(0).sqrt())
+    candidates = int((eigenvalues < (CANDIDATE * sigma_max) ** 2).sum())
+    window = vectors[:, : min(candidates + EXTRA, a.shape[1])]
+    _, s, wh = torch.linalg.svd(a @ window, full_matrices=False)  # s descending
+    dropped = s <= CUT * sigma_max
+    null = (window @ wh[dropped].T).T / scale  # back to the unscaled coefficients
     null = null / null.norm(dim=1, keepdim=True)
-    sigma_kept = float(s[kept].min()) if kept.any() else math.inf
-    sigma_dropped = float(s[~kept].max()) if (~kept).any() else 0.0
-    return null, sigma_kept, sigma_dropped
+    beyond = float(eigenvalues[window.shape[1]].sqrt()) if window.shape[1] < a.shape[1] else math.inf
+    sigma_kept = min([float(s[~dropped].min())] if (~dropped).any() else [], default=beyond)
+    sigma_dropped = float(s[dropped].max()) if dropped.any() else 0.0
+    return null, min(sigma_kept, beyond), sigma_dropped
 
 
 def _search(samples: _Samples, blocks: list[list[int]], degree: int, searched: str) -> _Search:

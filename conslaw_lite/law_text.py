@@ -481,4 +481,4 @@ def _matrix_text(term: Term, own: range, slots: list[int], classes: list[list[in
 
 def _range_text(r: Range, n: int) -> str:
     lo, hi = r
-    return ":" if (lo, hi) == (0, n) else str(lo) if hi == lo + 1 else f"{lo}:{hi}"
+    return str(lo) if hi == lo + 1 else ":" if (lo, hi) == (0, n) else f"{lo}:{hi}"
