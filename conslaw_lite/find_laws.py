@@ -46,7 +46,7 @@ from itertools import combinations_with_replacement
 
 import numpy as np
 import torch
-from torch.func import jacrev
+from torch.func import vjp, vmap
 
 from conslaw_lite.counting import (
     GAP,
@@ -247,12 +247,19 @@ class _Samples:
             probe = _sample_inputs(input_shape, inputs, 1, gen)
             per_input = max(_checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
             x = _sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen)
-            jac = jacrev(problem.outputs(x))(theta)  # (S·out, D): rows span W(θ)
-            mix = torch.randn(m, jac.shape[0], generator=gen, dtype=torch.float64)
-            g = mix @ jac
+            out, pullback = vjp(problem.outputs(x), theta)
+            g = _pull(pullback, torch.randn(m, out.numel(), generator=gen, dtype=torch.float64))
             thetas.append(theta)
             gs.append(g / g.norm(dim=1, keepdim=True).clamp_min(1e-300))  # unit rows over all of θ
         return cls(torch.stack(thetas), torch.stack(gs))
+
+
+def _pull(pullback: Callable, cotangents: torch.Tensor) -> torch.Tensor:
+    """``aᵀ ∂f/∂θ`` for each row a: random elements of W(θ), vectorized unless the model's control flow forbids it."""
+    try:
+        return vmap(pullback)(cotangents)[0]
+    except RuntimeError:  # data-dependent control flow (top-k routing, .item()): one at a time
+        return torch.stack([pullback(a)[0] for a in cotangents])
 
 
 @dataclass(frozen=True)
@@ -302,7 +309,7 @@ def _null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
     a = rows / scale
     eigenvalues, vectors = torch.linalg.eigh(a.T @ a)  # ascending
     sigma_max = float(eigenvalues[-1].clamp_min(0).sqrt())
-    candidates = int((eigenvalues < (CANDIDATE * sigma_max) ** 2).sum())
+    candidates = int((eigenvalues <= (CANDIDATE * sigma_max) ** 2).sum())  # all of them if f ignores the block
     window = vectors[:, : min(candidates + EXTRA, a.shape[1])]
     _, s, wh = torch.linalg.svd(a @ window, full_matrices=False)  # s descending
     dropped = s <= CUT * sigma_max
