@@ -24,7 +24,8 @@ coordinates, and over the whole of θ only when the pairs find fewer laws than
 Limits: D ≤ ``MAX_PARAMS`` = 400 parameters; a pair of layers with more than ``MAX_BLOCK`` = 64
 parameters is skipped (and the result says how many were); laws coupling three layers or more
 are found only when D ≤ ``MAX_FULL`` = 64. A law that is no polynomial of degree ≤ 2 is never
-found: the comparison with the count says how many such laws there are.
+found: the comparison with the count says how many such laws there are. Chapter 2's example:
+``f(x) = (a·b + c)·x`` keeps a² − b² and (a + b)·e^(−c); only the first is found.
 
 The laws found are brought to reduced row-echelon form (each law has a pivot coefficient 1
 that no other law has: the fewest non-zeros an echelon basis can have when the laws' supports
