@@ -11,6 +11,13 @@ The chain of chapter 1, each step computed, nothing typed in by hand:
    (quadratic) first integrals shared by all of them.
 5. :func:`quadratic_laws` — every quadratic polynomial law of any sympy model at once,
    by linear algebra on the unknown coefficients of ``h``.
+6. :func:`derive` — the paper's proof on a block whose activations (softmax entries, gates)
+   are undefined sympy functions: shapes in place of σ(B_i·x), σ′(B_i·x) (identities first,
+   :mod:`conslaw_lite.shapes`), every coefficient of the condition set to 0 by the
+   independence rule, the x-free PDE system (steps 3–4 above, generalized: :func:`pde` and
+   :func:`characteristics` run the same code), its exact quadratic laws and the exact count
+   ``N = D − dim Lie`` (:mod:`conslaw_lite.lie_exact`). The blocks of the book, written for
+   it, are in :mod:`conslaw_lite.symbolic_blocks`.
 
 How :func:`quadratic_laws` solves for the coefficients
 ----------------------------------------------------
@@ -65,6 +72,12 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
+from sympy.core.function import AppliedUndef
+from sympy.polys.constructor import construct_domain
+from sympy.polys.matrices import DomainMatrix
+
+from conslaw_lite.lie_exact import jacobian_rank, lie_rank, random_point
+from conslaw_lite.shapes import Shapes, rule_for
 
 _PRIME = 2_147_483_629  # largest prime below 2³¹: products of two residues fit in int64
 _MAX_DENOMINATOR = 1000
@@ -173,25 +186,9 @@ def orthogonality_condition(f: sp.Expr, params: Sequence[sp.Symbol], h: sp.Expr 
 
 
 def _pde_fields(f: object, params: object, inputs: object) -> tuple[list[list[sp.Expr]], list[sp.Symbol]]:
-    """The coefficient vectors V(θ) of the x-free PDEs ``Σ_k V_k ∂_k h = 0``, deduplicated."""
-    outputs, theta, x = _check_model(f, params, inputs)
-    h = generic_law(theta)
-    partials = [sp.Derivative(h, t) for t in theta]
-    fields: list[list[sp.Expr]] = []
-    for i, fi in enumerate(outputs):
-        condition = sp.expand(orthogonality_condition(fi, theta, h))
-        try:  # the condition vanishes for all x iff each coefficient of each monomial in x does
-            coefficients = sp.Poly(condition, *x).coeffs() if x else [condition]
-        except sp.PolynomialError as err:
-            raise ValueError(
-                f"output {i} of f is not polynomial in the inputs {x}, so x cannot be eliminated by "
-                f"collecting monomials; use quadratic_laws, which does not need this"
-            ) from err
-        for coefficient in coefficients:
-            V = _normalise([sp.expand(coefficient).coeff(d) for d in partials], theta)
-            if any(v != 0 for v in V) and V not in fields:
-                fields.append(V)
-    return fields, theta
+    """The coefficient vectors V(θ) of the x-free PDEs ``Σ_k V_k ∂_k h = 0`` (see :func:`derive`)."""
+    system = _x_free_system(f, params, inputs)
+    return system.fields, system.theta
 
 
 def _normalise(V: list[sp.Expr], theta: list[sp.Symbol]) -> list[sp.Expr]:
@@ -268,6 +265,329 @@ def characteristics(
     paths = {s: sp.Function(s.name)(t) for s in theta}
     systems = [[sp.Eq(sp.Derivative(paths[s], t), v.subs(paths)) for s, v in zip(theta, V)] for V in fields]
     return Characteristics(t, systems, _solve(fields, theta, [], seed=0, include_products=False).laws)
+
+
+# ---------------------------------------------------------------- shapes and the x-free system
+
+
+def _applications(expr: sp.Expr) -> list[AppliedUndef]:
+    apps = sorted(expr.atoms(AppliedUndef), key=sp.default_sort_key)
+    for app in apps:
+        nested = [a for a in app.args if a.atoms(AppliedUndef)]
+        if nested:
+            raise ValueError(f"{app} has an undefined function inside its argument {nested[0]}: one layer only")
+    return apps
+
+
+def _shape_gradient(f: sp.Expr, variables: list[sp.Symbol], rules: dict, shapes: Shapes) -> list[sp.Expr]:
+    """``∂f/∂u`` for each u, by the chain rule through every ``φ(args)``, with φ and ∂_a φ replaced by shapes."""
+    apps = _applications(f)
+    psi = {app: sp.Dummy(str(app.func)) for app in apps}
+    fhat = f.xreplace(psi)
+    values = {psi[app]: rules[app.func].value(app, shapes) for app in apps}
+    grads = []
+    for u in variables:
+        g = sp.diff(fhat, u)
+        for app in apps:
+            inner = [(a, sp.diff(arg, u)) for a, arg in enumerate(app.args)]
+            chain = sp.Add(*(rules[app.func].derivative(app, a, shapes) * d for a, d in inner if d != 0))
+            if chain != 0:
+                g += sp.diff(fhat, psi[app]) * chain
+        grads.append(g.xreplace(values))
+    return grads
+
+
+def _placeholder(u: sp.Symbol, theta: list[sp.Symbol], h: sp.Expr) -> sp.Expr:
+    """``∂h/∂u`` for a parameter u; ``⟨∇h, ∇u⟩`` (a symbol) for a quantity u(θ) given in ``through``."""
+    return sp.Derivative(h, u) if u in theta else sp.Symbol(f"⟨∇h,∇{u}⟩")
+
+
+@dataclass(frozen=True)
+class _System:
+    theta: list[sp.Symbol]
+    shapes: Shapes
+    rule: str
+    conditions: list[sp.Expr]
+    relations: list[sp.Expr]
+    fields: list[list[sp.Expr]]
+    reduced: bool
+
+
+def _check_through(through: object, theta: list[sp.Symbol], x: list[sp.Symbol]) -> dict[sp.Symbol, sp.Expr]:
+    if through is None:
+        return {}
+    if not isinstance(through, dict):
+        raise TypeError(f"through must be a dict {{symbol: expression in the params}}, got {type(through).__name__}")
+    for u, value in through.items():
+        if not isinstance(u, sp.Symbol) or u in theta or u in x:
+            raise ValueError(f"through: {u!r} must be a new sympy Symbol, neither a parameter nor an input")
+        if not (sp.sympify(value).free_symbols <= set(theta)) or not sp.sympify(value).is_polynomial(*theta):
+            raise ValueError(f"through: {u} = {value} must be a polynomial in the params")
+    return dict(through)
+
+
+def _rules(outputs: list[sp.Expr], identities: object) -> dict:
+    identities = dict(identities or {})
+    functions = {app.func for e in outputs for app in e.atoms(AppliedUndef)}
+    unused = [str(fn) for fn in identities if fn not in functions]
+    if unused:
+        raise ValueError(f"identities name {', '.join(unused)}, which does not occur in f")
+    rules = {fn: rule_for(fn, identities.get(fn)) for fn in sorted(functions, key=str)}
+    for fn, rule in rules.items():
+        apps = [app for e in outputs for app in e.atoms(AppliedUndef) if app.func == fn]
+        if rule.needs_single_argument and any(len(app.args) != 1 for app in apps):
+            raise ValueError(f"{fn} takes several arguments: give it an identity such as 'softmax'")
+    return rules
+
+
+def _coefficient_rows(grads: list[sp.Expr], x: list[sp.Symbol], shapes: Shapes, i: int) -> list[list[sp.Expr]]:
+    """One row per monomial in (shapes, x): the coefficients of ``Σ_u ∂f/∂u · L_u`` in the L_u."""
+    grads = [g.xreplace(shapes.eliminate) for g in grads]
+    fractions = [sp.fraction(sp.together(g)) for g in grads]
+    common = sp.lcm_list([den for _, den in fractions]) if any(den != 1 for _, den in fractions) else 1
+    numerators = [sp.expand(num * sp.cancel(common / den)) for num, den in fractions]
+    gens = [s for s in shapes.meaning if s not in shapes.eliminate] + x
+    rows: dict[tuple, list[sp.Expr]] = {}
+    for j, num in enumerate(numerators):
+        try:
+            terms = sp.Poly(num, *gens).terms() if gens else [((), num)]
+        except sp.PolynomialError as err:
+            raise ValueError(
+                f"output {i} of f is not polynomial in the inputs {x} once each undefined function is replaced "
+                "by its shape symbols; write activations as undefined sympy Functions (sp.Function('sigma')) "
+                "or use quadratic_laws, which does not need this"
+            ) from err
+        for monomial, coefficient in terms:
+            rows.setdefault(monomial, [sp.S.Zero] * len(grads))[j] = coefficient
+    return list(rows.values())
+
+
+def _constant_row_space(rows: list[list[sp.Expr]], at: dict, seed: int) -> sp.Matrix | None:
+    """A constant matrix R with the same row space as the coefficient rows C(θ) at generic θ, or None.
+
+    R is the reduced row-echelon form of C(θ₀); it is accepted after an exact check that every
+    row of C(θ) is orthogonal to the null space of R (so rank C(θ) ≤ rank R everywhere, and
+    = at θ₀, hence generically).
+    """
+    C0 = sp.Matrix(rows).xreplace(at)
+    dm = DomainMatrix.from_Matrix(C0)
+    if dm.domain == sp.EX:
+        domain, _ = construct_domain(list(C0), extension=True)
+        dm = dm.convert_to(domain)
+    R = dm.to_field().rref()[0].to_Matrix()
+    R = R[[i for i in range(R.rows) if any(R.row(i))], :]
+    null = R.nullspace() if R.rows else [sp.eye(len(rows[0])).col(j) for j in range(len(rows[0]))]
+    for row in rows:
+        for n in null:
+            if sp.expand(sp.Add(*(c * v for c, v in zip(row, n)))) != 0:
+                return None
+    return R
+
+
+def _x_free_system(
+    f: object, params: object, inputs: object, identities: object = None, through: object = None, seed: int = 0
+) -> _System:
+    """Steps 1–4 of :func:`derive`: gradient, shapes, independence, the x-free PDE system."""
+    outputs = _outputs(f)
+    theta, x = _symbols(params, "params"), _symbols(inputs, "inputs")
+    through = _check_through(through, theta, x)
+    _check_model([sp.Add(*outputs), *through.values()], theta, x + list(through))  # every θ reaches f
+    free = set().union(*(e.free_symbols for e in outputs))
+    variables = [t for t in theta if t in free] + [u for u in through if u in free]
+    value_of = {**{t: t for t in theta}, **through}
+    rules = _rules(outputs, identities)
+    shapes = Shapes()
+    h = generic_law(theta)
+    L = [_placeholder(u, theta, h) for u in variables]
+    rows, conditions = [], []
+    for i, fi in enumerate(outputs):
+        grads = _shape_gradient(fi, variables, rules, shapes)
+        conditions.append(sp.Add(*(g.xreplace(shapes.eliminate) * l for g, l in zip(grads, L))))
+        rows += _coefficient_rows(grads, x, shapes, i)
+    rows = [r for r in rows if any(c != 0 for c in r)]
+    grad_u = [[sp.diff(value_of[u], t) for t in theta] for u in variables]
+    R = None
+    if rows:
+        point = random_point(theta, seed)
+        at = {**point, **{u: value_of[u].xreplace(point) for u in variables}}
+        R = _constant_row_space(rows, at, seed)
+    combos = [list(R.row(i)) for i in range(R.rows)] if R is not None else [
+        [c.xreplace(through) for c in row] for row in rows
+    ]
+    fields = []
+    for combo in combos:
+        V = [sp.expand(sp.Add(*(c * g[k] for c, g in zip(combo, grad_u)))) for k in range(len(theta))]
+        V = _normalise(V, theta)
+        if any(v != 0 for v in V) and V not in fields:
+            fields.append(V)
+    relations = [sp.Add(*(c * l for c, l in zip(combo, L))) for combo in combos]
+    rule = "\n".join(dict.fromkeys(r.text for r in rules.values())) or "no undefined function: f is a polynomial in x"
+    return _System(theta, shapes, rule, conditions, relations, fields, R is not None)
+
+
+def _components(fields: list[list[sp.Expr]], theta: list[sp.Symbol]) -> list[list[int]]:
+    """Groups of parameters that the fields couple; untouched ones alone."""
+    D = len(theta)
+    parent = list(range(D))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    index = {t: k for k, t in enumerate(theta)}
+    for V in fields:  # a field couples the parameters it moves and those its entries depend on
+        moved = {k for k, v in enumerate(V) if v != 0}
+        support = sorted(moved | {index[s] for v in V for s in v.free_symbols if s in index})
+        for k in support[1:]:
+            parent[root(k)] = root(support[0])
+    groups: dict[int, list[int]] = {}
+    for k in range(D):
+        groups.setdefault(root(k), []).append(k)
+    return list(groups.values())
+
+
+def _laws_by_component(fields: list[list[sp.Expr]], theta: list[sp.Symbol], seed: int) -> list[sp.Expr]:
+    """The quadratic laws, solved separately on each group of coupled parameters.
+
+    Fields whose entries and variables lie in disjoint groups act separately, so a quadratic law is a sum of laws of
+    each group plus cross terms ``ℓ(θ_group1)·m(θ_group2)``; those are products of linear laws
+    of the two groups, which the basis leaves out anyway (see :func:`quadratic_laws`). A
+    parameter that no field touches (it does not reach f) is itself a law. Solving by group
+    keeps the number of unknowns ~ Σ (group size)² instead of D².
+    """
+    laws = []
+    for group in _components(fields, theta):
+        sub = [theta[k] for k in group]
+        touching = [[V[k] for k in group] for V in fields if any(V[k] != 0 for k in group)]
+        if touching:
+            laws += _solve(touching, sub, [], seed=seed, include_products=False).laws
+        else:
+            laws += sub
+    return laws
+
+
+# ---------------------------------------------------------------- derive: the whole chain
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """The paper's derivation of one block, every step computed (see :func:`derive`).
+
+    ``conditions``: ``⟨∇h, ∇f_j⟩`` per output, shapes in place of σ, σ′, softmax entries;
+    ``shapes``: what each shape symbol stands for; ``rule``: the independence rule(s) used,
+    with their source; ``relations``: the x-free system in the quantities ``u`` (``∂h/∂θ``,
+    or ``⟨∇h, ∇u(θ)⟩`` for a ``through`` quantity); ``pde``: the same as PDEs
+    ``Σ_k V_k(θ) ∂_k h = 0``; ``laws``: every quadratic law, exactly; ``num_laws``: N from the
+    exact Lie rank, ``None`` when the two bounds of :mod:`conslaw_lite.lie_exact` do not meet.
+    """
+
+    params: list[sp.Symbol]
+    conditions: list[sp.Expr]
+    shapes: dict[sp.Symbol, sp.Expr]
+    rule: str
+    relations: list[sp.Expr]
+    pde: list[sp.Expr]
+    fields: list[list[sp.Expr]]
+    laws: list[sp.Expr]
+    law_rank: int
+    lie_rank: int
+    ranks_by_depth: list[int]
+    num_laws: int | None
+    seconds: float
+
+    @property
+    def certificate(self) -> str:
+        """The two bounds behind ``num_laws``, in words."""
+        D = len(self.params)
+        verdict = f"N = {self.num_laws}" if self.num_laws is not None else "the bounds do not meet: N not certified"
+        return (
+            f"D = {D}; brackets give dim Lie ≥ {self.lie_rank} (ranks by depth {self.ranks_by_depth}); "
+            f"{self.law_rank} independent laws give dim Lie ≤ {D - self.law_rank}: {verdict}"
+        )
+
+
+def short(expr: sp.Expr) -> sp.Expr:
+    """``expr`` with each ``∂h(θ)/∂θ_k`` written ``∂_θk h`` (a symbol), for printing long PDEs.
+
+    Examples
+    ========
+    >>> a, b = sp.symbols("a b")
+    >>> short(b * sp.Derivative(generic_law([a, b]), a))
+    b*∂_a h
+    """
+    return sp.sympify(expr).replace(
+        lambda e: isinstance(e, sp.Derivative) and isinstance(e.expr, AppliedUndef) and e.expr.func.__name__ == "h",
+        lambda e: sp.Symbol(f"∂_{e.variables[0]} h"),
+    )
+
+
+def derive(
+    f: sp.Expr | Sequence[sp.Expr],
+    params: Sequence[sp.Symbol],
+    inputs: Sequence[sp.Symbol],
+    identities: dict | None = None,
+    *,
+    through: dict[sp.Symbol, sp.Expr] | None = None,
+    seed: int = 0,
+) -> Derivation:
+    """Derive a block's laws as the paper proves them, and their exact number.
+
+    1. ``∇_θ f`` and the condition ``⟨∇h, ∇f_j(x)⟩ = 0`` for an unknown h(θ);
+    2. every undefined sympy ``Function`` σ in f is an activation: ``σ(B_i·x) → s_i``,
+       ``σ′(B_i·x) → t_i`` (shapes), after the identities given in ``identities``
+       (``{σ: "relu"}``: σ(z) = σ′(z)·z; ``"linear"``: σ(z) = z; ``"softmax"`` and
+       ``"normalized_sigmoid"`` for entries ``φ(index, z_0, ...)``; or ``sp.Eq(σ(z), rhs)``);
+       see :mod:`conslaw_lite.shapes`;
+    3. independence of the shapes over the polynomials in x: the coefficient of every
+       monomial in (shapes, x) vanishes (``.rule`` says which rule, proved or assumed);
+    4. an x-free system polynomial in θ. When the coefficient rows span a constant space
+       (checked exactly) it is replaced by a basis of that space: for attention, written
+       with ``through={M_ab: (Q Kᵀ)_ab, ...}``, this is ``⟨∇h, ∇M_ab⟩ = 0``, i.e.
+       ``(∇_Q h)Kᵀ + Q(∇_K h)ᵀ = 0``;
+    5. its quadratic laws by :func:`quadratic_laws`' exact path (mod-p completeness
+       certificate), and ``N = D − dim Lie(V)(θ₀)`` in exact rational arithmetic at a random
+       rational θ₀, certified when it meets the count of independent laws
+       (:mod:`conslaw_lite.lie_exact`).
+
+    Examples
+    ========
+    >>> import sympy as sp
+    >>> a, b, x = sp.symbols("a b x")
+    >>> sigma = sp.Function("sigma")
+    >>> d = derive(a * sigma(b * x), [a, b], [x])  # GELU-like: shapes independent
+    >>> d.pde, d.num_laws
+    ([Derivative(h(a, b), a), Derivative(h(a, b), b)], 0)
+    >>> d = derive(a * sigma(b * x), [a, b], [x], {sigma: "relu"})  # σ(z) = σ'(z) z
+    >>> d.pde, d.laws, d.num_laws
+    ([a*Derivative(h(a, b), b) + b*Derivative(h(a, b), a)], [a**2 - b**2], 1)
+    """
+    start = time.perf_counter()
+    system = _x_free_system(f, params, inputs, identities, through, seed)
+    theta = system.theta
+    D = len(theta)
+    h = generic_law(theta)
+    pdes = [sp.Add(*(v * sp.Derivative(h, t) for v, t in zip(V, theta))) for V in system.fields]
+    laws = _laws_by_component(system.fields, theta, seed)
+    point = random_point(theta, seed + 1)
+    law_rank = jacobian_rank(laws, theta, point)
+    rank, ranks = lie_rank(system.fields, theta, point, target=D - law_rank) if system.fields else (0, [0])
+    return Derivation(
+        params=theta,
+        conditions=system.conditions,
+        shapes=dict(system.shapes.meaning),
+        rule=system.rule,
+        relations=system.relations,
+        pde=pdes,
+        fields=system.fields,
+        laws=laws,
+        law_rank=law_rank,
+        lie_rank=rank,
+        ranks_by_depth=ranks,
+        num_laws=D - rank if rank == D - law_rank else None,
+        seconds=time.perf_counter() - start,
+    )
 
 
 # ---------------------------------------------------------------- quadratic laws by linear algebra
@@ -399,7 +719,7 @@ def _integer_fields(fields: list[list[sp.Expr]], symbols: list[sp.Symbol]):
     scaled = []
     for V in fields:
         denominators = [sp.fraction(c)[1] for g in V if g != 0 for c in sp.Poly(g, *symbols).coeffs()]
-        lcm = sp.ilcm(*denominators) if denominators else 1
+        lcm = sp.ilcm(1, 1, *denominators)  # ilcm wants two arguments or more
         scaled.extend(sp.expand(lcm * g) for g in V)
     fn = sp.lambdify(symbols, scaled, modules="math")
 
@@ -499,16 +819,19 @@ def _solve(
     rng = np.random.default_rng(seed)
     exact = _is_rational_polynomial(fields, symbols)
     evaluate = _float_fields(fields, symbols)
-    sample = rng.uniform(-1.5, 1.5, size=(len(symbols), math.ceil(1.5 * n / len(fields)) + 8))
+    # + D: a sparse field (touching few θ) yields rows in a space of dimension ~D, whatever n is
+    sample = rng.uniform(-1.5, 1.5, size=(len(symbols), math.ceil(1.5 * n / len(fields)) + D + 8))
     for _ in range(_ROUNDS):
         Phi = _columns(sample[:D], evaluate(sample))
         basis, sigma_kept, sigma_dropped = _null_space(Phi)
         laws = [_to_expr(v, theta) for v in basis]
-        if exact or not laws:
+        if not laws:
             break
-        # check what is returned: rounded coefficients, the SVD's round-off entries gone
-        checked = np.array([_coefficients(h, theta) for h in laws])
-        residual = _fresh_residual(checked, evaluate, D, len(symbols), rng)
+        if exact:  # too few points leave spurious null vectors (sparse fields): the exact check catches them
+            residual = float(not all(_holds_exactly(h, fields, theta) for h in laws))
+        else:  # check what is returned: rounded coefficients, the SVD's round-off entries gone
+            checked = np.array([_coefficients(h, theta) for h in laws])
+            residual = _fresh_residual(checked, evaluate, D, len(symbols), rng)
         if residual <= 1e-9:
             break
         # a region of (θ, x) was under-sampled: twice the points, all solved jointly
@@ -519,7 +842,6 @@ def _solve(
             f"{sample.shape[1] // 2} sample points"
         )
     if exact:
-        _verify_exactly(laws, fields, theta)
         _certify_complete(len(laws), fields, symbols, D, math.ceil(n / len(fields)) + 4, rng)
     if not include_products:
         laws = _drop_products(laws, theta)
@@ -549,23 +871,32 @@ def _drop_products(laws: list[sp.Expr], theta: list[sp.Symbol]) -> list[sp.Expr]
     return kept
 
 
-def _verify_exactly(laws: list[sp.Expr], fields: list[list[sp.Expr]], theta: list[sp.Symbol]) -> None:
-    for h in laws:
-        for V in fields:
-            residual = sp.expand(sp.Add(*(sp.diff(h, t) * v for t, v in zip(theta, V))))
-            if residual != 0:
-                raise RuntimeError(
-                    f"candidate law {h} failed the exact check (residual {residual}); "
-                    "the float64 null space was misjudged"
-                )
+def _holds_exactly(h: sp.Expr, fields: list[list[sp.Expr]], theta: list[sp.Symbol]) -> bool:
+    """``Σ_k V_k ∂_k h ≡ 0`` for every field V, decided exactly by polynomial arithmetic."""
+    h = sp.Poly(h, *theta)
+    gradient_h = [(h.diff(t), k) for k, t in enumerate(theta)]
+    gradient_h = [(g, k) for g, k in gradient_h if not g.is_zero]
+    for V in fields:
+        total = sp.Poly(0, *theta, domain=h.domain)
+        for g, k in gradient_h:
+            if V[k] != 0:
+                total += g * sp.Poly(V[k], *theta)
+        if not total.is_zero:
+            return False
+    return True
 
 
 def _certify_complete(found: int, fields, symbols, D: int, points: int, rng: np.random.Generator) -> None:
     """dim null(Φ mod p) bounds the number of laws from above: equality with ``found`` certifies completeness."""
     evaluate = _integer_fields(fields, symbols)
+    n = D * (D + 1) // 2 + D
     sample = rng.integers(0, _PRIME, size=(len(symbols), points), dtype=np.int64)
-    Phi = _columns(sample[:D], evaluate(sample), modulus=_PRIME)
-    bound = Phi.shape[1] - _rank_mod_p(Phi)
+    while True:  # sparse fields (each touching few θ) need more points than n / #fields: add until tight
+        Phi = _columns(sample[:D], evaluate(sample), modulus=_PRIME)
+        bound = Phi.shape[1] - _rank_mod_p(Phi)
+        if bound == found or sample.shape[1] > n + 4:
+            break
+        sample = np.concatenate([sample, rng.integers(0, _PRIME, size=sample.shape, dtype=np.int64)], axis=1)
     if bound != found:
         raise RuntimeError(f"found {found} laws but the exact rank mod p leaves room for {bound}")
 
