@@ -362,6 +362,20 @@ def _coefficient_rows(grads: list[sp.Expr], x: list[sp.Symbol], shapes: Shapes, 
     return list(rows.values())
 
 
+def _irrational_factor(column: list[sp.Expr]) -> sp.Expr:
+    """The irrational constant (1/√k of attention) that every term of a column carries, else 1.
+
+    Dividing it out keeps the exact row reduction over Q, much faster than over Q(√k).
+    """
+    factors = set()
+    for entry in column:
+        for term in sp.Add.make_args(sp.expand(entry)):
+            number, _ = term.as_independent(*term.free_symbols)
+            factors.add(sp.sympify(number).as_coeff_Mul()[1])
+    factors.discard(sp.S.One) if len(factors) > 1 else None
+    return factors.pop() if len(factors) == 1 else sp.S.One
+
+
 def _constant_row_space(rows: list[list[sp.Expr]], at: dict, seed: int) -> sp.Matrix | None:
     """A constant matrix R with the same row space as the coefficient rows C(θ) at generic θ, or None.
 
@@ -410,10 +424,13 @@ def _x_free_system(
     if rows:
         point = random_point(theta, seed)
         at = {**point, **{u: value_of[u].xreplace(point) for u in variables}}
-        R = _constant_row_space(rows, at, seed)
-    combos = [list(R.row(i)) for i in range(R.rows)] if R is not None else [
-        [c.xreplace(through) for c in row] for row in rows
-    ]
+        scale = [_irrational_factor([row[j] for row in rows if row[j] != 0]) for j in range(len(variables))]
+        R = _constant_row_space([[sp.expand(c / k) for c, k in zip(row, scale)] for row in rows], at, seed)
+    if R is not None:  # C' = C·diag(1/scale) has the rows R: Σ_u R_iu·scale_u·L_u = 0
+        combos = [[r * k for r, k in zip(R.row(i), scale)] for i in range(R.rows)]
+        combos = [[c / next(v for v in combo if v != 0) for c in combo] for combo in combos]
+    else:
+        combos = [[c.xreplace(through) for c in row] for row in rows]
     fields = []
     for combo in combos:
         V = [sp.expand(sp.Add(*(c * g[k] for c, g in zip(combo, grad_u)))) for k in range(len(theta))]

@@ -281,18 +281,22 @@ def moe_module(gating: str, d: int, n_experts: int, r: int, m: int, top_k: int |
 
 @dataclass(frozen=True)
 class Comparison:
-    """Ranks of the derived laws, of the closed forms, and of both together, as functions of θ.
+    """Ranks, as functions of θ, of the derived laws, of the closed forms, and of each side and both
+    together with the products P of the derived linear laws (laws too, that one side may list).
 
-    The two lists span the same space of functions iff the three ranks are equal.
+    The two lists describe the same laws iff ``[derived, P]``, ``[closed, P]`` and all together
+    have one rank.
     """
 
     derived: int
     closed_form: int
+    derived_and_products: int
+    closed_and_products: int
     joint: int
 
     @property
     def same(self) -> bool:
-        return self.derived == self.closed_form == self.joint
+        return self.derived_and_products == self.closed_and_products == self.joint
 
 
 def compare_with_closed_form(laws: list[sp.Expr], block: SymbolicBlock, model: nn.Module, seed: int = 0) -> Comparison:
@@ -320,7 +324,7 @@ def compare_with_closed_form(laws: list[sp.Expr], block: SymbolicBlock, model: n
     products = [sp.expand(u * v) for i, u in enumerate(linear) for v in linear[i:]]  # laws too, left out of the basis
     fn = sp.lambdify(params, laws + products, modules="numpy")
     gen = torch.Generator().manual_seed(seed)
-    derived, closed = [], []
+    derived, closed, n_laws = [], [], len(laws)
     for _ in range(points):
         theta = torch.randn(D, dtype=torch.float64, generator=gen)
         with torch.no_grad():
@@ -331,9 +335,14 @@ def compare_with_closed_form(laws: list[sp.Expr], block: SymbolicBlock, model: n
         closed.append(
             np.concatenate([v.detach().reshape(-1).numpy() for v in laws_of(model).values()] or [np.zeros(0)])
         )
-    A, B = np.array(derived).reshape(points, -1), np.array(closed).reshape(points, -1)
-    rank = lambda M: int(np.linalg.matrix_rank(M, tol=1e-8 * max(1.0, np.abs(M).max()))) if M.size else 0  # noqa: E731
-    return Comparison(rank(A), rank(B), rank(np.hstack([A, B])))
+    values = np.array(derived).reshape(points, -1)
+    A, P, B = values[:, :n_laws], values[:, n_laws:], np.array(closed).reshape(points, -1)
+    rank = lambda *Ms: _rank(np.hstack(Ms))  # noqa: E731
+    return Comparison(rank(A), rank(B), rank(A, P), rank(B, P), rank(A, B, P))
+
+
+def _rank(M: np.ndarray) -> int:
+    return int(np.linalg.matrix_rank(M, tol=1e-8 * max(1.0, np.abs(M).max()))) if M.size else 0
 
 
 # ---------------------------------------------------------------- the cases of the book
