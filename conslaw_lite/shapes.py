@@ -1,11 +1,11 @@
 """Shapes: what an activation, a softmax or a gate becomes in the paper's derivation.
 
 The condition ``⟨∇h, ∇_θ f(x; θ)⟩ = 0`` of a block contains non-polynomial functions
-of x: ``σ(B_i·x)`` and ``σ′(B_i·x)`` for an activation σ, softmax entries for attention,
+of x: ``ρ(B_i·x)`` and ``ρ′(B_i·x)`` for an activation ρ, softmax entries for attention,
 gate values for a mixture of experts. The paper replaces each of them by a symbol, a
 *shape*, and argues that the shapes are linearly independent over the polynomials in x,
 so that the condition vanishes for all x only if the coefficient of every monomial in
-(shapes, x) does. Identities between shapes (ReLU's ``σ(z) = σ′(z)·z``, a softmax row
+(shapes, x) does. Identities between shapes (ReLU's ``ρ(z) = ρ′(z)·z``, a softmax row
 summing to 1) must be used first: they merge shapes, and merged shapes are where extra
 laws come from.
 
@@ -15,11 +15,11 @@ the independence rule with its source. :func:`rule_for` turns the ``identities``
 of :func:`conslaw_lite.symbolic.derive` into rules:
 
 * nothing (the default): independent shapes ``s``, ``t`` (GELU, SiLU: proved in the paper);
-* ``"relu"``: ``σ(z) = σ′(z)·z``; ``"linear"``: ``σ(z) = z``;
-* ``sp.Eq(σ(z), rhs)``: any identity of that form, ``rhs`` in z and ``σ′(z)``;
+* ``"relu"``: ``ρ(z) = ρ′(z)·z``; ``"linear"``: ``ρ(z) = z``;
+* ``sp.Eq(ρ(z), rhs)``: any identity of that form, ``rhs`` in z and ``ρ′(z)``;
 * ``"softmax"``: entries ``φ(s, z_0, ..., z_{n−1})`` of a softmax over the logits z
   (the first argument is the entry's index);
-* ``"normalized_sigmoid"``: gates ``φ(e, z_0, ...) = σ(z_e) / Σ_j σ(z_j)``.
+* ``"normalized_sigmoid"``: gates ``φ(e, z_0, ...) = ρ(z_e) / Σ_j ρ(z_j)``.
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 INDEPENDENT = (
-    "σ(B_i·x) and σ′(B_i·x), for the distinct rows B_i, are linearly independent over the "
+    "ρ(B_i·x) and ρ′(B_i·x), for the distinct rows B_i, are linearly independent over the "
     "polynomials in x, so every coefficient vanishes (proved in the paper for GELU and SiLU: "
     "pole orders of the meromorphic continuation on lines x = t·e_j)"
 )
 RELU = (
-    "identity σ(z) = σ′(z)·z (ReLU, exact) merges σ into σ′; the remaining shapes σ′(B_i·x), "
+    "identity ρ(z) = ρ′(z)·z (ReLU, exact) merges ρ into ρ′; the remaining shapes ρ′(B_i·x), "
     "indicators of distinct half-spaces, are independent over the polynomials in x (stated assumption)"
 )
-LINEAR = "identity σ(z) = z, σ′ = 1 (linear, exact): no shape remains, the condition is a polynomial in x"
+LINEAR = "identity ρ(z) = z, ρ′ = 1 (linear, exact): no shape remains, the condition is a polynomial in x"
 SOFTMAX = (
     "softmax entries p_s = e^{z_s}/Σ_u e^{z_u}: derivative identity ∂p_s/∂z_u = p_s(δ_su − p_u) and "
     "row sum Σ_s p_s = 1 (both exact); after the last entry of each row is eliminated, the monomials "
@@ -56,7 +56,7 @@ NORMALIZED_SIGMOID = (
 class Shapes:
     """The shape symbols met so far, one per (kind, application), and the eliminations they need.
 
-    ``meaning[s]`` is what symbol ``s`` stands for (``σ(B_11*x_1)``, ``σ'(B_11*x_1)``, ...);
+    ``meaning[s]`` is what symbol ``s`` stands for (``ρ(B_11*x_1)``, ``ρ'(B_11*x_1)``, ...);
     ``eliminate`` maps a symbol to its expression in the others (a softmax row's last entry).
     """
 
@@ -92,9 +92,8 @@ class ShapeRule:
 
 
 def _prime(app: AppliedUndef) -> sp.Expr:
-    """``σ′(z)`` written as sympy does: the derivative of σ at the point z."""
-    xi = sp.Dummy("ξ")
-    return sp.Subs(sp.Derivative(app.func(xi), xi), xi, app.args[0])
+    """``ρ′(z)``, as a key and a readable meaning for the shape t (sympy's own form is a ``Subs``)."""
+    return sp.Function(f"{app.func}′")(app.args[0])
 
 
 def _independent() -> ShapeRule:
@@ -107,7 +106,7 @@ def _independent() -> ShapeRule:
 
 
 def _from_identity(identity: sp.Eq, fn: sp.FunctionClass, name: str, text: str) -> ShapeRule:
-    """``σ(z) = rhs(z, σ′(z))``: σ is replaced by rhs; σ′ by a shape t unless rhs fixes it (no σ′ in rhs)."""
+    """``ρ(z) = rhs(z, ρ′(z))``: ρ is replaced by rhs; ρ′ by a shape t unless rhs fixes it (no ρ′ in rhs)."""
     lhs, rhs = identity.lhs, identity.rhs
     if not (isinstance(lhs, AppliedUndef) and lhs.func == fn and len(lhs.args) == 1 and lhs.args[0].is_Symbol):
         raise ValueError(f"an identity for {fn} must read Eq({fn}(z), rhs) with z a symbol, got {identity}")
@@ -198,13 +197,13 @@ def rule_for(fn: sp.FunctionClass, identity: object = None) -> ShapeRule:
     Examples
     ========
     >>> import sympy as sp
-    >>> sigma, x = sp.Function("sigma"), sp.Symbol("x")
+    >>> rho, x = sp.Function("rho"), sp.Symbol("x")
     >>> sh = Shapes()
-    >>> rule_for(sigma, "relu").value(sigma(2 * x), sh)  # σ(z) = σ'(z)·z
+    >>> rule_for(rho, "relu").value(rho(2 * x), sh)  # ρ(z) = ρ'(z)·z
     2*t_1*x
     >>> sh.meaning[sp.Symbol("t_1", real=True)]
-    Subs(Derivative(sigma(_ξ), _ξ), _ξ, 2*x)
-    >>> rule_for(sigma).value(sigma(2 * x), sh)
+    rho′(2*x)
+    >>> rule_for(rho).value(rho(2 * x), sh)
     s_1
     """
     if identity is None:

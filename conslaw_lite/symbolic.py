@@ -12,7 +12,7 @@ The chain of chapter 1, each step computed, nothing typed in by hand:
 5. :func:`quadratic_laws` — every quadratic polynomial law of any sympy model at once,
    by linear algebra on the unknown coefficients of ``h``.
 6. :func:`derive` — the paper's proof on a block whose activations (softmax entries, gates)
-   are undefined sympy functions: shapes in place of σ(B_i·x), σ′(B_i·x) (identities first,
+   are undefined sympy functions: shapes in place of ρ(B_i·x), ρ′(B_i·x) (identities first,
    :mod:`conslaw_lite.shapes`), every coefficient of the condition set to 0 by the
    independence rule, the x-free PDE system (steps 3–4 above, generalized: :func:`pde` and
    :func:`characteristics` run the same code), its exact quadratic laws and the exact count
@@ -112,7 +112,9 @@ def _symbols(values: object, what: str) -> list[sp.Symbol]:
     return out
 
 
-def _check_model(f: object, params: object, inputs: object) -> tuple[list[sp.Expr], list[sp.Symbol], list[sp.Symbol]]:
+def _check_model(
+    f: object, params: object, inputs: object, absent_ok: bool = False
+) -> tuple[list[sp.Expr], list[sp.Symbol], list[sp.Symbol]]:
     outputs = _outputs(f)
     theta = _symbols(params, "params")
     x = _symbols(inputs, "inputs")
@@ -123,7 +125,7 @@ def _check_model(f: object, params: object, inputs: object) -> tuple[list[sp.Exp
         raise ValueError(f"{', '.join(both)} listed both as a parameter and as an input")
     free = set().union(*(e.free_symbols for e in outputs))
     absent = [str(s) for s in theta if s not in free]
-    if absent:
+    if absent and not absent_ok:
         raise ValueError(f"parameter {', '.join(absent)} does not occur in f")
     unknown = sorted(str(s) for s in free - set(theta) - set(x))
     if unknown:
@@ -354,7 +356,7 @@ def _coefficient_rows(grads: list[sp.Expr], x: list[sp.Symbol], shapes: Shapes, 
         except sp.PolynomialError as err:
             raise ValueError(
                 f"output {i} of f is not polynomial in the inputs {x} once each undefined function is replaced "
-                "by its shape symbols; write activations as undefined sympy Functions (sp.Function('sigma')) "
+                "by its shape symbols; write activations as undefined sympy Functions (sp.Function('rho')) "
                 "or use quadratic_laws, which does not need this"
             ) from err
         for monomial, coefficient in terms:
@@ -405,7 +407,7 @@ def _x_free_system(
     outputs = _outputs(f)
     theta, x = _symbols(params, "params"), _symbols(inputs, "inputs")
     through = _check_through(through, theta, x)
-    _check_model([sp.Add(*outputs), *through.values()], theta, x + list(through))  # every θ reaches f
+    _check_model([sp.Add(*outputs), *through.values()], theta, x + list(through), absent_ok=True)
     free = set().union(*(e.free_symbols for e in outputs))
     variables = [t for t in theta if t in free] + [u for u in through if u in free]
     value_of = {**{t: t for t in theta}, **through}
@@ -439,6 +441,10 @@ def _x_free_system(
             fields.append(V)
     relations = [sp.Add(*(c * l for c, l in zip(combo, L))) for combo in combos]
     rule = "\n".join(dict.fromkeys(r.text for r in rules.values())) or "no undefined function: f is a polynomial in x"
+    reached = set().union(*(e.free_symbols for e in outputs), *(v.free_symbols for v in through.values()))
+    absent = [str(t) for t in theta if t not in reached]
+    if absent:  # e.g. the gate rows under top-1 routing, whose gate is the constant 1
+        rule += f"\n{', '.join(absent)} do not reach f: nothing constrains them, each is a law"
     return _System(theta, shapes, rule, conditions, relations, fields, R is not None)
 
 
@@ -492,7 +498,7 @@ def _laws_by_component(fields: list[list[sp.Expr]], theta: list[sp.Symbol], seed
 class Derivation:
     """The paper's derivation of one block, every step computed (see :func:`derive`).
 
-    ``conditions``: ``⟨∇h, ∇f_j⟩`` per output, shapes in place of σ, σ′, softmax entries;
+    ``conditions``: ``⟨∇h, ∇f_j⟩`` per output, shapes in place of ρ, ρ′, softmax entries;
     ``shapes``: what each shape symbol stands for; ``rule``: the independence rule(s) used,
     with their source; ``relations``: the x-free system in the quantities ``u`` (``∂h/∂θ``,
     or ``⟨∇h, ∇u(θ)⟩`` for a ``through`` quantity); ``pde``: the same as PDEs
@@ -513,6 +519,39 @@ class Derivation:
     ranks_by_depth: list[int]
     num_laws: int | None
     seconds: float
+
+    def report(self, items: int = 4, width: int = 400) -> str:
+        """The chain as text, every line from the computation: condition (output 1), shapes, rule,
+        x-free system, PDEs, laws, certificate. Lists show their first ``items`` entries; long
+        expressions are cut at ``width`` characters.
+
+        Examples
+        ========
+        >>> a, b, x = sp.symbols("a b x")
+        >>> print(derive(a * b * x, [a, b], [x]).report())  # doctest: +ELLIPSIS
+        condition ⟨∇h, ∇f⟩ (output 1): a*x*∂_b h + b*x*∂_a h
+        shapes: none
+        ...
+        laws (1): a**2 - b**2
+        D = 2; brackets give dim Lie ≥ 1 ...: N = 1
+        """
+
+        def cut(e: object) -> str:
+            text = str(short(e)) if isinstance(e, sp.Basic) else str(e)
+            return text if len(text) <= width else text[:width] + " …"
+
+        def listing(name: str, values: list) -> list[str]:
+            more = f", the first {items}" if len(values) > items else ""
+            return [f"{name} ({len(values)} equations{more}):"] + [f"    {cut(v)} = 0" for v in values[:items]]
+
+        shapes = ", ".join(f"{k} = {v}" for k, v in self.shapes.items()) or "none"
+        lines = [f"condition ⟨∇h, ∇f⟩ (output 1): {cut(self.conditions[0])}", f"shapes: {cut(shapes)}",
+                 f"rule: {self.rule}"]  # fmt: skip
+        if any(str(r).startswith("⟨∇h") or "⟨∇h" in str(r) for r in self.relations):  # through quantities
+            lines += listing("x-free system", self.relations)
+        lines += listing("PDE system", self.pde)
+        lines += [f"laws ({len(self.laws)}): " + cut(", ".join(map(str, self.laws)) or "none"), self.certificate]
+        return "\n".join(lines)
 
     @property
     def certificate(self) -> str:
@@ -552,10 +591,10 @@ def derive(
     """Derive a block's laws as the paper proves them, and their exact number.
 
     1. ``∇_θ f`` and the condition ``⟨∇h, ∇f_j(x)⟩ = 0`` for an unknown h(θ);
-    2. every undefined sympy ``Function`` σ in f is an activation: ``σ(B_i·x) → s_i``,
-       ``σ′(B_i·x) → t_i`` (shapes), after the identities given in ``identities``
-       (``{σ: "relu"}``: σ(z) = σ′(z)·z; ``"linear"``: σ(z) = z; ``"softmax"`` and
-       ``"normalized_sigmoid"`` for entries ``φ(index, z_0, ...)``; or ``sp.Eq(σ(z), rhs)``);
+    2. every undefined sympy ``Function`` ρ in f is an activation: ``ρ(B_i·x) → s_i``,
+       ``ρ′(B_i·x) → t_i`` (shapes), after the identities given in ``identities``
+       (``{ρ: "relu"}``: ρ(z) = ρ′(z)·z; ``"linear"``: ρ(z) = z; ``"softmax"`` and
+       ``"normalized_sigmoid"`` for entries ``φ(index, z_0, ...)``; or ``sp.Eq(ρ(z), rhs)``);
        see :mod:`conslaw_lite.shapes`;
     3. independence of the shapes over the polynomials in x: the coefficient of every
        monomial in (shapes, x) vanishes (``.rule`` says which rule, proved or assumed);
@@ -572,11 +611,11 @@ def derive(
     ========
     >>> import sympy as sp
     >>> a, b, x = sp.symbols("a b x")
-    >>> sigma = sp.Function("sigma")
-    >>> d = derive(a * sigma(b * x), [a, b], [x])  # GELU-like: shapes independent
+    >>> rho = sp.Function("rho")  # an activation ρ
+    >>> d = derive(a * rho(b * x), [a, b], [x])  # GELU-like: shapes independent
     >>> d.pde, d.num_laws
     ([Derivative(h(a, b), a), Derivative(h(a, b), b)], 0)
-    >>> d = derive(a * sigma(b * x), [a, b], [x], {sigma: "relu"})  # σ(z) = σ'(z) z
+    >>> d = derive(a * rho(b * x), [a, b], [x], {rho: "relu"})  # ρ(z) = ρ'(z) z
     >>> d.pde, d.laws, d.num_laws
     ([a*Derivative(h(a, b), b) + b*Derivative(h(a, b), a)], [a**2 - b**2], 1)
     """

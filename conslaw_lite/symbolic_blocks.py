@@ -7,8 +7,8 @@ through ``M_i = Q_i K_iᵀ``, and V_i, O_i only through ``N_i = V_i O_iᵀ``), p
 parameter lives in the torch module of the same block (:attr:`SymbolicBlock.torch_entries`), so
 :func:`compare_with_closed_form` can hold the derived laws against :func:`conslaw_lite.laws.laws_of`.
 
-* :func:`ffn_block` — ``A·σ(Bx)`` (GELU, SiLU: σ undefined; ReLU, linear: with their identity),
-  ``A·(σ(Bx) ⊙ Cx)`` (SwiGLU);
+* :func:`ffn_block` — ``A·ρ(Bx)`` (GELU, SiLU: ρ undefined; ReLU, linear: with their identity),
+  ``A·(ρ(Bx) ⊙ Cx)`` (SwiGLU);
 * :func:`attention_block` — ``Σ_i softmax(X̃ M_i X̃ᵀ/√k) X̃ N_i``, optionally with sinusoidal
   (or any absolute) PE, biases, or RoPE (scores ``x_p Q_i R_{s−p} K_iᵀ x_sᵀ``, one
   ``M_i^(Δ) = Q_i R_Δ K_iᵀ`` per offset Δ);
@@ -28,7 +28,7 @@ from torch import nn
 
 from conslaw_lite.blocks.ffn import FFN, SwiGLU, sympy_form
 
-SIGMA = sp.Function("sigma")
+RHO = sp.Function("rho")  # the activation ρ, undefined: the derivation uses only its shapes
 SOFTMAX = sp.Function("softmax")
 GATE = sp.Function("gate")
 
@@ -73,26 +73,26 @@ FFN_IDENTITIES = {"gelu": None, "silu": None, "relu": "relu", "linear": "linear"
 
 
 def ffn_block(block: str, d: int, r: int, m: int) -> SymbolicBlock:
-    """``A·σ(Bx)`` (``block`` = gelu, silu, relu, linear) or SwiGLU ``A·(σ(Bx) ⊙ Cx)``, σ undefined.
+    """``A·ρ(Bx)`` (``block`` = gelu, silu, relu, linear) or SwiGLU ``A·(ρ(Bx) ⊙ Cx)``, ρ undefined.
 
-    GELU and SiLU give the same expression (σ undefined, independent shapes: the paper's
+    GELU and SiLU give the same expression (ρ undefined, independent shapes: the paper's
     rule covers both); ReLU and linear carry their identity.
 
     Examples
     ========
     >>> b = ffn_block("relu", 1, 1, 1)
     >>> b.f, b.identities
-    ([A_11*sigma(B_11*x_1)], {sigma: 'relu'})
+    ([A_11*rho(B_11*x_1)], {rho: 'relu'})
     """
     if block not in FFN_IDENTITIES:
         raise ValueError(f"block must be one of {tuple(FFN_IDENTITIES)}, got {block!r}")
-    f, params, x = sympy_form(block, d, r, m, sigma=SIGMA)
+    f, params, x = sympy_form(block, d, r, m, act=RHO)
     identity = FFN_IDENTITIES[block]
     entries = {}
     for p in params:  # A_ji, B_ik, C_ik (1-based) are A.weight[j−1, i−1], ...
         letter, (row, col) = p.name[0], p.name[2:]
         entries[p] = (f"{letter}.weight", (int(row) - 1, int(col) - 1))
-    return SymbolicBlock(f, params, x, {SIGMA: identity} if identity else {}, torch_entries=entries)
+    return SymbolicBlock(f, params, x, {RHO: identity} if identity else {}, torch_entries=entries)
 
 
 def ffn_module(block: str, d: int, r: int, m: int) -> nn.Module:
@@ -225,42 +225,47 @@ def attention_module(d: int, k: int, n_heads: int = 1, pe: str = "none", bias: b
 
 
 def moe_block(
-    gating: str, d: int, n_experts: int, r: int, m: int, top_k: tuple[int, ...] | None = None
+    gating: str, d: int, n_experts: int, r: int, m: int, selections: list[tuple[int, ...]] | None = None
 ) -> SymbolicBlock:
-    """``Σ_e g_e(Wx) E_e(x)``, SwiGLU experts ``E_e = A_e(σ(B_e x) ⊙ C_e x)``, σ undefined.
+    """``Σ_e g_e(Wx) E_e(x)``, SwiGLU experts ``E_e = A_e(ρ(B_e x) ⊙ C_e x)``, ρ undefined.
 
     ``gating="softmax"``: ``g_e = gate(e, z)`` with softmax identities; ``"sigmoid"``: the
-    normalized sigmoid ``σ(z_e)/Σ_j σ(z_j)``. ``top_k``: a fixed selection (the experts
-    chosen on the region of inputs considered), renormalised over them.
+    normalized sigmoid ``σ(z_e)/Σ_j σ(z_j)``. ``selections``: top-k routing as fixed
+    selections, one per region of inputs (the experts chosen there, the gate renormalised
+    over them); a law must hold on every region, so each region's outputs are listed.
 
     Examples
     ========
     >>> b = moe_block("softmax", 1, 2, 1, 1)
     >>> [str(p) for p in b.params]
     ['W_11', 'W_21', 'A1_11', 'B1_11', 'C1_11', 'A2_11', 'B2_11', 'C2_11']
+    >>> moe_block("softmax", 1, 2, 1, 1, selections=[(0,), (1,)]).f  # top-1: gate(0, z) = 1 on its region
+    [A1_11*C1_11*x_1*gate(0, W_11*x_1)*rho(B1_11*x_1), A2_11*C2_11*x_1*gate(0, W_21*x_1)*rho(B2_11*x_1)]
     """
     if gating not in ("softmax", "sigmoid"):
         raise ValueError(f"gating must be 'softmax' or 'sigmoid', got {gating!r}")
-    chosen = list(range(n_experts)) if top_k is None else list(top_k)
-    if not chosen or any(not 0 <= e < n_experts for e in chosen) or len(set(chosen)) != len(chosen):
-        raise ValueError(f"top_k must list distinct experts among 0..{n_experts - 1}, got {top_k!r}")
+    selections = [tuple(range(n_experts))] if selections is None else [tuple(s) for s in selections]
+    for chosen in selections:
+        if not chosen or any(not 0 <= e < n_experts for e in chosen) or len(set(chosen)) != len(chosen):
+            raise ValueError(f"a selection must list distinct experts among 0..{n_experts - 1}, got {chosen!r}")
     W = sp.Matrix(n_experts, d, lambda e, c: sp.Symbol(f"W_{e + 1}{c + 1}", real=True))
     params = list(W)
     entries = {W[e, c]: ("gate.weight", (e, c)) for e in range(n_experts) for c in range(d)}
-    out = sp.zeros(m, 1)
-    x = None
+    experts, x = [], None
     for e in range(n_experts):
-        f, theta, x = sympy_form("swiglu", d, r, m, sigma=SIGMA)
+        f, theta, x = sympy_form("swiglu", d, r, m, act=RHO)
         renamed = {t: sp.Symbol(f"{t.name[0]}{e + 1}{t.name[1:]}", real=True) for t in theta}  # A_11 -> A1_11
         params += list(renamed.values())
         for t, new in renamed.items():
             row, col = t.name[2:]
             entries[new] = (f"experts.{e}.{t.name[0]}.weight", (int(row) - 1, int(col) - 1))
-        if e in chosen:
-            logits = [(W[j, :] * sp.Matrix(x))[0] for j in chosen]
-            out += GATE(chosen.index(e), *logits) * sp.Matrix(f).xreplace(renamed)
+        experts.append(sp.Matrix(f).xreplace(renamed))
+    outputs = []
+    for chosen in selections:
+        logits = [(W[j, :] * sp.Matrix(x))[0] for j in chosen]
+        outputs += list(sum((GATE(i, *logits) * experts[e] for i, e in enumerate(chosen)), sp.zeros(m, 1)))
     identity = "softmax" if gating == "softmax" else "normalized_sigmoid"
-    return SymbolicBlock(list(out), params, list(x), {GATE: identity, SIGMA: None}, torch_entries=entries)
+    return SymbolicBlock(outputs, params, list(x), {GATE: identity, RHO: None}, torch_entries=entries)
 
 
 def moe_module(gating: str, d: int, n_experts: int, r: int, m: int, top_k: int | None = None) -> nn.Module:
@@ -402,9 +407,8 @@ def case(name: str, size: str = "small") -> Case:
         d, n_e, r, m = (3, 2, 1, 1) if big else (2, 2, 1, 1)
         if name == "moe-top1":
             N, text = n_e * r + n_e * d, f"n_E·r + n_E·d = {n_e * r + n_e * d}"
-            return Case(
-                moe_block(gating, d, n_e, r, m, top_k=(0,)), moe_module(gating, d, n_e, r, m, top_k=1), (d,), N, text
-            )
+            top1 = moe_block(gating, d, n_e, r, m, selections=[(e,) for e in range(n_e)])
+            return Case(top1, moe_module(gating, d, n_e, r, m, top_k=1), (d,), N, text)
         N, text = (
             (n_e * r + d, f"n_E·r + d = {n_e * r + d}") if gating == "softmax" else (n_e * r, f"n_E·r = {n_e * r}")
         )

@@ -44,9 +44,9 @@ def test_swiglu_chain_step_by_step() -> None:
     assert {B11: 1} in [{k: v for k, v in F.items() if v != 0} for F in fields]
     assert "proved in the paper" in d.rule
     s = [k for k, v in d.shapes.items() if isinstance(v, sp.core.function.AppliedUndef)]
-    assert len(s) == 2 and all(str(d.shapes[k].func) == "sigma" for k in s)
+    assert len(s) == 2 and all(str(d.shapes[k].func) == "rho" for k in s)
     z = sp.Symbol("z")
-    silu = [e.replace(sp.Function("sigma"), sp.Lambda(z, z / (1 + sp.exp(-z)))) for e in c.block.f]
+    silu = [e.replace(sp.Function("rho"), sp.Lambda(z, z / (1 + sp.exp(-z)))) for e in c.block.f]
     for h in d.laws:  # each law is exact for the block with a true SiLU, too
         assert all(sp.simplify(orthogonality_condition(fi, c.block.params, h)) == 0 for fi in silu)
 
@@ -83,16 +83,16 @@ def test_top1_routing_conserves_every_gate_entry() -> None:
 
 def test_identities_are_checked() -> None:
     a, b, x = sp.symbols("a b x")
-    sigma, tau = sp.Function("sigma"), sp.Function("tau")
-    with pytest.raises(ValueError, match="identity for sigma must be"):
-        derive(a * sigma(b * x), [a, b], [x], {sigma: "tanh"})
+    rho, tau = sp.Function("rho"), sp.Function("tau")
+    with pytest.raises(ValueError, match="identity for rho must be"):
+        derive(a * rho(b * x), [a, b], [x], {rho: "tanh"})
     with pytest.raises(ValueError, match="tau, which does not occur"):
-        derive(a * sigma(b * x), [a, b], [x], {tau: "relu"})
+        derive(a * rho(b * x), [a, b], [x], {tau: "relu"})
     with pytest.raises(ValueError, match="not polynomial in the inputs"):
         derive(a * sp.exp(b * x), [a, b], [x])
     with pytest.raises(ValueError, match="one layer only"):
-        derive(a * sigma(b * sigma(x)), [a, b], [x])
+        derive(a * rho(b * rho(x)), [a, b], [x])
     # an identity given as an equation: σ(z) = z σ'(z) is ReLU's
     z = sp.Symbol("z")
-    relu = sp.Eq(sigma(z), z * sp.Derivative(sigma(z), z))
-    assert derive(a * sigma(b * x), [a, b], [x], {sigma: relu}).laws == [a**2 - b**2]
+    relu = sp.Eq(rho(z), z * sp.Derivative(rho(z), z))
+    assert derive(a * rho(b * x), [a, b], [x], {rho: relu}).laws == [a**2 - b**2]

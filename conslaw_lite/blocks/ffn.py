@@ -108,13 +108,13 @@ class SwiGLU(nn.Module):
         return self.A(hidden)  # (..., m)
 
 
-def sympy_form(block: str, d: int, r: int, m: int, sigma=None) -> tuple[list, list, list]:
+def sympy_form(block: str, d: int, r: int, m: int, act=None) -> tuple[list, list, list]:
     """The block as sympy expressions: ``(outputs f_1..f_m, parameters, inputs x_1..x_d)``.
 
     ``block`` is ``"gelu"``, ``"silu"``, ``"relu"``, ``"linear"`` (an :class:`FFN`)
     or ``"swiglu"``. Parameters are the symbols ``A_ji, B_ik, C_ik`` (1-based);
     GELU is ``z/2·(1 + erf(z/√2))``, SiLU ``z/(1 + e^{−z})``, ReLU ``max(z, 0)``.
-    ``sigma``, an undefined sympy ``Function``, stands for the activation instead (the
+    ``act``, an undefined sympy ``Function`` (ρ), stands for the activation instead (the
     gate's, for SwiGLU), as :func:`conslaw_lite.symbolic.derive` wants it.
     No biases: the symbolic chapter studies the paper's matrices.
 
@@ -126,8 +126,8 @@ def sympy_form(block: str, d: int, r: int, m: int, sigma=None) -> tuple[list, li
     [A_11*B_11*C_11*x_1**2/(1 + exp(-B_11*x_1))]
     >>> [str(p) for p in params]
     ['A_11', 'B_11', 'C_11']
-    >>> sympy_form("swiglu", 1, 1, 1, sigma=sp.Function("sigma"))[0]
-    [A_11*C_11*x_1*sigma(B_11*x_1)]
+    >>> sympy_form("swiglu", 1, 1, 1, act=sp.Function("rho"))[0]
+    [A_11*C_11*x_1*rho(B_11*x_1)]
     """
     import sympy as sp
 
@@ -138,8 +138,8 @@ def sympy_form(block: str, d: int, r: int, m: int, sigma=None) -> tuple[list, li
         "relu": lambda z: sp.Max(z, 0),
         "linear": lambda z: z,
     }
-    if sigma is not None:
-        acts = {name: sigma for name in acts}
+    if act is not None:
+        acts = {name: act for name in acts}
     if block not in (*acts, "swiglu"):
         raise ValueError(f"block must be one of {(*acts, 'swiglu')}, got {block!r}")
     x = list(sp.symbols(f"x_1:{d + 1}", real=True))
