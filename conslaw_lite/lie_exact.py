@@ -3,13 +3,16 @@
 Marcotte et al. (2023): near a generic θ the number of independent laws is
 ``N = D − dim Lie(V)(θ)``. For the x-free PDE system ``Σ_k V_k(θ) ∂_k h = 0`` of a block
 the fields V are polynomials with rational coefficients, so at a rational point θ₀ their
-values and brackets ``[X, Y] = J_Y X − J_X Y`` are rational vectors and the rank is
-decided in exact arithmetic (Python fractions), with no floating point and no tolerance.
+values and brackets ``[X, Y] = J_Y X − J_X Y`` are rational vectors, and ranks are decided
+exactly, with no floating point and no tolerance: the vectors are reduced modulo the prime
+p = 2²⁶ − 5 (so products of residues fit in int64) and eliminated there.
 
-Every bracket computed is a member of Lie(V), so the rank found is a lower bound on the
-generic rank. Independent laws bound it from above: each law's gradient is orthogonal to
-every field of Lie(V), so ``dim Lie(V)(θ₀) ≤ D − rank ∇(laws)(θ₀)``. When the two bounds
-meet, N is certified exactly, and no stopping rule for the bracket depth is needed.
+Two exact bounds meet in the count. Every bracket computed lies in Lie(V), and a rank mod p
+never exceeds the rank over Q, so the rank found is a *lower* bound of dim Lie(V)(θ₀), hence of
+the generic dimension. Independent laws bound it from *above*: each law's gradient is orthogonal
+to every field of Lie(V), so ``dim Lie(V)(θ₀) ≤ D − rank ∇(laws)(θ₀)``, and again
+rank mod p ≤ rank over Q keeps the bound valid. When the two meet, N is certified, and no
+stopping rule for the bracket depth is needed.
 """
 
 from __future__ import annotations
@@ -17,48 +20,45 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
+import numpy as np
 import sympy as sp
 
-Vector = list[Fraction]
+PRIME = 67_108_859  # 2²⁶ − 5: a product of residues is < 2⁵², a sum of 2¹¹ of them fits in int64
+
+Poly = dict[tuple[int, ...], int]  # exponents -> coefficient mod p
 
 
-class ExactSpan:
-    """A row-echelon basis over Q; :meth:`add` says whether a vector enlarged the span.
+class SpanModP:
+    """A reduced row-echelon basis over F_p; :meth:`add` says whether a vector enlarged the span.
 
     Examples
     ========
-    >>> span = ExactSpan(3)
+    >>> span = SpanModP(3)
     >>> span.add([1, 2, 3]), span.add([2, 4, 6]), span.add([0, 1, 0]), span.rank
     (True, False, True, 2)
     """
 
     def __init__(self, dim: int) -> None:
-        self.dim = dim
-        self.rows: dict[int, Vector] = {}  # pivot column -> row with 1 there
+        self.rows = np.zeros((0, dim), dtype=np.int64)
+        self.pivots: list[int] = []
 
     @property
     def rank(self) -> int:
-        return len(self.rows)
-
-    def reduce(self, v) -> Vector:
-        v = [Fraction(c) for c in v]
-        for col, row in self.rows.items():
-            if v[col]:
-                factor = v[col]
-                v = [a - factor * b for a, b in zip(v, row)]
-        return v
+        return len(self.pivots)
 
     def add(self, v) -> bool:
-        v = self.reduce(v)
-        col = next((i for i, c in enumerate(v) if c), None)
-        if col is None:
+        v = np.asarray(v, dtype=np.int64) % PRIME
+        for row, col in zip(self.rows, self.pivots):
+            if v[col]:
+                v = (v - v[col] * row) % PRIME
+        nonzero = np.flatnonzero(v)
+        if nonzero.size == 0:
             return False
-        v = [c / v[col] for c in v]
-        for other in self.rows.values():  # keep the basis reduced, so reduce() is one pass
-            if other[col]:
-                factor = other[col]
-                other[:] = [a - factor * b for a, b in zip(other, v)]
-        self.rows[col] = v
+        col = int(nonzero[0])
+        v = v * pow(int(v[col]), PRIME - 2, PRIME) % PRIME
+        self.rows = (self.rows - np.outer(self.rows[:, col], v) % PRIME) % PRIME  # keep the basis reduced
+        self.rows = np.vstack([self.rows, v])
+        self.pivots.append(col)
         return True
 
 
@@ -75,63 +75,62 @@ def random_point(symbols: list[sp.Symbol], seed: int) -> dict[sp.Symbol, sp.Rati
     return {s: sp.Rational(rng.choice([-1, 1]) * rng.randint(1, 97), rng.randint(1, 13)) for s in symbols}
 
 
-Poly = dict[tuple[int, ...], Fraction]  # exponents -> coefficient: fast exact evaluation in pure Python
+def _residue(q: object) -> int:
+    q = Fraction(str(q))
+    return q.numerator * pow(q.denominator, PRIME - 2, PRIME) % PRIME
 
 
 def _poly(expr: sp.Expr, theta: list[sp.Symbol]) -> Poly:
     terms = sp.Poly(expr, *theta, domain="QQ").terms()
-    return {m: Fraction(int(c.p), int(c.q)) for m, c in terms if c}
+    return {m: _residue(c) for m, c in terms if c}
 
 
-def _evaluate(p: Poly, values: tuple[Fraction, ...]) -> Fraction:
-    total = Fraction(0)
+def _evaluate(p: Poly, values: tuple[int, ...]) -> int:
+    total = 0
     for m, c in p.items():
         term = c
         for v, e in zip(values, m):
             if e:
-                term *= v**e
+                term = term * pow(v, e, PRIME) % PRIME
         total += term
-    return total
+    return total % PRIME
 
 
 def _diff(p: Poly, i: int) -> Poly:
-    out: Poly = {}
-    for m, c in p.items():
-        if m[i]:
-            out[m[:i] + (m[i] - 1,) + m[i + 1 :]] = c * m[i]
-    return out
+    return {m[:i] + (m[i] - 1,) + m[i + 1 :]: c * m[i] % PRIME for m, c in p.items() if m[i]}
 
 
 def _mul_add(out: Poly, p: Poly, q: Poly, sign: int) -> None:
     for m1, c1 in p.items():
         for m2, c2 in q.items():
             m = tuple(a + b for a, b in zip(m1, m2))
-            out[m] = out.get(m, Fraction(0)) + sign * c1 * c2
+            out[m] = (out.get(m, 0) + sign * c1 * c2) % PRIME
 
 
 class _Field:
-    """A polynomial vector field, its value at the point and (when first needed) its Jacobian there."""
+    """A polynomial vector field (mod p), its value at the point and, when first needed, its Jacobian there."""
 
-    def __init__(self, entries: list[Poly], values: tuple[Fraction, ...]) -> None:
+    def __init__(self, entries: list[Poly], values: tuple[int, ...]) -> None:
         self.entries, self.values = entries, values
-        self.value = [_evaluate(p, values) for p in entries]
-        self._jacobian: list[list[Fraction]] | None = None
+        self.value = np.array([_evaluate(p, values) for p in entries], dtype=np.int64)
+        self._jacobian: np.ndarray | None = None
 
     @property
-    def jacobian(self) -> list[list[Fraction]]:
+    def jacobian(self) -> np.ndarray:
         if self._jacobian is None:
             D = len(self.values)
-            self._jacobian = [[_evaluate(_diff(p, l), self.values) for l in range(D)] for p in self.entries]
+            self._jacobian = np.array(
+                [[_evaluate(_diff(p, l), self.values) if p else 0 for l in range(D)] for p in self.entries],
+                dtype=np.int64,
+            )
         return self._jacobian
 
-    def bracket_value(self, other: _Field) -> Vector:
-        """``[self, other](θ₀) = J_other·self − J_self·other``."""
-        D = len(self.value)
-        Jo, Js = other.jacobian, self.jacobian
-        return [sum(Jo[k][l] * self.value[l] - Js[k][l] * other.value[l] for l in range(D)) for k in range(D)]
+    def bracket_value(self, other: _Field) -> np.ndarray:
+        """``[self, other](θ₀) = J_other·self − J_self·other`` (mod p)."""
+        return (other.jacobian @ self.value - self.jacobian @ other.value) % PRIME
 
     def bracket(self, other: _Field) -> _Field:
-        """The field ``[self, other] = J_other·self − J_self·other`` itself (for the next depth)."""
+        """The field ``[self, other]`` itself (for the next depth)."""
         D = len(self.values)
         entries = []
         for k in range(D):
@@ -151,7 +150,7 @@ def lie_rank(
     target: int | None = None,
     max_depth: int = 3,
 ) -> tuple[int, list[int]]:
-    """``dim Lie(V)(θ₀)`` as found by brackets up to ``max_depth``, and the rank after each depth.
+    """A lower bound of ``dim Lie(V)(θ₀)`` from brackets up to ``max_depth``, and the rank after each depth.
 
     Depth 1 is the span of the fields, depth 2 adds every bracket ``[V_i, V_j]``, depth 3
     the brackets of the depth-2 brackets that enlarged the span with every field. The
@@ -170,9 +169,9 @@ def lie_rank(
     """
     D = len(theta)
     target = D if target is None else target
-    values = tuple(Fraction(str(sp.Rational(point[t]))) for t in theta)
+    values = tuple(_residue(point[t]) for t in theta)
     base = [_Field([_poly(v, theta) for v in V], values) for V in fields]
-    span, ranks = ExactSpan(D), []
+    span, ranks = SpanModP(D), []
     for f in base:
         span.add(f.value)
     ranks.append(span.rank)
@@ -199,7 +198,7 @@ def lie_rank(
 
 
 def jacobian_rank(laws: list[sp.Expr], theta: list[sp.Symbol], point: dict[sp.Symbol, sp.Rational]) -> int:
-    """Rank of ``∇(h_1, ..., h_n)`` at the point: how many of the laws are functionally independent there.
+    """Rank of ``∇(h_1, ..., h_n)`` at the point (mod p: a lower bound of the rank over Q).
 
     Examples
     ========
@@ -207,8 +206,8 @@ def jacobian_rank(laws: list[sp.Expr], theta: list[sp.Symbol], point: dict[sp.Sy
     >>> jacobian_rank([a**2 - b**2, 2 * a**2 - 2 * b**2], [a, b], {a: 1, b: 2})
     1
     """
-    span = ExactSpan(len(theta))
-    values = tuple(Fraction(str(sp.Rational(point[t]))) for t in theta)
+    span = SpanModP(len(theta))
+    values = tuple(_residue(point[t]) for t in theta)
     for h in laws:
         p = _poly(h, theta)
         span.add([_evaluate(_diff(p, i), values) for i in range(len(theta))])

@@ -444,3 +444,26 @@ def shift_identity(gating: str, n_experts: int = 2) -> sp.Expr:
     app = GATE(0, *z)
     total = sp.Add(*(rule.derivative(app, u + 1, shapes) for u in range(n_experts)))
     return sp.factor(sp.simplify(total.xreplace(shapes.eliminate)))
+
+
+def rope_commutant(k: int) -> list[sp.Matrix]:
+    """A basis of the k×k matrices X with ``X R_1 = R_1 X``: the directions G = I + εX that keep every score.
+
+    ``Q → QG, K → KG^{−ᵀ}`` keeps ``Q R_Δ Kᵀ`` for every offset Δ iff G commutes with the
+    rotation R_1 (then with all its powers). Each 2×2 block keeps ``aI + bJ`` (J the quarter
+    turn): a scale, whose law is ``‖Q^(j)‖² − ‖K^(j)‖²``, and a rotation, which leaves
+    ``Q^(j)ᵀQ^(j) − K^(j)ᵀK^(j)`` no room for another quadratic law.
+
+    Examples
+    ========
+    >>> [list(X) for X in rope_commutant(2)]
+    [[0, -1, 1, 0], [1, 0, 0, 1]]
+    """
+    if k % 2 or k < 2:
+        raise ValueError(f"RoPE needs an even head_dim k ≥ 2, got {k}")
+    R = rope_rotation(k, 1).xreplace(_circle_point(k, 0))
+    X = sp.Matrix(k, k, lambda a, b: sp.Symbol(f"X_{a}{b}"))
+    equations = list(X * R - R * X)
+    unknowns = list(X)
+    A = sp.Matrix([[sp.diff(e, u) for u in unknowns] for e in equations])
+    return [sp.Matrix(k, k, list(v)) for v in A.nullspace()]
