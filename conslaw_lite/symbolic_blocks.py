@@ -362,14 +362,15 @@ class Case:
     input_shape: tuple[int, ...]
     formula: int
     formula_text: str
+    sizes: dict[str, int] = field(default_factory=dict)
 
 
 def case(name: str, size: str = "small") -> Case:
     """The blocks the book derives, by name, at the ``"small"`` size (seconds) or ``"large"`` (≤ a minute).
 
     Names: ``ffn-gelu``, ``ffn-silu``, ``ffn-relu``, ``ffn-linear``, ``swiglu``, ``mha``
-    (one head), ``mha-2heads``, ``mha-sinusoidal``, ``mha-bias``, ``mha-rope`` (k = 4),
-    ``moe-softmax``, ``moe-sigmoid``, ``moe-top1``.
+    (one head), ``mha-2heads``, ``mha-sinusoidal``, ``mha-bias``, ``mha-rope`` (k = 2 small,
+    k = 4 large), ``moe-softmax``, ``moe-sigmoid``, ``moe-top1``. Small: d = 2 throughout.
 
     Examples
     ========
@@ -391,9 +392,11 @@ def case(name: str, size: str = "small") -> Case:
         n = 2 if name == "mha-2heads" else 1
         pe = {"mha-sinusoidal": "sinusoidal", "mha-rope": "rope"}.get(name, "none")
         bias = name == "mha-bias"
-        k = 4 if pe == "rope" else 2
-        d = k + 1 if big else k
-        T = 3 if big and pe != "rope" else 2
+        if pe == "rope":  # k = 4: two 2×2 blocks turning at different speeds (k = 2 has one)
+            k = d = 4 if big else 2
+            T = 2
+        else:
+            k, d, T = (2, 3, 3) if big else (2, 2, 2)
         if pe == "rope":
             N, text = n * k // 2 + n * k * (k + 1) // 2, f"n·k/2 + n·k(k+1)/2 = {n * k // 2 + n * k * (k + 1) // 2}"
         elif bias:
@@ -401,7 +404,8 @@ def case(name: str, size: str = "small") -> Case:
         else:
             N, text = n * k * (k + 1), f"n·k(k+1) = {n * k * (k + 1)}"
         module = attention_module(d, k, n, pe=pe, bias=bias)
-        return Case(attention_block(d, k, n, T=T, pe=pe, bias=bias), module, (T, d), N, text)
+        sizes = {"d": d, "k": k, "n": n, "T": T}
+        return Case(attention_block(d, k, n, T=T, pe=pe, bias=bias), module, (T, d), N, text, sizes)
     if name.startswith("moe-"):
         gating = "sigmoid" if name == "moe-sigmoid" else "softmax"
         d, n_e, r, m = (3, 2, 1, 1) if big else (2, 2, 1, 1)
@@ -431,8 +435,9 @@ def shift_identity(gating: str, n_experts: int = 2) -> sp.Expr:
     ========
     >>> shift_identity("softmax")
     0
-    >>> shift_identity("sigmoid")  # q_j = σ(z_j), g_1 = q_1/(q_1 + q_2)
-    q_1*q_2*(q_2 - q_1)/(q_1 + q_2)**2
+    >>> q1, q2 = sp.symbols("q_1 q_2", real=True)  # q_j = σ(z_j), g_1 = q_1/(q_1 + q_2)
+    >>> sp.simplify(shift_identity("sigmoid") - q1 * q2 * (q2 - q1) / (q1 + q2) ** 2)
+    0
     """
     from conslaw_lite.shapes import Shapes, rule_for
 

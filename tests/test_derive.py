@@ -43,8 +43,9 @@ def test_swiglu_chain_step_by_step() -> None:
     assert {A11: C11, C11: A11} in [{k: v for k, v in F.items() if v != 0} for F in fields]
     assert {B11: 1} in [{k: v for k, v in F.items() if v != 0} for F in fields]
     assert "proved in the paper" in d.rule
-    s = [k for k, v in d.shapes.items() if isinstance(v, sp.core.function.AppliedUndef)]
-    assert len(s) == 2 and all(str(d.shapes[k].func) == "rho" for k in s)
+    values = [k for k, v in d.shapes.items() if str(v.func) == "rho"]  # s_i = ρ(B_i·x)
+    slopes = [k for k, v in d.shapes.items() if str(v.func) == "rho′"]  # t_i = ρ′(B_i·x)
+    assert len(values) == len(slopes) == 2
     z = sp.Symbol("z")
     silu = [e.replace(sp.Function("rho"), sp.Lambda(z, z / (1 + sp.exp(-z)))) for e in c.block.f]
     for h in d.laws:  # each law is exact for the block with a true SiLU, too
