@@ -875,8 +875,7 @@ def _solve(
     rng = np.random.default_rng(seed)
     exact = _is_rational_polynomial(fields, symbols)
     evaluate = _float_fields(fields, symbols)
-    # + D: a sparse field (touching few θ) yields rows in a space of dimension ~D, whatever n is
-    sample = rng.uniform(-1.5, 1.5, size=(len(symbols), math.ceil(1.5 * n / len(fields)) + D + 8))
+    sample = rng.uniform(-1.5, 1.5, size=(len(symbols), math.ceil(1.5 * n / len(fields)) + 8))
     for _ in range(_ROUNDS):
         Phi = _columns(sample[:D], evaluate(sample))
         basis, sigma_kept, sigma_dropped = _null_space(Phi)
