@@ -158,8 +158,8 @@ def plot_singular_values(ax: Axes, sigma: np.ndarray, rank: int, title: str = ""
     >>> import matplotlib; matplotlib.use("Agg")
     >>> fig, ax = new_figure()
     >>> plot_singular_values(ax, np.array([3.0, 1.0, 1e-14]), rank=2)
-    >>> ax.lines[-1].get_ydata()  # the gap line: √(1 · 1e-14)
-    [np.float64(1e-07), np.float64(1e-07)]
+    >>> [float(y) for y in ax.lines[-1].get_ydata()]  # the gap line: √(1 · 1e-14)
+    [1e-07, 1e-07]
     >>> plt.close(fig)
     """
     sigma = np.maximum(np.asarray(sigma, dtype=float), np.finfo(float).tiny)
