@@ -59,16 +59,6 @@ def test_there_are_twelve_chapters() -> None:
     assert [p.name[:2] for p in CHAPTERS] == [f"{i:02d}" for i in range(1, 13)]
 
 
-# Chapters whose second half of issue 15 (engineer i15b) has not landed yet. Strict: once a
-# chapter passes, its xfail fails, and its name must leave these sets.
-NO_CLAIMS_YET = {"08_language_model", "09_vision", "12_homework"}
-NO_GRADED_EXERCISES_YET = {f"{i:02d}" for i in range(7, 13)}
-
-
-def _pending(path: Path, names: set[str], why: str) -> pytest.MarkDecorator | None:
-    return pytest.mark.xfail(strict=True, reason=why) if path.stem in names or path.name[:2] in names else None
-
-
 def test_print_claims_table() -> None:
     table = {p.stem: claims(p) for p in CHAPTERS}
     print(f"\n{'chapter':<22} {'asserts':>7} {'glued':>5}")
@@ -77,21 +67,13 @@ def test_print_claims_table() -> None:
     assert sum(row["asserts"] + row["glued"] for row in table.values()) > 0
 
 
-@pytest.mark.parametrize(
-    "path",
-    [pytest.param(p, marks=_pending(p, NO_CLAIMS_YET, "issue 15: asserts come with i15b") or ()) for p in CHAPTERS],
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_every_chapter_backs_its_numbers(path: Path) -> None:
     row = claims(path)
     assert row["asserts"] + row["glued"] > 0, f"{path.name}: no assert and no glued value"
 
 
-@pytest.mark.parametrize(
-    "path",
-    [pytest.param(p, marks=_pending(p, NO_GRADED_EXERCISES_YET, "issue 15: i15b") or ()) for p in CHAPTERS],
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_every_chapter_ends_with_summary_and_graded_exercises(path: Path) -> None:
     cells = nbformat.read(path, as_version=4).cells
     text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
