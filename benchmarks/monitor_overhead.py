@@ -43,7 +43,8 @@ def overhead(model: nn.Module, opt: torch.optim.Optimizer, loss: Callable[[], to
         monitor.step()
         step_s.append(t1 - t0)
         monitor_s.append(time.perf_counter() - t1)
-    return np.median(step_s[5:]), np.median(monitor_s[5:]), monitor.names  # the first steps warm up allocators
+    groups = [g.key for g in monitor.groups]
+    return np.median(step_s[5:]), np.median(monitor_s[5:]), groups  # the first steps warm up allocators
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ import argparse
 import importlib.util
 import json
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from torch import nn
@@ -31,50 +32,72 @@ from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import law_functions
 
 
-def _count_fields(count: LawCount) -> dict:
-    return {
-        "num_params": count.num_params,
-        "rank_lie": count.rank_lie,
-        "num_laws": count.num_laws,
-        "conclusive": count.conclusive,
-        "reason": count.reason,
-        "depth": count.depth,
-        "sigma_kept": count.sigma_kept,
-        "sigma_dropped": count.sigma_dropped,
-    }
+@dataclass
+class Certificate:
+    """What ``certify`` prints: the count ``N = D − dim Lie(W)(θ)``, its evidence, and the known laws against it.
+
+    ``num_laws`` and ``rank_lie`` are ``None`` when the count is inconclusive; ``known_laws``,
+    ``max_residual``, ``complete`` and ``formula`` are ``None`` for a module of one's own. ``found``
+    is :meth:`conslaw_lite.find_laws.FoundLaws.to_dict` of the laws found, when they were asked for.
+    """
+
+    arch: str
+    num_params: int
+    rank_lie: int | None
+    num_laws: int | None
+    conclusive: bool
+    reason: str
+    depth: int
+    sigma_kept: float
+    sigma_dropped: float
+    known_laws: int | None
+    max_residual: float | None
+    complete: bool | None
+    formula: int | None
+    formula_text: str
+    note: str
+    seconds: float
+    found: dict | None
+
+    @classmethod
+    def of(cls, arch: str, count: LawCount, found: dict | None, **known) -> Certificate:
+        """The certificate of ``count`` (with ``known_laws, max_residual, ...`` when something is known)."""
+        unknown = dict(known_laws=None, max_residual=None, complete=None, formula=None, formula_text="", note="")
+        return cls(arch=arch, **{name: getattr(count, name) for name in _FROM_COUNT}, **(unknown | known), found=found)
+
+    def to_dict(self) -> dict:
+        """Plain types, for ``--json`` (``found`` only when the laws were asked for)."""
+        out = asdict(self)
+        if self.found is None:
+            del out["found"]
+        return out
 
 
-def certify(arch: str, options: ArchOptions, *, laws: bool = False) -> dict:
+# Certificate's fields that are LawCount's own.
+_FROM_COUNT = (
+    "num_params", "rank_lie", "num_laws", "conclusive", "reason", "depth", "sigma_kept", "sigma_dropped", "seconds"
+)
+
+
+def certify(arch: str, options: ArchOptions, *, laws: bool = False) -> Certificate:
     """Count the laws of architecture ``arch`` and compare with the known laws and the formula.
 
-    Returns a dict with ``arch, num_params, rank_lie, num_laws, known_laws,
-    max_residual, complete, seconds, formula, formula_text`` and the evidence
-    (``conclusive, reason, depth, sigma_kept, sigma_dropped``). ``num_laws`` and
-    ``rank_lie`` are ``None`` when the count is inconclusive. With ``laws``, also
-    ``found``: :meth:`conslaw_lite.find_laws.FoundLaws.to_dict` of the laws found.
+    With ``laws``, also find them (:attr:`Certificate.found`).
 
     Examples
     ========
     >>> r = certify("toy", ArchOptions(dim=3))  # a·b·c·x keeps a² − b² and a² − c²
-    >>> r["num_laws"], r["known_laws"], r["formula"], r["complete"]
+    >>> r.num_laws, r.known_laws, r.formula, r.complete
     (2, 2, 2, True)
     """
     built = get_arch(arch).build(options)
     count = count_laws(built.model, built.input_shape, seed=options.seed)
     check = check_laws(built.model, law_functions(built.model), built.input_shape, seed=options.seed, count=count)
-    found = _found(built.model, built.input_shape, options.seed, count) if laws else {}
-    return {
-        "arch": arch,
-        **_count_fields(count),
-        "known_laws": check.independent,
-        "max_residual": check.max_residual,
-        "complete": check.complete,
-        "formula": built.formula,
-        "formula_text": built.formula_text,
-        "note": built.note,
-        "seconds": count.seconds,
-        **found,
-    }
+    found = _found(built.model, built.input_shape, options.seed, count) if laws else None
+    known = dict(known_laws=check.independent, max_residual=check.max_residual, complete=check.complete)
+    return Certificate.of(
+        arch, count, found, **known, formula=built.formula, formula_text=built.formula_text, note=built.note
+    )
 
 
 def load_factory(spec: str) -> nn.Module:
@@ -113,10 +136,10 @@ def load_factory(spec: str) -> nn.Module:
 
 
 def _found(model: nn.Module, input_shape: tuple[int, ...], seed: int, count: LawCount) -> dict:
-    return {"found": find_laws(model, input_shape, seed=seed, count=count).to_dict()}
+    return find_laws(model, input_shape, seed=seed, count=count).to_dict()
 
 
-def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0, *, laws: bool = False) -> dict:
+def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0, *, laws: bool = False) -> Certificate:
     r"""Count ``N = D − dim Lie(W)(θ)`` for ``FACTORY()`` from ``FILE.py:FACTORY``.
 
     Nothing is known about a module of one's own, so ``known_laws``,
@@ -134,24 +157,12 @@ def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0, *, la
     ...     "def build():\n    return ToyProduct(a=1.0, b=2.0, c=0.5)\n"
     ... )
     >>> r = certify_module(f"{path}:build", (1,), laws=True)
-    >>> r["num_params"], r["rank_lie"], r["num_laws"], r["known_laws"], r["found"]["laws"]
+    >>> r.num_params, r.rank_lie, r.num_laws, r.known_laws, r.found["laws"]
     (3, 1, 2, None, ['a² − c²', 'b² − c²'])
     """
     model = load_factory(spec)
     count = count_laws(model, input_shape, seed=seed)
-    found = _found(model, input_shape, seed, count) if laws else {}
-    return {
-        "arch": spec,
-        **_count_fields(count),
-        "known_laws": None,
-        "max_residual": None,
-        "complete": None,
-        "formula": None,
-        "formula_text": "",
-        "note": "",
-        "seconds": count.seconds,
-        **found,
-    }
+    return Certificate.of(spec, count, _found(model, input_shape, seed, count) if laws else None)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -171,7 +182,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return shape
 
 
-def table(result: dict) -> str:
+def table(result: Certificate) -> str:
     """The result of :func:`certify` or :func:`certify_module` as aligned ``key  value`` lines.
 
     Examples
@@ -190,26 +201,26 @@ def table(result: dict) -> str:
     seconds            ...
     """
     rows = [
-        ("architecture", result["arch"]),
-        ("parameters D", result["num_params"]),
-        ("rank of Lie(W)", result["rank_lie"]),
-        ("laws N = D − rank", result["num_laws"] if result["conclusive"] else f"inconclusive ({result['reason']})"),
-        ("bracket depth", result["depth"]),
-        ("σ kept / dropped", f"{result['sigma_kept']:.2e} / {result['sigma_dropped']:.2e}"),
+        ("architecture", result.arch),
+        ("parameters D", result.num_params),
+        ("rank of Lie(W)", result.rank_lie),
+        ("laws N = D − rank", result.num_laws if result.conclusive else f"inconclusive ({result.reason})"),
+        ("bracket depth", result.depth),
+        ("σ kept / dropped", f"{result.sigma_kept:.2e} / {result.sigma_dropped:.2e}"),
     ]
-    if result["formula"] is not None:
+    if result.formula is not None:
         rows += [
-            ("formula", f"{result['formula']}  ({result['formula_text']})"),
-            ("known laws", result["known_laws"]),
-            ("max residual", f"{result['max_residual']:.1e}"),
-            ("complete", result["complete"]),
+            ("formula", f"{result.formula}  ({result.formula_text})"),
+            ("known laws", result.known_laws),
+            ("max residual", f"{result.max_residual:.1e}"),
+            ("complete", result.complete),
         ]
-    if result["note"]:
-        rows.append(("note", result["note"]))
-    rows.append(("seconds", f"{result['seconds']:.2f}"))
-    if "found" in result:
-        rows.append(("laws found", result["found"]["message"]))
-        rows += [("", law) for law in result["found"]["laws"]]
+    if result.note:
+        rows.append(("note", result.note))
+    rows.append(("seconds", f"{result.seconds:.2f}"))
+    if result.found is not None:
+        rows.append(("laws found", result.found["message"]))
+        rows += [("", law) for law in result.found["laws"]]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
@@ -270,8 +281,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--input-shape is only for --module; an architecture knows its input shape")
         options = size_options(args, seed=args.seed)
         result = certify(args.arch, options, laws=args.laws)
-    print(json.dumps(result, indent=2) if args.json else table(result))
-    if not result["conclusive"]:
-        print(f"inconclusive: {result['reason']}; no count reported", file=sys.stderr)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else table(result))
+    if not result.conclusive:
+        print(f"inconclusive: {result.reason}; no count reported", file=sys.stderr)
         return 1
     return 0

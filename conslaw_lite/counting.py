@@ -58,8 +58,8 @@ from torch import nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
 from conslaw_lite.exact_ops import exact_derivatives
+from conslaw_lite.laws.registry import Law, Params
 
-Params = Mapping[str, torch.Tensor]
 Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
 Field = Callable[[torch.Tensor], torch.Tensor]  # θ (D,) -> tangent vector (D,)
 
@@ -433,7 +433,7 @@ def count_laws(
     )
 
 
-def _law_entries(laws: Mapping[str, Callable[[Params], torch.Tensor]], problem: _Problem) -> Callable:
+def _law_entries(laws: Mapping[str, Law], problem: _Problem) -> Callable:
     """θ ↦ every entry of every law, flattened (L,); a law that fails names itself."""
 
     def h(theta: torch.Tensor) -> torch.Tensor:
@@ -449,14 +449,14 @@ def _law_entries(laws: Mapping[str, Callable[[Params], torch.Tensor]], problem: 
     return h
 
 
-def _law_sizes(laws: Mapping[str, Callable[[Params], torch.Tensor]], problem: _Problem, theta: torch.Tensor):
+def _law_sizes(laws: Mapping[str, Law], problem: _Problem, theta: torch.Tensor):
     p = problem.unflatten(theta)
     return [torch.as_tensor(law(p)).numel() for law in laws.values()]
 
 
 def check_laws(
     model: Model,
-    laws: Mapping[str, Callable[[Params], torch.Tensor]],
+    laws: Mapping[str, Law],
     input_shape: tuple[int, ...] | None = None,
     *,
     inputs: torch.Tensor | None = None,

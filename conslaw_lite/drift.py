@@ -29,7 +29,8 @@ from torch import nn
 from conslaw_lite.archs import ArchOptions, add_size_arguments, get_arch, size_options
 from conslaw_lite.config import device as default_device
 from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged, LossFn, Run, mse_loss, train
-from conslaw_lite.monitor import CONTROL_SUFFIX, epsilon_block, laws_by_kind, relative_drift
+from conslaw_lite.laws import Group, Kind, Quantity, groups, law_functions
+from conslaw_lite.monitor import epsilon_block, relative_drift
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}  # training dtypes of the command line
 Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, loss); drift and the widget take these
@@ -37,23 +38,27 @@ Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, loss)
 
 @dataclass
 class Trajectory:
-    """One training run with every law and control recorded, grouped by block kind.
+    """One training run with every law and control recorded, grouped by block family and kind.
 
-    ``groups`` maps ``"swiglu"`` (and ``"swiglu (control)"``, ...) to the keys of ``run.h``.
+    ``groups`` maps each :class:`~conslaw_lite.laws.Group` to its quantities; ``run.h`` is keyed by their keys.
     """
 
     run: Run
-    groups: dict[str, list[str]]
+    groups: dict[Group, list[Quantity]]
+
+    def keys(self, kind: Kind) -> list[str]:
+        """Keys of ``run.h`` that are laws (``kind="law"``) or controls (``kind="control"``), group by group."""
+        return [q.key for group, qs in self.groups.items() if group.kind == kind for q in qs]
 
     @property
     def conserved(self) -> list[str]:
         """Keys of ``run.h`` that are conservation laws (not controls)."""
-        return [n for g, names in self.groups.items() if not g.endswith(CONTROL_SUFFIX) for n in names]
+        return self.keys("law")
 
     @property
     def controls(self) -> list[str]:
-        """Keys of ``run.h`` that are controls (each ends in ``CONTROL_SUFFIX``)."""
-        return [n for g, names in self.groups.items() if g.endswith(CONTROL_SUFFIX) for n in names]
+        """Keys of ``run.h`` that are controls."""
+        return self.keys("control")
 
     def _require_laws(self) -> list[str]:
         if not self.conserved:
@@ -61,10 +66,11 @@ class Trajectory:
         return self.conserved
 
     def epsilon(self, group: str) -> np.ndarray:
-        """ε_block(k) = mean over the group's laws of ``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖``, k = 0..K."""
-        if group not in self.groups:
-            raise ValueError(f"no group {group!r}; this run has {list(self.groups)}")
-        return epsilon_block(np.stack([relative_drift(self.run.h[n]) for n in self.groups[group]], axis=-1))
+        """ε_block(k) = mean over the laws of the group keyed ``group`` of ``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖``."""
+        found = [qs for g, qs in self.groups.items() if g.key == group]
+        if not found:
+            raise ValueError(f"no group {group!r}; this run has {[g.key for g in self.groups]}")
+        return epsilon_block(np.stack([relative_drift(self.run.h[q.key]) for q in found[0]], axis=-1))
 
     def drift(self) -> np.ndarray:
         """``‖h(θ_k) − h(θ_0)‖`` over every entry of every conservation law, k = 0..K."""
@@ -106,16 +112,12 @@ def trajectory(
     Examples
     ========
     >>> t = trajectory(arch_setup("toy", samples=1), 0, lr=0.01, steps=4)  # f = a·b·x, one data point
-    >>> t.identity_error() < 1e-14, list(t.groups)
-    (True, ['toy', 'toy (control)'])
+    >>> t.identity_error() < 1e-14, [g.key for g in t.groups], t.controls
+    (True, ['toy', 'toy:control'], ['a^2', 'b^2'])
     """
     model, loss = setup(seed)
-    groups: dict[str, list[str]] = {}
-    laws = {}
-    for suffix, controls in (("", False), (CONTROL_SUFFIX, True)):
-        for kind, fns in laws_by_kind(model, controls=controls).items():
-            groups[kind + suffix] = [n + suffix for n in fns]
-            laws.update({n + suffix: fn for n, fn in fns.items()})
+    grouped = groups(model)
+    laws = {q.key: q.fn for qs in grouped.values() for q in qs}
     try:
         run = train(
             model, loss, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, laws=laws,
@@ -123,7 +125,7 @@ def trajectory(
         )
     except Diverged as err:
         raise Diverged(err.step, f"{err.reason} (run with τ = {lr:g}, {optimizer}, seed {seed})") from err
-    return Trajectory(run, groups)
+    return Trajectory(run, grouped)
 
 
 def slope(x: Sequence[float], y: Sequence[float]) -> float:
@@ -188,9 +190,9 @@ class DriftReport:
         return asdict(self)
 
 
-def _epsilon_all(t: Trajectory, control: bool) -> float:
-    """ε at the last step over every law (or every control) of the model, all kinds pooled."""
-    names = [n for g, ns in t.groups.items() if g.endswith(CONTROL_SUFFIX) == control for n in ns]
+def _epsilon_all(t: Trajectory, kind: Kind) -> float:
+    """ε at the last step over every law (or every control) of the model, all block families pooled."""
+    names = t.keys(kind)
     return float(epsilon_block(np.array([relative_drift(t.run.h[n])[-1] for n in names]))) if names else np.nan
 
 
@@ -224,7 +226,7 @@ def measure(
         raise ValueError("give at least one step size (--lr)")
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")
-    if not laws_by_kind(setup(0)[0]):  # fail before training, naming the block
+    if not law_functions(setup(0)[0]):  # fail before training, naming the block
         raise ValueError(f"{name or 'this model'} has no conservation laws; drift needs a block with laws")
     ks = log_spaced_steps(steps)
     points = []
@@ -240,8 +242,8 @@ def measure(
                 lr=float(lr),
                 drift=float(mean_drift[-1]),
                 drift_std=float(drifts[:, -1].std()),
-                epsilon=float(np.mean([_epsilon_all(t, False) for t in runs])),
-                control_epsilon=float(np.mean([_epsilon_all(t, True) for t in runs])),
+                epsilon=float(np.mean([_epsilon_all(t, "law") for t in runs])),
+                control_epsilon=float(np.mean([_epsilon_all(t, "control") for t in runs])),
                 normalized_drift=float(np.mean([t.normalized_drift()[-1] for t in runs])),
                 step_budget=float(np.mean([t.run.step_budget()[-1] for t in runs])),
                 slope_steps=slope(ks, mean_drift[ks]),

@@ -28,33 +28,9 @@ from torch import nn
 
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
-from conslaw_lite.laws import BlockLaws, Law
-from conslaw_lite.laws.registry import find_blocks
+from conslaw_lite.laws import Group, Law, find_blocks, groups
 
-CONTROL_SUFFIX = " (control)"
-FOUND = "found"  # the group of laws given to the Monitor
-
-
-def laws_by_kind(model: nn.Module, *, controls: bool = False) -> dict[str, dict[str, Law]]:
-    """The laws (or controls) of ``model`` grouped by block kind: ``{kind: {"path:name": law}}``.
-
-    Raises ``ValueError`` naming the supported module types when ``model`` has no known block.
-
-    Examples
-    ========
-    >>> from conslaw_lite.blocks.toy import ToyProduct
-    >>> {k: list(v) for k, v in laws_by_kind(ToyProduct(a=2.0, b=1.0)).items()}
-    {'toy': ['a²−b²']}
-    """
-    grouped: dict[str, dict[str, Law]] = {}
-    for block in find_blocks(model, required=True):
-        for name, fn in _laws(block, controls).items():
-            grouped.setdefault(block.kind, {})[f"{block.path}:{name}" if block.path else name] = fn
-    return grouped
-
-
-def _laws(block: BlockLaws, controls: bool) -> dict[str, Law]:
-    return block.controls if controls else block.laws
+FOUND = Group("found", "law")  # the group of laws given to the Monitor
 
 
 class _Reads(dict):
@@ -80,7 +56,7 @@ def _sources(model: nn.Module, laws: dict[str, Law]) -> list[Source]:
     sources: list[Source] = []
     for block in find_blocks(model):  # none for laws given to the Monitor (find_laws' on a module of one's own)
         for batch in block.batches:
-            names = [f"{block.path}:{name}" if block.path else name for name in batch.names]
+            names = [block.key(name) for name in batch.names]
             if all(name in position for name in names):
                 sources.append((batch.fn, [position[name] for name in names]))
     batched = {i for _, index in sources for i in index}
@@ -164,10 +140,11 @@ class Monitor:
     """ε_block per block kind (and per kind of control) along any training loop.
 
     Call :meth:`step` after each ``optimizer.step()``, or :meth:`attach` the
-    monitor to a ``torch.optim`` optimizer once. Groups are named by kind
-    (``"swiglu"``, ``"mha"``, ...) and ``"<kind> (control)"`` for the controls.
-    Given ``laws`` (``{name: h}``, e.g. :func:`conslaw_lite.find_laws.find_laws`' ``.laws`` for a
-    module of one's own) it watches those instead, as one group ``"found"``.
+    monitor to a ``torch.optim`` optimizer once. Each :class:`~conslaw_lite.laws.Group` (the laws,
+    or the controls, of one block family) is asked for by its key: ``"swiglu"``, ``"mha"``, ... for
+    the laws and ``"swiglu:control"``, ... for the controls. Given ``laws`` (``{key: h}``, e.g.
+    :func:`conslaw_lite.find_laws.find_laws`' ``.laws`` for a module of one's own) it watches those
+    instead, as one group keyed ``"found"``.
 
     Examples
     ========
@@ -179,11 +156,11 @@ class Monitor:
     >>> handle = monitor.attach(opt)
     >>> for _ in range(3):
     ...     opt.zero_grad(); (model(torch.ones(1, 1, dtype=torch.float64)) ** 2).sum().backward(); opt.step()
-    >>> monitor.steps.tolist(), monitor.names
-    ([0, 1, 2, 3], ['toy', 'toy (control)'])
+    >>> monitor.steps.tolist(), [group.key for group in monitor.groups]
+    ([0, 1, 2, 3], ['toy', 'toy:control'])
     >>> monitor.epsilon("toy").round(7).tolist()  # τ² g_k^T M g_k per step, relative to a² − b² = 3
     [0.0, 1.6e-05, 3.17e-05, 4.71e-05]
-    >>> bool(monitor.epsilon("toy (control)")[-1] > 100 * monitor.epsilon("toy")[-1])  # a², b² move at first order
+    >>> bool(monitor.epsilon("toy:control")[-1] > 100 * monitor.epsilon("toy")[-1])  # a², b² move at first order
     True
     """
 
@@ -205,16 +182,16 @@ class Monitor:
         self.every = every
         self._count = 0
         if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
-            groups = {FOUND: dict(laws)}
+            grouped = {FOUND: dict(laws)}
         else:
-            groups = laws_by_kind(model)
-            groups.update({kind + CONTROL_SUFFIX: fns for kind, fns in laws_by_kind(model, controls=True).items()})
+            grouped = {group: {q.key: q.fn for q in qs} for group, qs in groups(model).items()}
         # Group g owns laws bounds[g]:bounds[g+1] of the one flat vector.
-        self._names = list(groups)
-        self._bounds = np.cumsum([0, *(len(fns) for fns in groups.values())])
+        self._groups = list(grouped)
+        self._keys = [group.key for group in self._groups]
+        self._bounds = np.cumsum([0, *(len(fns) for fns in grouped.values())])
         named = dict(model.named_parameters())
         reads = _Reads({n: p.detach().to(device, torch.float64) for n, p in named.items()})
-        laws = {name: fn for fns in groups.values() for name, fn in fns.items()}  # full names are unique
+        laws = {key: fn for fns in grouped.values() for key, fn in fns.items()}  # keys are unique
         with torch.no_grad():
             self._laws = _Laws.start(_sources(model, laws), reads)
         # Only the parameters some law reads are looked at; those not already float64 on the device are copied
@@ -229,9 +206,9 @@ class Monitor:
         self._relative = [self._laws.relative_drift(reads)]  # per record: every law's relative drift (0 or NaN here)
 
     @property
-    def names(self) -> list[str]:
-        """Group names: each block kind, then each kind's controls."""
-        return list(self._names)
+    def groups(self) -> list[Group]:
+        """The groups: each block family's laws, then each family's controls."""
+        return list(self._groups)
 
     @property
     def steps(self) -> np.ndarray:
@@ -254,12 +231,12 @@ class Monitor:
         """Call :meth:`step` after every ``optimizer.step()``; returns the handle (``.remove()`` detaches)."""
         return optimizer.register_step_post_hook(lambda *_: self.step())
 
-    def relative_drift(self, name: str) -> np.ndarray:
-        """``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖`` per record and law, shape (records, N)."""
-        return self._group(name, np.stack(self._relative))
+    def relative_drift(self, key: str) -> np.ndarray:
+        """``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖`` per record and law of the group ``key``, shape (records, N)."""
+        return self._group(key, np.stack(self._relative))
 
-    def last_relative_drift(self, name: str) -> np.ndarray:
-        """The latest record's ``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖`` per law of group ``name``, shape (N,).
+    def last_relative_drift(self, key: str) -> np.ndarray:
+        """The latest record's ``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖`` per law of group ``key``, shape (N,).
 
         Cheap to call every step (no stacking of the history).
 
@@ -274,19 +251,19 @@ class Monitor:
         >>> monitor.last_relative_drift("toy").round(4).tolist()  # |2.1² − 2²| / 3
         [0.1367]
         """
-        return self._group(name, self._relative[-1])
+        return self._group(key, self._relative[-1])
 
-    def epsilon(self, name: str) -> np.ndarray:
-        """ε_block of group ``name`` per record: the mean of :meth:`relative_drift` over the laws."""
-        return epsilon_block(self.relative_drift(name))
+    def epsilon(self, key: str) -> np.ndarray:
+        """ε_block of group ``key`` per record: the mean of :meth:`relative_drift` over the laws."""
+        return epsilon_block(self.relative_drift(key))
 
     def history(self) -> dict[str, np.ndarray]:
-        """``{"step": k, group: ε_block, ...}`` as plain arrays, ready to plot or save."""
-        return {"step": self.steps, **{name: self.epsilon(name) for name in self._names}}
+        """``{"step": k, group key: ε_block, ...}`` as plain arrays, ready to plot or save."""
+        return {"step": self.steps, **{key: self.epsilon(key) for key in self._keys}}
 
-    def _group(self, name: str, relative: np.ndarray) -> np.ndarray:
-        """The columns (last axis) of ``relative`` that belong to group ``name``."""
-        if name not in self._names:
-            raise ValueError(f"no group {name!r}; this model has {self.names}")
-        g = self._names.index(name)
+    def _group(self, key: str, relative: np.ndarray) -> np.ndarray:
+        """The columns (last axis) of ``relative`` that belong to group ``key``."""
+        if key not in self._keys:
+            raise ValueError(f"no group {key!r}; this model has {self._keys}")
+        g = self._keys.index(key)
         return relative[..., self._bounds[g] : self._bounds[g + 1]]

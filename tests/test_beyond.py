@@ -11,12 +11,13 @@ import pytest
 import torch
 from torch import nn
 
+from conslaw_lite.blocks.network import NetworkLaws, NormCoupling
 from conslaw_lite.counting import check_laws, count_laws
 from conslaw_lite.drift import arch_setup, measure
 from conslaw_lite.flows import gradient_flow, train
 from conslaw_lite.homework import grade_law, how_many_laws
 from conslaw_lite.laws import law_functions, laws_of
-from conslaw_lite.laws.network import NetworkLaws, NormCoupling, discover_couplings
+from conslaw_lite.laws.network import discover_couplings
 from conslaw_lite.models.tiny import TinyTransformer
 from conslaw_lite.weight_decay import decayed_law, discrete_residual, with_weight_decay
 
@@ -87,7 +88,7 @@ def test_tiny_transformer_laws_are_complete(case: str) -> None:
 def test_network_laws_are_tracked_and_declared_couplings_match_the_trace() -> None:
     model = TinyTransformer(5, 4, 2, 2, 3, n_layers=2).double()
     keys = list(laws_of(model))
-    assert sum("γ²−‖W[:,j]‖²" in key for key in keys) == 2 * 2 + 1  # two norms per block, one final norm
+    assert sum("gamma^2-|W[:,j]|^2" in key for key in keys) == 2 * 2 + 1  # two norms per block, one final norm
     declared = sorted(
         (prefix + c.norm, tuple(prefix + x for x in c.consumers))
         for prefix, module in [("", model)] + [(f"blocks.{i}.", b) for i, b in enumerate(model.blocks)]
@@ -108,7 +109,7 @@ def test_gain_symmetry_is_real_and_its_law_is_kept_while_gamma_squared_is_not() 
     from conslaw_lite.flows import mse_loss
 
     loss = mse_loss(u, torch.randn_like(before))
-    law, control = "norm.γ²−‖W[:,j]‖² (head)", "norm.γ²"
+    law, control = "norm.gamma^2-|W[:,j]|^2_(head)", "norm.gamma^2"
     fns = {law: law_functions(model)[law], control: law_functions(model, controls=True)[control]}
     run = train(model, loss, lr=1e-4, steps=5, laws=fns)
     assert run.drift(law)[-1] < 1e-2 * run.drift(control)[-1]  # second order against first order in τ

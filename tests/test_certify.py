@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 import conslaw_lite.__main__ as cli
-from conslaw_lite.archs import ArchOptions, get_arch
+from conslaw_lite.archs import ArchOptions
 from conslaw_lite.certify import certify
 
-get_arch("toy")  # registers every family's architectures
 KEYS = {"arch", "num_params", "rank_lie", "num_laws", "known_laws", "max_residual", "complete", "seconds", "formula"}
 
 FACTORIES = '''
@@ -79,19 +78,19 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
 @pytest.mark.parametrize("dim, expected", [(2, 1), (3, 2)])
 def test_toy(dim: int, expected: int) -> None:
     result = certify("toy", ArchOptions(dim=dim))
-    assert KEYS <= result.keys()
-    assert result["num_laws"] == result["known_laws"] == result["formula"] == expected
-    assert result["num_params"] == dim and result["rank_lie"] == 1
-    assert result["complete"] and result["max_residual"] < 1e-12
+    assert KEYS <= result.to_dict().keys()
+    assert result.num_laws == result.known_laws == result.formula == expected
+    assert result.num_params == dim and result.rank_lie == 1
+    assert result.complete and result.max_residual < 1e-12
 
 
 @pytest.mark.parametrize("arch", ["ffn-linear", "ffn-relu", "ffn-gelu", "swiglu", "mha-rope", "moe-softmax"])
 def test_one_arch_per_family_matches_its_formula(arch: str) -> None:
     # one per family and one head keep this file fast; each family's own tests certify all of its variants
     result = certify(arch, ArchOptions(heads=1))
-    assert result["conclusive"], result["reason"]
-    assert result["num_laws"] == result["formula"], result["formula_text"]
-    assert result["known_laws"] == result["num_laws"] and result["complete"]
+    assert result.conclusive, result.reason
+    assert result.num_laws == result.formula, result.formula_text
+    assert result.known_laws == result.num_laws and result.complete
 
 
 def test_cli_json(run_cli) -> None:

@@ -182,16 +182,16 @@ def test_conserved_drift_ten_times_below_controls(task: str, options: dict) -> N
 
 def test_sigmoid_gate_sum_drifts_where_softmax_keeps_it() -> None:
     eps = {}
-    for gating, law in (("softmax", "ΣW_e"), ("sigmoid", "ΣW_e (sigmoid)")):
+    for gating, law in (("softmax", "sum_W_e"), ("sigmoid", "sum_W_e_(sigmoid)")):
         cfg = ExperimentConfig(
             "lm", "ci", lrs=(0.01,), seeds=1, steps=10, n_experts=4, top_k=2, gating=gating, track=(law,)
         )
         eps[gating] = run_experiment(cfg, progress=False)["runs"][0]["epsilon"]
-    softmax, sigmoid = eps["softmax"]["ΣW_e"][-1], eps["sigmoid"]["ΣW_e (sigmoid)"][-1]
+    softmax, sigmoid = eps["softmax"]["sum_W_e"][-1], eps["sigmoid"]["sum_W_e_(sigmoid)"][-1]
     assert sigmoid > 1e-6 > 1e3 * softmax  # linear law: kept to rounding under softmax
     # Tracked by name: under softmax ΣW_e is the gate's only law, so it is the whole group; under sigmoid
     # it is one control among the rows W_e, and not their mean.
-    assert eps["softmax"]["ΣW_e"] == eps["softmax"]["moe-softmax-top2"]
-    assert not np.isclose(eps["sigmoid"]["moe-sigmoid-top2 (control)"][-1], sigmoid)
-    with pytest.raises(ValueError, match="ΣW_e"):
-        run_experiment(ExperimentConfig("lm", "ci", lrs=(0.01,), seeds=1, steps=1, track=("ΣW_e",)), progress=False)
+    assert eps["softmax"]["sum_W_e"] == eps["softmax"]["moe-softmax-top2"]
+    assert not np.isclose(eps["sigmoid"]["moe-sigmoid-top2:control"][-1], sigmoid)
+    with pytest.raises(ValueError, match="sum_W_e"):
+        run_experiment(ExperimentConfig("lm", "ci", lrs=(0.01,), seeds=1, steps=1, track=("sum_W_e",)), progress=False)

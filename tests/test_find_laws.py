@@ -97,7 +97,7 @@ def test_found_laws_go_to_check_laws_and_the_monitor(one_thread):
         model(x).pow(2).sum().backward()
         opt.step()
     drift = monitor.epsilon("found")
-    assert monitor.names == ["found"] and drift[0] == 0 and 0 < drift[-1] < 1e-3  # O(τ²) per step
+    assert [g.key for g in monitor.groups] == ["found"] and drift[0] == 0 and 0 < drift[-1] < 1e-3  # O(τ²) per step
 
 
 def test_bad_input_gets_count_laws_messages(one_thread):

@@ -11,8 +11,8 @@ from torch import nn
 
 from conslaw_lite.blocks.attention import MultiHeadAttention
 from conslaw_lite.drift import arch_setup, trajectory
-from conslaw_lite.laws import parameters_of
-from conslaw_lite.monitor import CONTROL_SUFFIX, Monitor, laws_by_kind, relative_drift
+from conslaw_lite.laws import groups, parameters_of
+from conslaw_lite.monitor import Monitor, relative_drift
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -58,13 +58,13 @@ def monitored_sgd(make: Callable[[], nn.Module], x: torch.Tensor, lr: float, ste
 def assert_second_order(make: Callable[[], nn.Module], x: torch.Tensor, lr: float) -> list[str]:
     """Halving τ divides each law's ε by 4 (Δh = τ²gᵀMg) but each control's only by 2 (first order)."""
     big, small = monitored_sgd(make, x, lr, 3), monitored_sgd(make, x, lr / 2, 3)
-    assert big.names == small.names
-    for name in big.names:
-        ratio = big.epsilon(name)[-1] / small.epsilon(name)[-1]
-        expected = 2.0 if name.endswith(CONTROL_SUFFIX) else 4.0
-        assert abs(ratio - expected) < 0.15 * expected, (name, ratio)
-    conserved = [n for n in big.names if not n.endswith(CONTROL_SUFFIX)]
-    controls = [n for n in big.names if n.endswith(CONTROL_SUFFIX)]
+    assert big.groups == small.groups
+    for group in big.groups:
+        ratio = big.epsilon(group.key)[-1] / small.epsilon(group.key)[-1]
+        expected = 2.0 if group.kind == "control" else 4.0
+        assert abs(ratio - expected) < 0.15 * expected, (group.key, ratio)
+    conserved = [g.key for g in big.groups if g.kind == "law"]
+    controls = [g.key for g in big.groups if g.kind == "control"]
     assert max(big.epsilon(n)[-1] for n in conserved) < 0.05 * min(big.epsilon(n)[-1] for n in controls)
     return conserved
 
@@ -93,8 +93,8 @@ def test_monitor_agrees_with_the_recorded_training_run() -> None:
         loss(model, k).backward()
         opt.step()
         monitor.step()
-    for name in t.groups:
-        np.testing.assert_allclose(monitor.epsilon(name), t.epsilon(name), rtol=1e-8, atol=1e-15)
+    for group in t.groups:
+        np.testing.assert_allclose(monitor.epsilon(group.key), t.epsilon(group.key), rtol=1e-8, atol=1e-15)
     assert monitor.epsilon("swiglu")[-1] > 0
 
 
@@ -104,7 +104,7 @@ def test_every_n_steps_records_at_multiples_of_n() -> None:
     assert [monitor.step() for _ in range(7)] == [False, False, True, False, False, True, False]
     assert monitor.steps.tolist() == [0, 3, 6]
     history = monitor.history()
-    assert set(history) == {"step", *monitor.names} and all(len(v) == 3 for v in history.values())
+    assert set(history) == {"step", *(g.key for g in monitor.groups)} and all(len(v) == 3 for v in history.values())
 
 
 def test_bad_input_is_named() -> None:
@@ -124,16 +124,16 @@ def test_batched_heads_give_the_same_drift_as_law_by_law() -> None:
     model = nn.Sequential(MultiHeadAttention(6, 3, 2, bias=True), MultiHeadAttention(6, 2, 2, pe="rope")).double()
     x, y = torch.randn(4, 5, 6, dtype=torch.float64), torch.randn(4, 5, 6, dtype=torch.float64)
     monitor = Monitor(model)
-    groups = laws_by_kind(model) | {k + CONTROL_SUFFIX: f for k, f in laws_by_kind(model, controls=True).items()}
-    history = [{name: fn(parameters_of(model)) for fns in groups.values() for name, fn in fns.items()}]
+    grouped = groups(model)
+    history = [{q.key: q.fn(parameters_of(model)) for qs in grouped.values() for q in qs}]
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     for _ in range(3):
         opt.zero_grad()
         ((model(x) - y) ** 2).mean().backward()
         opt.step()
         monitor.step()
-        history.append({name: fn(parameters_of(model)) for fns in groups.values() for name, fn in fns.items()})
-    for group, fns in groups.items():
-        expected = np.stack([relative_drift(np.stack([h[name].numpy() for h in history])) for name in fns], axis=1)
-        np.testing.assert_allclose(monitor.relative_drift(group), expected, rtol=1e-12, atol=1e-15)
-    assert np.nanmax(monitor.relative_drift("mha (control)")) > 1e-3  # the drift compared is not all zeros
+        history.append({q.key: q.fn(parameters_of(model)) for qs in grouped.values() for q in qs})
+    for group, qs in grouped.items():
+        expected = np.stack([relative_drift(np.stack([h[q.key].numpy() for h in history])) for q in qs], axis=1)
+        np.testing.assert_allclose(monitor.relative_drift(group.key), expected, rtol=1e-12, atol=1e-15)
+    assert np.nanmax(monitor.relative_drift("mha:control")) > 1e-3  # the drift compared is not all zeros

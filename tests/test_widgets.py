@@ -34,14 +34,14 @@ def test_curves_are_the_drift_of_the_run_and_the_reference_is_tau2_k(schedule: s
     curves = drift_curves(toy, lr=tau, steps=steps, schedule=schedule)
     model, loss = toy()
     run = train(model, loss, lr=tau, steps=steps, schedule=schedule, laws=toy_laws(model))
-    np.testing.assert_allclose(curves.laws["a²−b²"], run.drift("a²−b²"), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(curves.laws["a^2-b^2"], run.drift("a²−b²"), rtol=0, atol=1e-15)
     k = np.arange(steps + 1)
     sum_tau2 = tau**2 * (k if schedule == "constant" else np.concatenate([[0], np.cumsum(1 / k[1:] ** 2)]))
     np.testing.assert_allclose(curves.reference, run.grad_sq.mean() * sum_tau2, rtol=1e-12)
     # ‖M‖ = 1 for a² − b², so |h_k − h_0| ≤ Σ τ_i² ‖g_i‖² (THEORY.md section 4)
-    assert np.all(curves.laws["a²−b²"] <= run.step_budget() + 1e-15)
+    assert np.all(curves.laws["a^2-b^2"] <= run.step_budget() + 1e-15)
     # the law moves at second order, the controls a², b² at first order
-    assert curves.laws["a²−b²"][-1] < 0.05 * min(c[-1] for c in curves.controls.values())
+    assert curves.laws["a^2-b^2"][-1] < 0.05 * min(c[-1] for c in curves.controls.values())
 
 
 def test_law_drift_follows_the_reference_for_small_steps() -> None:
@@ -49,7 +49,7 @@ def test_law_drift_follows_the_reference_for_small_steps() -> None:
     ratios = []
     for tau in (1e-4, 4e-4):
         curves = drift_curves(toy, lr=tau, steps=5)
-        ratios.extend(curves.laws["a²−b²"][1:] / curves.reference[1:])
+        ratios.extend(curves.laws["a^2-b^2"][1:] / curves.reference[1:])
     assert max(ratios) / min(ratios) < 1.05
 
 

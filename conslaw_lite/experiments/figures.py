@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.axes import Axes
 
-from conslaw_lite.monitor import CONTROL_SUFFIX
+from conslaw_lite.laws import Group
 from conslaw_lite.plots import CONSERVED, CONTROL
 
 
@@ -58,7 +58,7 @@ def plot_epsilon(
     Examples
     ========
     >>> from matplotlib.figure import Figure
-    >>> eps = {"swiglu": [0.0, 1e-6, 4e-6], "swiglu (control)": [0.0, 1e-3, 2e-3]}
+    >>> eps = {"swiglu": [0.0, 1e-6, 4e-6], "swiglu:control": [0.0, 1e-3, 2e-3]}
     >>> results = {"runs": [{"lr": 0.1, "steps": [0, 1, 2], "epsilon": eps}]}
     >>> ax = Figure().add_subplot()
     >>> plot_epsilon(ax, results, "swiglu")
@@ -66,9 +66,9 @@ def plot_epsilon(
     ['laws, τ=0.1', 'controls, τ=0.1']
     """
     lrs = sorted({r["lr"] for r in results["runs"]})
-    groups = [(kind, CONSERVED, "-", "laws")] if law else []
+    groups = [(Group(kind, "law").key, CONSERVED, "-", "laws")] if law else []
     if control:
-        groups.append((kind + CONTROL_SUFFIX, CONTROL, "--", "controls"))
+        groups.append((Group(kind, "control").key, CONTROL, "--", "controls"))
     for j, lr in enumerate(lrs):
         alpha = 0.45 + 0.55 * (j + 1) / len(lrs)
         for group, colour, style, what in groups:

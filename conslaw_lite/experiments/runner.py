@@ -40,7 +40,8 @@ from conslaw_lite.config import SCALES, Scale, dtype_for, scale
 from conslaw_lite.config import device as default_device
 from conslaw_lite.experiments.tasks import TASKS, Task, cross_entropy, lm_task, vit_task
 from conslaw_lite.flows import SCHEDULES, Diverged, batch_indices, check_loss, step_sizes
-from conslaw_lite.monitor import CONTROL_SUFFIX, Monitor, epsilon_block, laws_by_kind
+from conslaw_lite.laws import Group, groups
+from conslaw_lite.monitor import Monitor, epsilon_block
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -57,8 +58,9 @@ class ExperimentConfig:
     """Everything that decides the numbers of an experiment (sizes beyond these come from ``scale``).
 
     ``batch=None`` is full batch; ``steps=None`` and ``seeds=None`` take the scale's default.
-    ``track``: law or control names (the part after ``block:``, e.g. ``"ΣW_e (sigmoid)"``) whose ε,
-    over the blocks that have them, is also recorded on its own under that name.
+    ``track``: ASCII keys of laws or controls within their block (:attr:`~conslaw_lite.laws.Quantity.short_key`,
+    e.g. ``"sum_W_e_(sigmoid)"`` for ``ΣW_e (sigmoid)``) whose ε, over the blocks that have them, is also
+    recorded on its own under that key.
     """
 
     task: str = "lm"
@@ -199,28 +201,27 @@ class Checkpoint:
         tmp.replace(self.path)  # atomic: a kill during the save leaves the previous checkpoint
 
 
-def tracked_columns(model: nn.Module, names: tuple[str, ...]) -> dict[str, tuple[str, list[int]]]:
-    """For each law name, the :class:`Monitor` group holding it and its columns there (one per block).
+def tracked_columns(model: nn.Module, keys: tuple[str, ...]) -> dict[str, tuple[str, list[int]]]:
+    """For each short key, the key of the :class:`Monitor` group holding it and its columns there (one per block).
 
     The columns index :meth:`Monitor.relative_drift`, whose laws come in the order of
-    :func:`~conslaw_lite.monitor.laws_by_kind`.
+    :func:`~conslaw_lite.laws.groups`.
 
     Examples
     ========
     >>> from conslaw_lite.blocks.moe import MoE
-    >>> tracked_columns(nn.Sequential(MoE(3, 2, 1, 1, gating="sigmoid")), ("ΣW_e (sigmoid)",))
-    {'ΣW_e (sigmoid)': ('moe-sigmoid (control)', [2])}
+    >>> tracked_columns(nn.Sequential(MoE(3, 2, 1, 1, gating="sigmoid")), ("sum_W_e_(sigmoid)",))
+    {'sum_W_e_(sigmoid)': ('moe-sigmoid:control', [2])}
     """
-    controls = laws_by_kind(model, controls=True)
-    groups = laws_by_kind(model) | {kind + CONTROL_SUFFIX: fns for kind, fns in controls.items()}
+    grouped = groups(model)
     out = {}
-    for name in names:
-        hits = {g: [i for i, law in enumerate(fns) if law.rsplit(":", 1)[-1] == name] for g, fns in groups.items()}
+    for key in keys:
+        hits = {g.key: [i for i, q in enumerate(qs) if q.short_key == key] for g, qs in grouped.items()}
         hits = {g: cols for g, cols in hits.items() if cols}
         if len(hits) != 1:
-            known = sorted({law.rsplit(":", 1)[-1] for fns in groups.values() for law in fns})
-            raise ValueError(f"law {name!r} is in {len(hits)} monitor groups, not one; this model's laws: {known}")
-        out[name] = next(iter(hits.items()))
+            known = sorted({q.short_key for qs in grouped.values() for q in qs})
+            raise ValueError(f"law {key!r} is in {len(hits)} monitor groups, not one; this model's laws: {known}")
+        out[key] = next(iter(hits.items()))
     return out
 
 
@@ -254,7 +255,7 @@ def train_one(
     record = {"lr": lr, "seed": seed, "steps": [0], "loss": [], "epsilon": {}, "wall_s": 0.0}
     tracked = tracked_columns(model, config.track) if monitor is not None else {}
     if monitor is not None:
-        record["epsilon"] = {name: [0.0] for name in [*monitor.names, *tracked]}
+        record["epsilon"] = {key: [0.0] for key in [*(g.key for g in monitor.groups), *tracked]}
     start = 0
     resumed = ckpt.current if ckpt.current and ckpt.current["key"] == run_key(lr, seed) else None
     if resumed is not None:
@@ -288,8 +289,8 @@ def train_one(
         record["steps"].append(k + 1)
         if monitor is not None:
             monitor.step()
-            for name in monitor.names:  # ε_block of this step's record
-                record["epsilon"][name].append(float(epsilon_block(monitor.last_relative_drift(name))))
+            for group in monitor.groups:  # ε_block of this step's record
+                record["epsilon"][group.key].append(float(epsilon_block(monitor.last_relative_drift(group.key))))
             for name, (group, columns) in tracked.items():
                 record["epsilon"][name].append(float(epsilon_block(monitor.last_relative_drift(group)[columns])))
         bar.update(1)
@@ -325,17 +326,18 @@ def ratios(runs: list[dict]) -> dict[str, dict[str, float]]:
 
     Examples
     ========
-    >>> run = {"lr": 0.1, "epsilon": {"swiglu": [0, 0.25, 0.5], "swiglu (control)": [0, 4.0, 4.0]}}
+    >>> run = {"lr": 0.1, "epsilon": {"swiglu": [0, 0.25, 0.5], "swiglu:control": [0, 4.0, 4.0]}}
     >>> ratios([run])  # min(4/0.25, 4/0.5)
     {'0.1': {'swiglu': 8.0}}
     """
     out: dict[str, dict[str, float]] = {}
     for run in runs:
         eps = run["epsilon"]
-        for kind in eps:
-            if kind.endswith(CONTROL_SUFFIX) or kind + CONTROL_SUFFIX not in eps:
+        for kind in eps:  # a law group's key is its block family; its controls' key is Group(kind, "control").key
+            control_key = Group(kind, "control").key
+            if control_key not in eps:
                 continue
-            law, control = np.array(eps[kind][1:]), np.array(eps[kind + CONTROL_SUFFIX][1:])
+            law, control = np.array(eps[kind][1:]), np.array(eps[control_key][1:])
             r = float(np.min(control / np.maximum(law, np.finfo(float).tiny)))
             lr = f"{run['lr']:g}"
             out.setdefault(lr, {})[kind] = min(r, out.get(lr, {}).get(kind, math.inf))
@@ -390,7 +392,7 @@ def run_experiment(
     >>> cfg = ExperimentConfig("lm", "ci", lrs=(0.1,), seeds=1, steps=2)
     >>> out = run_experiment(cfg, progress=False)
     >>> [len(r["steps"]) for r in out["runs"]], sorted(out["runs"][0]["epsilon"])[:2]
-    ([3], ['mha-rope', 'mha-rope (control)'])
+    ([3], ['mha-rope', 'mha-rope:control'])
     """
     config = config.resolved()
     cluster = Cluster.join()
@@ -454,7 +456,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gating", choices=("softmax", "sigmoid"), default="softmax", help="lm: MoE gating")
     parser.add_argument("--top-k", type=int, default=None, help="lm: experts per token (default: all, dense)")
     parser.add_argument("--no-monitor", action="store_true", help="train without the monitor (for timing)")
-    parser.add_argument("--track", nargs="+", default=(), help="law names also recorded alone, e.g. 'ΣW_e (sigmoid)'")
+    parser.add_argument(
+        "--track", nargs="+", default=(), help="ASCII keys of laws in a block to record alone, e.g. sum_W_e_(sigmoid)"
+    )
     parser.add_argument("--out", default=None, help="results JSON (default results/<task>-<scale>.json)")
     parser.add_argument("--checkpoint-every", type=int, default=None, help="steps between checkpoints")
     parser.add_argument("--fresh", action="store_true", help="ignore and replace an existing checkpoint")

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from conslaw_lite.archs import ArchOptions, Built, register_arch
 from conslaw_lite.blocks.attention import MultiHeadAttention
 from conslaw_lite.laws.registry import Batch, BlockLaws, Law, Params, register_laws
 
@@ -342,7 +341,7 @@ def timm_spec_of(module: nn.Module, prefix: str = "") -> AttentionSpec:
 
 def _block_laws(spec: AttentionSpec, prefix: str) -> BlockLaws:
     laws, controls, batches = attention_laws(spec)
-    return BlockLaws(prefix.rstrip("."), _kind(spec), laws, controls, batches)
+    return BlockLaws(_kind(spec), laws, controls, batches)
 
 
 @register_laws(MultiHeadAttention)
@@ -360,117 +359,3 @@ def _torch_mha_block(module: nn.MultiheadAttention, prefix: str) -> BlockLaws:
 )
 def _timm_attention_block(module: nn.Module, prefix: str) -> BlockLaws:
     return _block_laws(timm_spec_of(module, prefix), prefix)
-
-
-# ---------------------------------------------------------------- architectures for `certify` and `drift`
-
-
-def conditioned_rope_base(k: int) -> float:
-    """A RoPE base whose frequencies ``ω_j = base^(−2j/k)`` run from 1 down to 1/3 rad per position.
-
-    With the usual base 10000 the slow blocks of a short sequence barely turn
-    (``ω_j·T ≪ 1``): the rotations are nearly the identity, nearly every G commutes
-    with them, and the Lie rank's gap between kept and dropped singular values closes.
-
-    Examples
-    ========
-    >>> round(conditioned_rope_base(4), 6)  # ω = (1, 1/3)
-    9.0
-    """
-    if k < 2 or k % 2:
-        raise ValueError(f"RoPE needs an even head_dim ≥ 2, got {k}")
-    return 10000.0 if k == 2 else 3.0 ** (k / (k - 2))
-
-
-def build_mha(
-    options: ArchOptions,
-    *,
-    pe: str = "none",
-    qk_norm: bool | str = False,
-    norm_eps: float = 0.0,
-    bias: bool = False,
-) -> Built:
-    """A float64 :class:`MultiHeadAttention` at a generic point, with the count the theory predicts.
-
-    Formulas (n heads of width k, d ≥ k): ``n·k(k+1)`` without PE or with sinusoidal PE
-    (+ n·k with biases: the key bias is conserved); ``n·k/2 + n·k(k+1)/2`` with RoPE;
-    with QK-norm the k/2 block laws per head are those of the gains (``k/2`` in all when shared),
-    plus ``2n`` when ε = 0. Gains are drawn from U(0.5, 1.5) so that no two are equal.
-
-    Examples
-    ========
-    >>> built = build_mha(ArchOptions(), pe="rope")
-    >>> built.formula, built.input_shape
-    (24, (4, 4))
-    """
-    rope = pe == "rope"
-    o = options.with_defaults(dim=4, heads=2, head_dim=4 if rope else 2, seq=4 if rope else 3)
-    n, k, d = o.heads, o.head_dim, o.dim
-    if d < k:
-        raise ValueError(f"--dim ({d}) must be at least --head-dim ({k}): the counts assume d ≥ k")
-    base = conditioned_rope_base(k) if rope else 10000.0
-    torch.manual_seed(o.seed)
-    model = MultiHeadAttention(d, n, k, pe=pe, qk_norm=qk_norm, norm_eps=norm_eps, bias=bias, rope_base=base)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.startswith("gamma"):
-                p.uniform_(0.5, 1.5)
-    vo = n * k * (k + 1) // 2
-    if qk_norm:
-        blocks = k // 2 if rope else k
-        gains, gains_text = (blocks, f"{blocks}") if qk_norm == "shared" else (n * blocks, f"{n}·{blocks}")
-        scale, scale_text = (2 * n, f" + 2·{n}") if norm_eps == 0 else (0, "")
-        formula, text = gains + scale + vo, f"{gains_text}{scale_text} + {n}·{k}·{k + 1}/2"
-    elif rope:
-        formula, text = n * k // 2 + vo, f"n·k/2 + n·k(k+1)/2 = {n}·{k}/2 + {n}·{k}·{k + 1}/2"
-    else:
-        extra, extra_text = (n * k, f" + {n}·{k}") if bias else (0, "")
-        formula, text = 2 * vo + extra, f"n·k(k+1){' + n·k' if bias else ''} = {n}·{k}·{k + 1}{extra_text}"
-    note = ""
-    if rope and k > 2:
-        slowest = 10000 ** (-(k - 2) / k) * (o.seq - 1)  # largest angle of the slowest block at base 10000
-        note = (
-            f"RoPE base {base:.4g} instead of 10000, so the frequencies run from 1 to 1/3 rad per position "
-            f"and every 2×2 block turns; with 10000 the slowest block turns {slowest:.2g} rad over "
-            f"T = {o.seq} tokens: the rotations are nearly the identity and the smallest kept singular value "
-            "shrinks toward the dropped ones (chapter 5 measures it)."
-        )
-    if qk_norm and norm_eps > 0:
-        note += f" RMSNorm ε = {norm_eps:g}."
-    return Built(model.double(), (o.seq, d), formula, f"{text} = {formula}", note.strip())
-
-
-def _register(name: str, summary: str, **kwargs) -> None:
-    register_arch(name, summary)(lambda options: build_mha(options, **kwargs))
-
-
-_register("mha", "multi-head attention, no position encoding: Q_iᵀQ_i − K_iᵀK_i, V_iᵀV_i − O_iᵀO_i")
-_register("mha-sinusoidal", "multi-head attention with sinusoidal PE added to X: the same laws", pe="sinusoidal")
-_register("mha-bias", "multi-head attention with biases on Q, K, V, O: augmented laws, key bias conserved", bias=True)
-_register("mha-rope", "multi-head attention with RoPE: one law per head and 2×2 block, plus V/O", pe="rope")
-_register(
-    "mha-rope-qknorm",
-    "RoPE + RMSNorm on q, k with per-head gains, ε > 0: laws of the gains per block, plus V/O",
-    pe="rope",
-    qk_norm="per_head",
-    norm_eps=1e-6,
-)
-_register(
-    "mha-rope-qknorm-eps0",
-    "RoPE + QK-norm, per-head gains, ε = 0: also ‖Q_i‖², ‖K_i‖² (scale invariance)",
-    pe="rope",
-    qk_norm="per_head",
-)
-_register(
-    "mha-rope-qknorm-shared",
-    "RoPE + QK-norm with gains shared across heads (Qwen-3), ε > 0",
-    pe="rope",
-    qk_norm="shared",
-    norm_eps=1e-6,
-)
-_register(
-    "mha-rope-qknorm-shared-eps0",
-    "RoPE + QK-norm with gains shared across heads, ε = 0: also ‖Q_i‖², ‖K_i‖²",
-    pe="rope",
-    qk_norm="shared",
-)

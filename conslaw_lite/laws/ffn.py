@@ -17,12 +17,9 @@ timm's ``Mlp``, ``GluMlp`` and ``SwiGLU`` (registered by name: timm stays option
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import torch
 from torch import nn
 
-from conslaw_lite.archs import ArchOptions, Built, register_arch
 from conslaw_lite.blocks.ffn import FFN, SwiGLU
 from conslaw_lite.laws.registry import Batch, BlockLaws, Law, Params, register_laws
 
@@ -111,7 +108,7 @@ def _row(letter: str, bias: str | None) -> str:
     return f"‖[{letter}_{{i,:}},{letter.lower()}_i]‖²" if bias else f"‖{letter}_{{i,:}}‖²"
 
 
-def mlp_block(path: str, family: str, A: str, B: str, b: str | None = None) -> BlockLaws:
+def mlp_block(family: str, A: str, B: str, b: str | None = None) -> BlockLaws:
     """The laws of ``A·act(Bx + b) + a`` for an activation family (``gelu``/``silu``/``relu``/``linear``).
 
     ``A``, ``B``, ``b`` are full parameter names. GELU and SiLU get no law; their
@@ -119,25 +116,24 @@ def mlp_block(path: str, family: str, A: str, B: str, b: str | None = None) -> B
 
     Examples
     ========
-    >>> sorted(mlp_block("mlp", "relu", "mlp.A.weight", "mlp.B.weight").laws)
+    >>> sorted(mlp_block("relu", "mlp.A.weight", "mlp.B.weight").laws)
     ['‖A_{:,i}‖²−‖B_{i,:}‖²']
-    >>> mlp_block("mlp", "gelu", "mlp.A.weight", "mlp.B.weight").laws
+    >>> mlp_block("gelu", "mlp.A.weight", "mlp.B.weight").laws
     {}
     """
     balance = {f"‖A_{{:,i}}‖²−{_row('B', b)}": unit_balance(A, B, b)}
     controls = {"‖A_{:,i}‖²": column_norms(A)}
     if family == "relu":
-        return BlockLaws(path, "ffn-relu", balance, controls)
+        return BlockLaws("ffn-relu", balance, controls)
     if family == "linear":
         name = "AᵀA−BBᵀ" if b is None else "AᵀA−[B,b][B,b]ᵀ"
-        return BlockLaws(path, "ffn-linear", {name: gram_balance(A, B, b)}, controls)
+        return BlockLaws("ffn-linear", {name: gram_balance(A, B, b)}, controls)
     if family in ("gelu", "silu"):
-        return BlockLaws(path, f"ffn-{family}", {}, {**controls, **balance})
+        return BlockLaws(f"ffn-{family}", {}, {**controls, **balance})
     raise ValueError(f"activation family must be gelu, silu, relu or linear, got {family!r}")
 
 
 def glu_block(
-    path: str,
     A: str,
     C: str,
     B: str,
@@ -156,9 +152,9 @@ def glu_block(
 
     Examples
     ========
-    >>> sorted(glu_block("", "A.weight", "C.weight", "B.weight", c="C.bias").laws)
+    >>> sorted(glu_block("A.weight", "C.weight", "B.weight", c="C.bias").laws)
     ['‖A_{:,i}‖²−‖[C_{i,:},c_i]‖²']
-    >>> len(glu_block("", "A.weight", "C.weight", "B.weight", gate_family="relu").laws)
+    >>> len(glu_block("A.weight", "C.weight", "B.weight", gate_family="relu").laws)
     2
     """
     value_law = {f"‖A_{{:,i}}‖²−{_row('C', c)}": unit_balance(A, C, c, C_rows)}
@@ -171,9 +167,9 @@ def glu_block(
 
     batches = (Batch(units, (*value_law, *controls, *gate_balance)),)
     if gate_family == "relu":
-        return BlockLaws(path, "reglu", {**value_law, **gate_balance}, controls, batches)
+        return BlockLaws("reglu", {**value_law, **gate_balance}, controls, batches)
     kind = "swiglu" if gate_family == "silu" else f"glu-{gate_family}"
-    return BlockLaws(path, kind, value_law, {**controls, **gate_balance}, batches)
+    return BlockLaws(kind, value_law, {**controls, **gate_balance}, batches)
 
 
 def _bias(module: nn.Module, prefix: str, name: str) -> str | None:
@@ -183,14 +179,13 @@ def _bias(module: nn.Module, prefix: str, name: str) -> str | None:
 @register_laws(FFN)
 def _ffn(module: FFN, prefix: str) -> BlockLaws:
     return mlp_block(
-        prefix.rstrip("."), module.activation, prefix + "A.weight", prefix + "B.weight", _bias(module, prefix, "B")
+        module.activation, prefix + "A.weight", prefix + "B.weight", _bias(module, prefix, "B")
     )
 
 
 @register_laws(SwiGLU)
 def _swiglu(module: SwiGLU, prefix: str) -> BlockLaws:
     return glu_block(
-        prefix.rstrip("."),
         prefix + "A.weight",
         prefix + "C.weight",
         prefix + "B.weight",
@@ -215,7 +210,7 @@ def _timm_mlp(module: nn.Module, prefix: str) -> BlockLaws | None:
     if family not in ("gelu", "silu", "relu", "linear") or not _plain_hidden(module):
         return None
     return mlp_block(
-        prefix.rstrip("."), family, prefix + "fc2.weight", prefix + "fc1.weight", _bias(module, prefix, "fc1")
+        family, prefix + "fc2.weight", prefix + "fc1.weight", _bias(module, prefix, "fc1")
     )
 
 
@@ -225,7 +220,6 @@ def _timm_swiglu(module: nn.Module, prefix: str) -> BlockLaws | None:
     if not _plain_hidden(module):
         return None
     return glu_block(
-        prefix.rstrip("."),
         prefix + "fc2.weight",
         prefix + "fc1_x.weight",
         prefix + "fc1_g.weight",
@@ -244,7 +238,6 @@ def _timm_glu_mlp(module: nn.Module, prefix: str) -> BlockLaws | None:
     value, gate = (slice(0, r), slice(r, 2 * r)) if module.gate_last else (slice(r, 2 * r), slice(0, r))
     fc1, bias = prefix + "fc1.weight", _bias(module, prefix, "fc1")
     return glu_block(
-        prefix.rstrip("."),
         prefix + "fc2.weight",
         fc1,
         fc1,
@@ -254,59 +247,3 @@ def _timm_glu_mlp(module: nn.Module, prefix: str) -> BlockLaws | None:
         B_rows=gate,
         gate_family=_activation_family(module.act),
     )
-
-
-# ---- named architectures for `certify` and `drift` ----
-
-
-@contextmanager
-def _seeded(seed: int):
-    """Build with ``torch.manual_seed(seed)`` without disturbing the caller's random state."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        yield
-
-
-def _ffn_arch(activation: str, options: ArchOptions) -> Built:
-    o = options.with_defaults(dim=3, hidden=4, out=2)
-    d, r, m = o.dim, o.hidden, o.out
-    with _seeded(o.seed):
-        model = FFN(d, r, m, activation=activation).double()
-    if activation == "relu":
-        return Built(model, (d,), r, f"r = {r}")
-    return Built(model, (d,), 0, "0: no rescaling survives a non-homogeneous activation")
-
-
-@register_arch("ffn-gelu", "A·gelu(Bx): no law")
-def _ffn_gelu(options: ArchOptions) -> Built:
-    return _ffn_arch("gelu", options)
-
-
-@register_arch("ffn-silu", "A·silu(Bx): no law")
-def _ffn_silu(options: ArchOptions) -> Built:
-    return _ffn_arch("silu", options)
-
-
-@register_arch("ffn-relu", "A·relu(Bx): ‖A_{:,i}‖² − ‖B_{i,:}‖², r laws")
-def _ffn_relu(options: ArchOptions) -> Built:
-    return _ffn_arch("relu", options)
-
-
-@register_arch("ffn-linear", "A·Bx: AᵀA − BBᵀ, r(r+1)/2 laws (r ≤ min(m, d))")
-def _ffn_linear(options: ArchOptions) -> Built:
-    o = options.with_defaults(dim=3, hidden=2, out=3)
-    d, r, m = o.dim, o.hidden, o.out
-    if r > min(m, d):
-        raise ValueError(f"ffn-linear's formula r(r+1)/2 needs r ≤ min(m, d); got r={r}, m={m}, d={d}")
-    with _seeded(o.seed):
-        model = FFN(d, r, m, activation="linear").double()
-    return Built(model, (d,), r * (r + 1) // 2, f"r(r+1)/2 = {r}·{r + 1}/2 = {r * (r + 1) // 2}")
-
-
-@register_arch("swiglu", "A·(silu(Bx) ⊙ Cx): ‖A_{:,i}‖² − ‖C_{i,:}‖², r laws")
-def _swiglu_arch(options: ArchOptions) -> Built:
-    o = options.with_defaults(dim=3, hidden=4, out=2)
-    d, r, m = o.dim, o.hidden, o.out
-    with _seeded(o.seed):
-        model = SwiGLU(d, r, m).double()
-    return Built(model, (d,), r, f"r = {r}")

@@ -17,9 +17,8 @@ Two kinds come from normalization layers:
   so a weight W ∈ R^(d×m) writing only into LayerNorms may become ``W + 1aᵀ``:
   its column sums ``1ᵀW`` (m linear laws) are conserved.
 
-A module declares its couplings by inheriting :class:`NetworkLaws` and
-implementing :meth:`NetworkLaws.norm_couplings` (and, if it has any,
-:meth:`NetworkLaws.scale_invariant_weights`, :meth:`NetworkLaws.shift_invariant_weights`);
+A module declares its couplings by inheriting
+:class:`~conslaw_lite.blocks.network.NetworkLaws` (beside the blocks, in :mod:`conslaw_lite.blocks.network`);
 the finder registered here turns the declarations into laws, so :func:`~conslaw_lite.laws.laws_of` and the
 monitor track them beside the blocks' own laws. :func:`discover_couplings`
 finds, with forward hooks, which linear layers read which norm in *any* model,
@@ -29,63 +28,14 @@ to check a declaration (or to write one).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from conslaw_lite.archs import ArchOptions, Built, register_arch
+from conslaw_lite.blocks.network import NetworkLaws, NormCoupling
 from conslaw_lite.laws.registry import BlockLaws, Law, register_laws
 
 NORM_TYPES = (nn.RMSNorm, nn.LayerNorm)
-
-
-@dataclass(frozen=True)
-class NormCoupling:
-    """A norm (module name) and the ``nn.Linear`` layers (module names) that read its output."""
-
-    norm: str
-    consumers: tuple[str, ...]
-
-
-class NetworkLaws(nn.Module):
-    """Mix-in for a parent module whose norms couple its sub-blocks (see the module docstring)."""
-
-    def norm_couplings(self) -> list[NormCoupling]:
-        """Each norm with the linear layers reading it, names relative to this module.
-
-        Each coupling gives the laws ``γ_j² − Σ_i ‖W_i[:, j]‖²``; the base class declares none.
-
-        Examples
-        ========
-        >>> NetworkLaws().norm_couplings()
-        []
-        """
-        return []
-
-    def scale_invariant_weights(self) -> list[str]:
-        """Parameter names (relative) whose joint scaling leaves the output unchanged; ``[]`` if none.
-
-        Their law is ``Σ ‖W‖_F²`` over the group.
-
-        Examples
-        ========
-        >>> NetworkLaws().scale_invariant_weights()
-        []
-        """
-        return []
-
-    def shift_invariant_weights(self) -> list[str]:
-        """Parameter names (relative, ``nn.Linear`` layout) each unchanged in output by ``W → W + 1aᵀ``.
-
-        Their laws are the column sums ``1ᵀW``.
-
-        Examples
-        ========
-        >>> NetworkLaws().shift_invariant_weights()
-        []
-        """
-        return []
 
 
 def gain_law(gain: str, consumers: list[str], bias: str | None = None) -> Law:
@@ -166,7 +116,7 @@ def _network_block(module: NetworkLaws, prefix: str) -> BlockLaws | None:
         laws[f"1ᵀ{name}"] = column_sum_law(prefix + name)
     if not laws:
         return None
-    return BlockLaws(prefix.rstrip("."), "network", laws, controls)
+    return BlockLaws("network", laws, controls)
 
 
 def discover_couplings(model: nn.Module, example: torch.Tensor) -> list[NormCoupling]:
@@ -214,17 +164,3 @@ def discover_couplings(model: nn.Module, example: torch.Tensor) -> list[NormCoup
         for hook in hooks:
             hook.remove()
     return [NormCoupling(norm, tuple(names)) for norm, names in readers.items() if names]
-
-
-@register_arch("tiny-transformer", "embedding, RMSNorm, attention, SwiGLU, head: n·k(k+1) + r + 3d laws")
-def _tiny_transformer(options: ArchOptions) -> Built:
-    from conslaw_lite.models.tiny import TinyTransformer  # here, not at the top: that module imports this one
-
-    o = options.with_defaults(dim=4, heads=2, head_dim=2, hidden=3, out=5, seq=3)
-    d, n, k, r, vocab = o.dim, o.heads, o.head_dim, o.hidden, o.out
-    with torch.random.fork_rng():  # seed the weights without touching the caller's random state
-        torch.manual_seed(o.seed)
-        model = TinyTransformer(vocab, d, n, k, r).double()
-    formula = n * k * (k + 1) + r + 3 * d
-    text = f"n·k(k+1) + r + 3d = {n}·{k}·{k + 1} + {r} + 3·{d} = {formula}"
-    return Built(model, (o.seq, vocab), formula, text, note="--out is the vocabulary size; the 3d laws couple norms")

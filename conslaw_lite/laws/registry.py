@@ -8,19 +8,48 @@ one-step drift of THEORY.md section 4) or inside ``torch.func`` transforms.
 
 Each block family registers a *finder*: given a module and its name prefix,
 it returns the block's laws and its non-conserved controls. :func:`find_blocks`
-walks a model and collects them; :func:`laws_of` evaluates them.
+walks a model and collects them; :func:`quantities` lists them as typed
+:class:`Quantity` s (a law or a control, a display name and a stable ASCII key);
+:func:`laws_of` evaluates them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import torch
 from torch import nn
 
-Params = Mapping[str, torch.Tensor]
+Params = Mapping[str, torch.Tensor]  # θ (or a gradient) by the model's own parameter names
 Law = Callable[[Params], torch.Tensor]
+Kind = Literal["law", "control"]
+KINDS: tuple[Kind, ...] = ("law", "control")
+
+# The law names are the book's notation; an API key is the same name in ASCII, so that it can be typed.
+_ASCII = {"²": "^2", "ᵀ": "^T", "−": "-", "‖": "|", "⁽": "^(", "ʲ": "j", "⁾": ")", "γ": "gamma", "Σ": "sum_", " ": "_"}
+
+
+def ascii_key(name: str) -> str:
+    """The stable ASCII key of a law's display name: ``²`` → ``^2``, ``ᵀ`` → ``^T``, ``‖`` → ``|``, ``−`` → ``-``, ...
+
+    Examples
+    ========
+    >>> ascii_key("head0:QᵀQ−KᵀK"), ascii_key("ΣW_e (sigmoid)")
+    ('head0:Q^TQ-K^TK', 'sum_W_e_(sigmoid)')
+    >>> ascii_key("θ²")
+    Traceback (most recent call last):
+    ...
+    ValueError: law name 'θ²' has characters without an ASCII spelling: θ (add them to registry._ASCII)
+    """
+    key = "".join(_ASCII.get(c, c) for c in name)
+    if not key.isascii():
+        missing = "".join(sorted({c for c in key if not c.isascii()}))
+        raise ValueError(
+            f"law name {name!r} has characters without an ASCII spelling: {missing} (add them to registry._ASCII)"
+        )
+    return key
 
 
 @dataclass(frozen=True)
@@ -41,18 +70,77 @@ class Batch:
 class BlockLaws:
     """The laws of one block inside a model.
 
-    ``path`` is the block's module name (``""`` for the model itself), ``kind``
-    its family (``"swiglu"``, ``"mha-rope"``, ...), ``laws`` the conserved
-    quantities and ``controls`` look-alike quantities that are *not* conserved.
-    ``batches`` optionally says which of them one function evaluates at once
-    (each name's own function in ``laws``/``controls`` gives the same values).
+    ``kind`` is the block's family (``"swiglu"``, ``"mha-rope"``, ...), ``laws`` the conserved
+    quantities and ``controls`` look-alike quantities that are *not* conserved, by name within
+    the block. ``batches`` optionally says which of them one function evaluates at once
+    (each name's own function in ``laws``/``controls`` gives the same values). ``path`` is the
+    block's module name (``""`` for the model itself), set by :func:`find_blocks`.
     """
 
-    path: str
     kind: str
     laws: dict[str, Law]
     controls: dict[str, Law] = field(default_factory=dict)
     batches: tuple[Batch, ...] = ()
+    path: str = ""
+
+    def label(self, name: str) -> str:
+        """The display name of this block's law ``name`` in the model: ``"path:name"``, or ``name`` at the root.
+
+        Examples
+        ========
+        >>> BlockLaws("toy", {}, path="0").label("a²−b²"), BlockLaws("toy", {}).label("a²−b²")
+        ('0:a²−b²', 'a²−b²')
+        """
+        return f"{self.path}:{name}" if self.path else name
+
+    def key(self, name: str) -> str:
+        """The stable ASCII key of this block's law ``name`` in the model: ``ascii_key(label(name))``.
+
+        Examples
+        ========
+        >>> BlockLaws("toy", {}, path="0").key("a²−b²")
+        '0:a^2-b^2'
+        """
+        return ascii_key(self.label(name))
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One law or one control of a model.
+
+    ``name`` is for display (``"0:‖A_{:,i}‖²−‖C_{i,:}‖²"``), ``key`` the stable ASCII key every API
+    takes (``"0:|A_{:,i}|^2-|C_{i,:}|^2"``), ``kind`` says whether it is conserved (``"law"``) or a
+    look-alike that moves (``"control"``), ``block`` the family of its block and ``short_key`` its key
+    within the block (the same in every block of that family). ``fn`` computes it from θ.
+    """
+
+    name: str
+    key: str
+    kind: Kind
+    block: str
+    short_key: str
+    fn: Law
+
+
+@dataclass(frozen=True)
+class Group:
+    """The laws (``kind="law"``) or the controls (``kind="control"``) of every block of one family.
+
+    ``key`` is the block family for its laws and ``"<family>:control"`` for its controls.
+
+    Examples
+    ========
+    >>> Group("swiglu", "law").key, Group("swiglu", "control").key
+    ('swiglu', 'swiglu:control')
+    """
+
+    block: str
+    kind: Kind
+
+    @property
+    def key(self) -> str:
+        """The group's stable ASCII key."""
+        return self.block if self.kind == "law" else f"{self.block}:control"
 
 
 Finder = Callable[[nn.Module, str], "BlockLaws | None"]
@@ -84,9 +172,9 @@ def register_laws(*types: type | str) -> Callable[[Finder], Finder]:
     >>> @register_laws(Pair)
     ... def _pair(module, prefix):
     ...     h = lambda p: p[prefix + "u"] ** 2 - p[prefix + "v"] ** 2
-    ...     return BlockLaws(prefix.rstrip("."), "pair", {"u²−v²": h})
+    ...     return BlockLaws("pair", {"u²−v²": h})
     >>> laws_of(Pair())  # u² − v² = 9 − 1
-    {'u²−v²': tensor(8., dtype=torch.float64)}
+    {'u^2-v^2': tensor(8., dtype=torch.float64)}
     """
 
     def decorate(finder: Finder) -> Finder:
@@ -147,7 +235,7 @@ def find_blocks(model: nn.Module, *, required: bool = False) -> list[BlockLaws]:
         if finder is not None:
             found = finder(module, f"{name}." if name else "")
             if found is not None:
-                blocks.append(replace(found, path=name))
+                blocks.append(replace(found, path=name))  # the finder knows its prefix, not its name
     if required and not blocks:
         raise ValueError(
             f"no block with known conservation laws in {type(model).__name__}; "
@@ -156,8 +244,49 @@ def find_blocks(model: nn.Module, *, required: bool = False) -> list[BlockLaws]:
     return blocks
 
 
+def quantities(model: nn.Module) -> list[Quantity]:
+    """Every law and control of ``model``, block by block (each block's laws, then its controls).
+
+    Raises ``ValueError`` naming the supported types when no block is known.
+
+    Examples
+    ========
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> [(q.name, q.key, q.kind) for q in quantities(ToyProduct(a=2.0, b=1.0))]
+    [('a²−b²', 'a^2-b^2', 'law'), ('a²', 'a^2', 'control'), ('b²', 'b^2', 'control')]
+    """
+    out = [
+        Quantity(block.label(name), block.key(name), kind, block.kind, ascii_key(name), fn)
+        for block in find_blocks(model, required=True)
+        for kind, fns in (("law", block.laws), ("control", block.controls))
+        for name, fn in fns.items()
+    ]
+    keys = [q.key for q in out]
+    if len(set(keys)) < len(keys):  # every API looks a quantity up by its key
+        raise ValueError(f"two quantities of {type(model).__name__} share a key: {sorted(keys)}")
+    return out
+
+
+def groups(model: nn.Module) -> dict[Group, list[Quantity]]:
+    """The quantities of ``model`` grouped by block family and kind: every family's laws, then its controls.
+
+    Examples
+    ========
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> {g.key: [q.key for q in qs] for g, qs in groups(ToyProduct(a=2.0, b=1.0)).items()}
+    {'toy': ['a^2-b^2'], 'toy:control': ['a^2', 'b^2']}
+    """
+    every = quantities(model)
+    out: dict[Group, list[Quantity]] = {}
+    for kind in KINDS:
+        for q in every:
+            if q.kind == kind:
+                out.setdefault(Group(q.block, kind), []).append(q)
+    return out
+
+
 def law_functions(model: nn.Module, *, controls: bool = False) -> dict[str, Law]:
-    """All laws (or all controls) of ``model`` as functions ``h(θ)``, keyed ``"path:name"``.
+    """All laws (or all controls) of ``model`` as functions ``h(θ)``, by their ASCII :attr:`Quantity.key`.
 
     Raises ``ValueError`` naming the supported types when no block is known.
 
@@ -168,13 +297,10 @@ def law_functions(model: nn.Module, *, controls: bool = False) -> dict[str, Law]
 
     >>> from conslaw_lite.blocks.toy import ToyProduct
     >>> list(law_functions(ToyProduct(a=2.0, b=1.0))), list(law_functions(ToyProduct(a=2.0, b=1.0), controls=True))
-    (['a²−b²'], ['a²', 'b²'])
+    (['a^2-b^2'], ['a^2', 'b^2'])
     """
-    out = {}
-    for block in find_blocks(model, required=True):
-        for name, fn in (block.controls if controls else block.laws).items():
-            out[f"{block.path}:{name}" if block.path else name] = fn
-    return out
+    kind = "control" if controls else "law"
+    return {q.key: q.fn for q in quantities(model) if q.kind == kind}
 
 
 def parameters_of(model: nn.Module, dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
@@ -213,7 +339,7 @@ def evaluate(laws: Mapping[str, Law], params: Params) -> dict[str, torch.Tensor]
     >>> from conslaw_lite.blocks.toy import ToyProduct
     >>> g = {"a": torch.tensor(0.1, dtype=torch.float64), "b": torch.tensor(0.2, dtype=torch.float64)}
     >>> evaluate(law_functions(ToyProduct(a=1.0, b=1.0)), g)
-    {'a²−b²': tensor(-0.0300, dtype=torch.float64)}
+    {'a^2-b^2': tensor(-0.0300, dtype=torch.float64)}
     """
     return {name: fn(params) for name, fn in laws.items()}
 
@@ -221,7 +347,7 @@ def evaluate(laws: Mapping[str, Law], params: Params) -> dict[str, torch.Tensor]
 def laws_of(model: nn.Module, params: Params | None = None) -> dict[str, torch.Tensor]:
     """The conserved quantities of every known block of ``model``, evaluated in float64.
 
-    Keys are ``"path:name"`` with ``path`` the block's module name. Raises
+    Keys are the ASCII keys ``"path:name"`` (:attr:`Quantity.key`), ``path`` the block's module name. Raises
     ``ValueError`` naming the supported types when no block is known.
 
     Examples
@@ -231,7 +357,7 @@ def laws_of(model: nn.Module, params: Params | None = None) -> dict[str, torch.T
     >>> from torch import nn
     >>> from conslaw_lite.blocks.toy import ToyProduct
     >>> laws_of(ToyProduct(a=2.0, b=1.0))
-    {'a²−b²': tensor(3., dtype=torch.float64)}
+    {'a^2-b^2': tensor(3., dtype=torch.float64)}
     >>> laws_of(nn.Linear(2, 2))
     Traceback (most recent call last):
     ...
@@ -250,6 +376,6 @@ def controls_of(model: nn.Module, params: Params | None = None) -> dict[str, tor
 
     >>> from conslaw_lite.blocks.toy import ToyProduct
     >>> controls_of(ToyProduct(a=2.0, b=1.0))
-    {'a²': tensor(4., dtype=torch.float64), 'b²': tensor(1., dtype=torch.float64)}
+    {'a^2': tensor(4., dtype=torch.float64), 'b^2': tensor(1., dtype=torch.float64)}
     """
     return evaluate(law_functions(model, controls=True), parameters_of(model) if params is None else params)

@@ -9,7 +9,7 @@ Data flow, pre-norm, one residual stream of width d::
 
 The blocks are the book's own (:class:`~conslaw_lite.blocks.attention.MultiHeadAttention`,
 :class:`~conslaw_lite.blocks.ffn.SwiGLU`), so their laws are found as usual; the
-model adds what couples them (:mod:`conslaw_lite.laws.network`): each norm gain with
+model declares what couples them (:mod:`conslaw_lite.blocks.network`): each norm gain with
 the projections reading it, and, when ε = 0, the stream writers E, O, A, whose joint
 scaling every norm undoes.
 """
@@ -22,7 +22,7 @@ from torch import nn
 
 from conslaw_lite.blocks.attention import MultiHeadAttention
 from conslaw_lite.blocks.ffn import SwiGLU
-from conslaw_lite.laws.network import NetworkLaws, NormCoupling
+from conslaw_lite.blocks.network import NetworkLaws, NormCoupling
 
 NORMS = ("rms", "layer")
 

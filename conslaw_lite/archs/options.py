@@ -1,11 +1,9 @@
-"""Named architectures for the ``certify`` and ``drift`` commands.
+"""What a named architecture is: sizes in (:class:`ArchOptions`), a module out (:class:`Built`).
 
-Each block family registers builders under the names the CLI accepts
-(``ffn-gelu``, ``mha-rope``, ...). A builder takes :class:`ArchOptions`, fills
-in its own defaults for the sizes left unset, and returns a :class:`Built`:
-the module, the shape of one input (no batch dimension), and the number of
-laws the theory predicts (the formula is what the computed count is checked
-against, never where the count comes from).
+A builder takes :class:`ArchOptions`, fills in its own defaults for the sizes left
+unset, and returns a :class:`Built`: the module, the shape of one input (no batch
+dimension), and the number of laws the theory predicts (the formula is what the
+computed count is checked against, never where the count comes from).
 """
 
 from __future__ import annotations
@@ -95,49 +93,3 @@ class Arch:
     name: str
     summary: str
     build: Builder
-
-
-ARCHS: dict[str, Arch] = {}
-
-
-def register_arch(name: str, summary: str) -> Callable[[Builder], Builder]:
-    """Register ``build(options) -> Built`` under ``name`` for the CLI.
-
-    Examples
-    ========
-    A linear map ``f(x) = w·x`` has no symmetry, so its formula is N = 0:
-
-    >>> import torch
-    >>> @register_arch("doc-scalar", "f(x) = w·x: no laws")
-    ... def build_scalar(options: ArchOptions) -> Built:
-    ...     return Built(torch.nn.Linear(1, 1, bias=False), (1,), 0, "0")
-    >>> get_arch("doc-scalar").build(ArchOptions()).formula
-    0
-    >>> del ARCHS["doc-scalar"]  # keep the CLI's list clean
-    """
-
-    def decorate(build: Builder) -> Builder:
-        ARCHS[name] = Arch(name, summary, build)
-        return build
-
-    return decorate
-
-
-def get_arch(name: str) -> Arch:
-    """The architecture called ``name``; ``ValueError`` listing the valid names otherwise.
-
-    Examples
-    ========
-    >>> built = get_arch("toy").build(ArchOptions())  # f = a·b·x: D − 1 = 1 law
-    >>> built.formula, built.formula_text
-    (1, 'D − 1 = 2 − 1 = 1')
-    >>> get_arch("tyo")
-    Traceback (most recent call last):
-    ...
-    ValueError: unknown architecture 'tyo'; valid: ...
-    """
-    import conslaw_lite.laws  # noqa: F401  (registers every block family's architectures)
-
-    if name not in ARCHS:
-        raise ValueError(f"unknown architecture {name!r}; valid: {', '.join(sorted(ARCHS))}")
-    return ARCHS[name]

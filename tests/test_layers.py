@@ -1,0 +1,113 @@
+"""The package's layers: blocks → laws → archs (and models, experiments above), with no import cycle.
+
+The import graph is read from the source (every ``import`` statement, those inside functions
+included), so a lazy import that closes a cycle is found as surely as one at the top of a file.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "conslaw_lite"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _resolve(name: str) -> str | None:
+    """The package module ``name`` names, or the deepest package module above it (``a.b.C`` → ``a.b``)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(module: str) -> set[str]:
+    """The package modules ``module`` imports anywhere in its source (``from p import m`` → ``p.m`` if a module)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from . import x, from ..a import b
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found |= {t for t in map(_resolve, targets) if t and t.startswith("conslaw_lite") and t != module}
+    return found
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle ``[a, b, ..., a]`` of ``graph`` (node → successors), or ``None`` when it is acyclic."""
+    state: dict[str, str] = {}  # "open" while on the DFS stack, "done" after
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        stack.append(node)
+        for succ in sorted(graph.get(node, ())):
+            if state.get(succ) == "open":
+                return [*stack[stack.index(succ) :], succ]
+            if succ not in state and (cycle := visit(succ)):
+                return cycle
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_find_cycle_finds_a_lazy_cycle_and_passes_a_tree() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_imports_of_sees_imports_inside_functions() -> None:
+    assert "conslaw_lite.models.tiny" in imports_of("conslaw_lite.archs.network")
+    assert "conslaw_lite.laws.registry" in imports_of("conslaw_lite.counting")
+
+
+def test_package_import_graph_has_no_cycle() -> None:
+    graph = {m: imports_of(m) for m in MODULES}
+    assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
+
+
+def _reachable(start: str, graph: dict[str, set[str]]) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for succ in graph[todo.pop()] - seen:
+            seen.add(succ)
+            todo.append(succ)
+    return seen
+
+
+def test_laws_never_reach_archs_models_or_experiments() -> None:
+    graph = {m: imports_of(m) for m in MODULES}
+    upper = ("conslaw_lite.archs", "conslaw_lite.models", "conslaw_lite.experiments")
+    for module in [m for m in MODULES if m.startswith(("conslaw_lite.laws", "conslaw_lite.blocks"))]:
+        assert not {m for m in _reachable(module, graph) if m.startswith(upper)}, module
+
+
+def test_importing_laws_loads_nothing_above_them() -> None:
+    code = (
+        "import sys, conslaw_lite.laws\n"
+        "upper = ('conslaw_lite.archs', 'conslaw_lite.models', 'conslaw_lite.experiments')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(upper)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
+    assert out.stdout.strip() == "[]"
