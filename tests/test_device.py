@@ -59,7 +59,7 @@ def test_no_factory_on_the_training_path_uses_the_default_device(one_thread) -> 
         assert monitor.step()
     for name, h in expected.run.h.items():
         np.testing.assert_array_equal(got.run.h[name], h)
-    assert np.isfinite(monitor.relative_drift(monitor.names[0])).all()
+    assert np.isfinite(monitor.relative_drift(monitor.groups[0].key)).all()
 
 
 def test_model_and_data_on_different_devices_are_named() -> None:
