@@ -69,14 +69,16 @@ def _matrix(name: str, rows: int, cols: int) -> sp.Matrix:
 # ---------------------------------------------------------------- feed-forward
 
 
-FFN_IDENTITIES = {"gelu": None, "silu": None, "relu": "relu", "linear": "linear", "swiglu": None}
+FFN_IDENTITIES = {"gelu": None, "silu": None, "relu": "relu", "linear": "linear", "swiglu": None, "geglu": None,
+                  "reglu": "relu"}  # fmt: skip
+GLU = ("swiglu", "geglu", "reglu")  # A·(ρ(Bx) ⊙ Cx) with ρ = SiLU, GELU, ReLU
 
 
 def ffn_block(block: str, d: int, r: int, m: int) -> SymbolicBlock:
-    """``A·ρ(Bx)`` (``block`` = gelu, silu, relu, linear) or SwiGLU ``A·(ρ(Bx) ⊙ Cx)``, ρ undefined.
+    """``A·ρ(Bx)`` (``block`` = gelu, silu, relu, linear) or ``A·(ρ(Bx) ⊙ Cx)`` (swiglu, geglu, reglu).
 
     GELU and SiLU give the same expression (ρ undefined, independent shapes: the paper's
-    rule covers both); ReLU and linear carry their identity.
+    rule covers both), and so do SwiGLU and GeGLU; ReLU, linear and ReGLU carry their identity.
 
     Examples
     ========
@@ -86,7 +88,7 @@ def ffn_block(block: str, d: int, r: int, m: int) -> SymbolicBlock:
     """
     if block not in FFN_IDENTITIES:
         raise ValueError(f"block must be one of {tuple(FFN_IDENTITIES)}, got {block!r}")
-    f, params, x = sympy_form(block, d, r, m, act=RHO)
+    f, params, x = sympy_form("swiglu" if block in GLU else block, d, r, m, act=RHO)
     identity = FFN_IDENTITIES[block]
     entries = {}
     for p in params:  # A_ji, B_ik, C_ik (1-based) are A.weight[j−1, i−1], ...

@@ -97,3 +97,28 @@ def test_identities_are_checked() -> None:
     z = sp.Symbol("z")
     relu = sp.Eq(rho(z), z * sp.Derivative(rho(z), z))
     assert derive(a * rho(b * x), [a, b], [x], {rho: relu}).laws == [a**2 - b**2]
+
+
+def test_chapter_one_pde_takes_undefined_activations() -> None:
+    """pde and characteristics are derive's steps 1–4: with ρ undefined, a·ρ(bx) leaves ∂_a h = ∂_b h = 0."""
+    from conslaw_lite.symbolic import characteristics, pde
+
+    a, b, x = sp.symbols("a b x")
+    rho = sp.Function("rho")
+    h = sp.Function("h")(a, b)
+    assert pde(a * rho(b * x), [a, b], [x]) == [sp.Derivative(h, a), sp.Derivative(h, b)]
+    assert characteristics(a * rho(b * x), [a, b], [x]).invariants == []
+    relu = derive(a * rho(b * x), [a, b], [x], {rho: "relu"})
+    assert relu.pde == pde(a * b * x, [a, b], [x])  # ReLU's identity merges the shapes: the toy's PDE
+    assert relu.num_laws == 1 and "ReLU" in relu.rule
+
+
+def test_glu_variants() -> None:
+    """GeGLU has SwiGLU's shapes (r laws); ReGLU's identity merges the gate's and adds ‖A_:,i‖² − ‖B_i,:‖² (2r)."""
+    from conslaw_lite.symbolic_blocks import ffn_block
+
+    assert ffn_block("geglu", 2, 2, 1).derive().num_laws == 2
+    reglu = ffn_block("reglu", 2, 2, 1).derive()
+    assert reglu.num_laws == 4
+    A11, B11, B12 = (sp.Symbol(n, real=True) for n in ("A_11", "B_11", "B_12"))
+    assert A11**2 - B11**2 - B12**2 in reglu.laws
