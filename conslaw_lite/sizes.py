@@ -32,8 +32,7 @@ class Workload:
 
 _SMALL = ArchOptions()  # each architecture's own defaults: the sizes the chapters use on a CPU
 _ATTENTION = ArchOptions(dim=192, heads=3, head_dim=64, seq=64)
-# τ at gpu scale: θ moves by under 1 % in the first 20 steps (attention's outputs are larger at d = 192), and
-# chapter 7's grid, up to 0.4 τ for 200 steps, stays where θ has moved by a few percent at most.
+# τ at gpu scale: θ moves by under 1 % in the first 20 steps (attention's outputs are larger at d = 192).
 WORKLOADS: dict[str, dict[str, Workload]] = {
     "swiglu": {
         "ci": Workload(_SMALL, 32, 20, 0.05),
