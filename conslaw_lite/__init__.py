@@ -8,6 +8,7 @@ numerical law counting (:mod:`conslaw_lite.counting`) and finding
 """
 
 import warnings
+from importlib.metadata import version
 
 from conslaw_lite.config import device, scale
 from conslaw_lite.counting import check_laws, count_laws
@@ -41,4 +42,4 @@ __all__ = [
     "step_sizes",
     "train",
 ]
-__version__ = "0.1.0"
+__version__ = version("conslaw_lite")  # pyproject.toml's version: the one place it is written

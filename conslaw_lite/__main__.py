@@ -38,19 +38,22 @@ def main(argv: list[str] | None = None) -> int:
     >>> main(["certify", "no-such-block"])  # stderr: error: unknown architecture 'no-such-block'; valid: ...
     2
     """
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m conslaw_lite", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    modules = {}
+    chosen = next((a for a in argv if not a.startswith("-")), None)  # the subcommand, when one is named
+    module = None
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        modules[name] = importlib.import_module(module_name)
-        modules[name].add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+        subparser = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:  # import only the subcommand that runs: certify never loads the experiment stack
+            module = importlib.import_module(module_name)
+            module.add_arguments(subparser)
     args = parser.parse_args(argv)
     try:
-        return modules[args.command].run(args)
+        return module.run(args)
     except (ValueError, TypeError, FileNotFoundError, Diverged) as err:  # bad input; anything else is a bug: traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
-
 
 if __name__ == "__main__":
     sys.exit(main())

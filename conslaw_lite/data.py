@@ -5,7 +5,7 @@ Every loader tries three sources in order and says which one it used:
 1. the Hugging Face hub through ``datasets`` (WikiText-103, Penn Treebank,
    CIFAR-10, ImageNet-1K) — only when the hub answers a 2-second connection
    test, so an offline machine decides in seconds rather than after the hub
-   client's retries (it then sets ``HF_HUB_OFFLINE=1`` for the rest of the run);
+   client's retries (and, remembering the answer, at once for the rest of the run);
 2. a local directory named by ``CONSLAW_DATA_DIR`` (e.g. ``wikitext-2/valid.txt``,
    or CIFAR-10's ``cifar-10-batches-py``);
 3. real data that ships inside an installed package: the English documentation
@@ -63,22 +63,29 @@ class ImageData:
     source: str
 
 
+_UNREACHABLE: set[str] = set()  # endpoints that failed the connection test: not asked again in this process
+
+
 def hub_reachable(timeout: float = 2.0) -> bool:
     """Whether the Hugging Face hub answers an HTTPS request within ``timeout`` seconds.
 
-    ``False`` at once when ``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` is set; after a
-    failed test it sets ``HF_HUB_OFFLINE=1`` so later calls (and ``datasets``) skip the hub.
+    ``False`` at once when ``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` is set, or when this
+    endpoint already failed the test in this process (the environment is never written).
     Any HTTP answer counts (even an error status): the hub is there.
 
     Examples
     ========
     >>> import os
-    >>> os.environ["HF_HUB_OFFLINE"] = "1"; hub_reachable()
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):  # restored on exit
+    ...     hub_reachable()
     False
     """
     if any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
         return False
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    if endpoint in _UNREACHABLE:
+        return False
     # The name lookup itself can hang without a network, so the test runs in a daemon thread under one deadline.
     answered: list[bool] = []
     asker = threading.Thread(target=lambda: answered.append(_answers(endpoint, timeout)), daemon=True)
@@ -86,7 +93,7 @@ def hub_reachable(timeout: float = 2.0) -> bool:
     asker.join(timeout)
     if answered and answered[0]:
         return True
-    os.environ["HF_HUB_OFFLINE"] = "1"
+    _UNREACHABLE.add(endpoint)
     return False
 
 
@@ -130,8 +137,9 @@ def load_text(name: str = "wikitext-103", *, max_bytes: int = 1_000_000) -> Text
     Examples
     ========
     >>> import os
-    >>> os.environ["HF_HUB_OFFLINE"] = "1"
-    >>> data = load_text("ptb", max_bytes=1000)
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):
+    ...     data = load_text("ptb", max_bytes=1000)
     >>> len(data.tokens), data.source.split(":")[0] in ("local", "package")
     (1000, True)
     """
@@ -200,8 +208,9 @@ def load_images(name: str = "cifar10", *, max_images: int = 2000) -> ImageData:
     Examples
     ========
     >>> import os
-    >>> os.environ["HF_HUB_OFFLINE"] = "1"
-    >>> data = load_images(max_images=100)
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):
+    ...     data = load_images(max_images=100)
     >>> data.x.shape[0], data.n_classes, data.source.split(":")[0] in ("local", "package")
     (100, 10, True)
     """

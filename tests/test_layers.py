@@ -111,3 +111,15 @@ def test_importing_laws_loads_nothing_above_them() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_certify_command_loads_no_experiment() -> None:
+    code = (
+        "import sys\n"
+        "from conslaw_lite.__main__ import main\n"
+        "try:\n    main(['certify', '--help'])\nexcept SystemExit:\n    pass\n"
+        "assert 'conslaw_lite.certify' in sys.modules\n"
+        "print(sorted(m for m in sys.modules if m.startswith('conslaw_lite.experiments')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

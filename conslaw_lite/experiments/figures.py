@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.axes import Axes
 
 from conslaw_lite.laws import Group
-from conslaw_lite.plots import CONSERVED, CONTROL
+from conslaw_lite.plots import plot_band
 
 
 def load_results(path: str | Path) -> dict | None:
@@ -34,6 +34,21 @@ def load_results(path: str | Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def seed_epsilon(results: dict, group: str, lr: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(k, ε)`` of ``group`` at step size ``lr``: ε has one row per seed, (seeds, records).
+
+    Examples
+    ========
+    >>> runs = [{"lr": 0.1, "steps": [0, 1], "epsilon": {"g": [0.0, s]}} for s in (1.0, 3.0)]
+    >>> [a.tolist() for a in seed_epsilon({"runs": runs}, "g", 0.1)]
+    [[0, 1], [[0.0, 1.0], [0.0, 3.0]]]
+    """
+    runs = [r for r in results["runs"] if r["lr"] == lr and group in r["epsilon"]]
+    if not runs:
+        raise ValueError(f"no run with group {group!r} at lr={lr}; groups: {sorted(results['runs'][0]['epsilon'])}")
+    return np.array(runs[0]["steps"]), np.array([r["epsilon"][group] for r in runs])
+
+
 def seed_band(results: dict, group: str, lr: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(k, mean, low, high)`` of ε for ``group`` at step size ``lr`` over the seeds.
 
@@ -43,11 +58,8 @@ def seed_band(results: dict, group: str, lr: float) -> tuple[np.ndarray, np.ndar
     >>> [a.tolist() for a in seed_band({"runs": runs}, "g", 0.1)]
     [[0, 1], [0.0, 2.0], [0.0, 1.0], [0.0, 3.0]]
     """
-    runs = [r for r in results["runs"] if r["lr"] == lr and group in r["epsilon"]]
-    if not runs:
-        raise ValueError(f"no run with group {group!r} at lr={lr}; groups: {sorted(results['runs'][0]['epsilon'])}")
-    eps = np.array([r["epsilon"][group] for r in runs])  # (seeds, records)
-    return np.array(runs[0]["steps"]), eps.mean(0), eps.min(0), eps.max(0)
+    k, eps = seed_epsilon(results, group, lr)
+    return k, eps.mean(0), eps.min(0), eps.max(0)
 
 
 def plot_epsilon(
@@ -66,16 +78,15 @@ def plot_epsilon(
     ['laws, τ=0.1', 'controls, τ=0.1']
     """
     lrs = sorted({r["lr"] for r in results["runs"]})
-    groups = [(Group(kind, "law").key, CONSERVED, "-", "laws")] if law else []
+    groups = [Group(kind, "law")] if law else []
     if control:
-        groups.append((Group(kind, "control").key, CONTROL, "--", "controls"))
+        groups.append(Group(kind, "control"))
     for j, lr in enumerate(lrs):
         alpha = 0.45 + 0.55 * (j + 1) / len(lrs)
-        for group, colour, style, what in groups:
-            k, mean, low, high = seed_band(results, group, lr)
-            ax.loglog(k[1:], mean[1:], color=colour, linestyle=style, alpha=alpha, label=f"{label}{what}, τ={lr:g}")
-            ax.fill_between(k[1:], low[1:], high[1:], color=colour, alpha=0.12, linewidth=0)
-    ax.set_xlabel("step k")
+        for group in groups:
+            k, eps = seed_epsilon(results, group.key, lr)
+            what = "laws" if group.kind == "law" else "controls"
+            plot_band(ax, k[1:], eps[:, 1:], f"{label}{what}, τ={lr:g}", conserved=group.kind == "law", alpha=alpha)
     ax.set_ylabel("ε_block(k)")
     ax.set_title(kind)
 

@@ -8,12 +8,17 @@ environment (torch, device, data source, git commit, the command) and, per τ
 and seed, ε over k.
 
 Interruptions: every few steps the run saves a checkpoint (model, optimizer,
-random states, monitor history, step index); the same command continues from
-it and ends with the same numbers as an uninterrupted run. A diverging run
-stops with :class:`~conslaw_lite.flows.Diverged`, naming the step.
-Under ``torchrun --nproc_per_node=N`` each process takes an equal share of every
+monitor history, step index); the same command continues from it and ends with
+the same numbers as an uninterrupted run. A diverging run stops with
+:class:`~conslaw_lite.flows.Diverged`, naming the step. Under
+``torchrun --nproc_per_node=N`` each process takes an equal share of every
 batch and ``DistributedDataParallel`` averages the gradients; the monitor, the
 checkpoints and the result file live on rank 0.
+
+The parts, one job each: :mod:`~conslaw_lite.experiments.config` (what decides the numbers),
+:mod:`~conslaw_lite.experiments.cluster` (the processes), :mod:`~conslaw_lite.experiments.checkpoint`
+(resuming), :mod:`~conslaw_lite.experiments.loop` (one run: resume, step, checkpoint); this module runs
+them all, records the environment, and is the command line.
 """
 
 from __future__ import annotations
@@ -21,301 +26,27 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import platform
-import random
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch import nn
 
-from conslaw_lite.config import SCALES, Scale, dtype_for, scale
-from conslaw_lite.config import device as default_device
-from conslaw_lite.experiments.tasks import TASKS, Task, cross_entropy, lm_task, vit_task
-from conslaw_lite.flows import SCHEDULES, Diverged, batch_indices, check_loss, step_sizes
-from conslaw_lite.laws import Group, groups
-from conslaw_lite.monitor import Monitor, epsilon_block
-
-if TYPE_CHECKING:
-    from tqdm import tqdm
+from conslaw_lite.config import SCALES, dtype_for, scale
+from conslaw_lite.experiments.checkpoint import Checkpoint, Interrupted, run_key
+from conslaw_lite.experiments.cluster import Cluster
+from conslaw_lite.experiments.config import ExperimentConfig, build_task
+from conslaw_lite.experiments.loop import train_one
+from conslaw_lite.experiments.tasks import TASKS, Task
+from conslaw_lite.flows import SCHEDULES, Diverged
+from conslaw_lite.laws import Group
 
 ROOT = Path(__file__).resolve().parents[2]
-# Two step sizes a factor 3 apart, so ε visibly grows with τ; small enough that the controls' first-order
-# motion (∝ τ) stays ten times the laws' second-order drift (∝ τ²) at every k (ratio ∝ 1/τ).
-DEFAULT_LRS = {"lm": (0.002, 0.006), "vit": (0.001, 0.003)}
-MAX_LOSS_RATIO = 10.0  # a cross-entropy ten times its start means the logits blew up
-
-
-@dataclass(frozen=True)
-class ExperimentConfig:
-    """Everything that decides the numbers of an experiment (sizes beyond these come from ``scale``).
-
-    ``batch=None`` is full batch; ``steps=None`` and ``seeds=None`` take the scale's default.
-    ``track``: ASCII keys of laws or controls within their block (:attr:`~conslaw_lite.laws.Quantity.short_key`,
-    e.g. ``"sum_W_e_(sigmoid)"`` for ``ΣW_e (sigmoid)``) whose ε, over the blocks that have them, is also
-    recorded on its own under that key.
-    """
-
-    task: str = "lm"
-    scale: str = "ci"
-    lrs: tuple[float, ...] = ()
-    seeds: int | None = None
-    schedule: str = "constant"
-    batch: int | None = None
-    steps: int | None = None
-    dataset: str | None = None
-    qk_norm: bool | str = False  # LM only
-    n_experts: int = 0  # LM only; 0 = dense SwiGLU
-    gating: str = "softmax"
-    top_k: int | None = None
-    monitor: bool = True
-    checkpoint_every: int | None = None
-    track: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
-        Scale(self.scale)  # validates the name
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if any(not (lr > 0 and math.isfinite(lr)) for lr in self.lrs):
-            raise ValueError(f"every lr must be a positive finite number, got {self.lrs}")
-        for name in ("seeds", "batch", "steps", "checkpoint_every"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value}")
-        if self.track and not self.monitor:
-            raise ValueError(f"track={self.track} needs the monitor; drop monitor=False")
-
-    def resolved(self) -> ExperimentConfig:
-        """The same configuration with every default filled in from the scale."""
-        S = Scale(self.scale)
-        return replace(
-            self,
-            lrs=tuple(self.lrs) or DEFAULT_LRS[self.task],
-            seeds=self.seeds or S.pick(ci=2, cpu=3, gpu=10),
-            steps=self.steps or S.pick(ci=30, cpu=60, gpu=200),
-            dataset=self.dataset or ("wikitext-103" if self.task == "lm" else "cifar10"),
-            checkpoint_every=self.checkpoint_every or S.pick(ci=10, cpu=20, gpu=50),
-        )
-
-
-def build_task(config: ExperimentConfig) -> Task:
-    """The :class:`Task` of ``config`` (data loaded once for all τ and seeds)."""
-    S = Scale(config.scale)
-    if config.task == "lm":
-        return lm_task(
-            S,
-            dataset=config.dataset,
-            qk_norm=config.qk_norm,
-            n_experts=config.n_experts,
-            gating=config.gating,
-            top_k=config.top_k,
-        )
-    return vit_task(S, dataset=config.dataset)
-
-
-@dataclass
-class Cluster:
-    """This process's place among ``world`` data-parallel processes (1 without torchrun)."""
-
-    rank: int = 0
-    world: int = 1
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-
-    @classmethod
-    def join(cls) -> Cluster:
-        """Join the torchrun group when ``WORLD_SIZE`` > 1 (gloo on CPU, NCCL on GPUs)."""
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        device = default_device()
-        cuda = device.type == "cuda"
-        if cuda:  # one GPU per process
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        if world > 1 and not dist.is_initialized():
-            if cuda:
-                torch.cuda.set_device(device)
-            dist.init_process_group("nccl" if cuda else "gloo")
-        return cls(dist.get_rank() if world > 1 else 0, world, device)
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def mean(self, value: torch.Tensor) -> torch.Tensor:
-        """The mean of ``value`` over processes (itself in one process)."""
-        if self.world == 1:
-            return value
-        value = value.detach().clone()
-        dist.all_reduce(value)
-        return value / self.world
-
-
-def _rng_states() -> dict:
-    states = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def _set_rng_states(states: dict) -> None:
-    torch.set_rng_state(states["torch"])
-    np.random.set_state(states["numpy"])
-    random.setstate(states["python"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-class Interrupted(Exception):
-    """Raised when ``stop_after`` steps were taken in this session (a checkpoint was saved first)."""
-
-
-class Checkpoint:
-    """One file holding the finished runs and the state of the unfinished one (rank 0 writes it)."""
-
-    def __init__(self, path: Path | None, config: ExperimentConfig, cluster: Cluster) -> None:
-        self.path, self.config, self.cluster = path, config, cluster
-        self.finished: dict[str, dict] = {}
-        self.current: dict | None = None
-        if path is not None and path.exists():
-            saved = torch.load(path, weights_only=False)
-            if saved["config"] != asdict(config):
-                raise ValueError(
-                    f"checkpoint {path} was written for another configuration "
-                    f"({saved['config']}); delete it or choose another --out"
-                )
-            self.finished, self.current = saved["finished"], saved["current"]
-
-    def save(self) -> None:
-        if self.path is None or not self.cluster.main:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        torch.save({"config": asdict(self.config), "finished": self.finished, "current": self.current}, tmp)
-        tmp.replace(self.path)  # atomic: a kill during the save leaves the previous checkpoint
-
-
-def tracked_columns(model: nn.Module, keys: tuple[str, ...]) -> dict[str, tuple[str, list[int]]]:
-    """For each short key, the key of the :class:`Monitor` group holding it and its columns there (one per block).
-
-    The columns index :meth:`Monitor.relative_drift`, whose laws come in the order of
-    :func:`~conslaw_lite.laws.groups`.
-
-    Examples
-    ========
-    >>> from conslaw_lite.blocks.moe import MoE
-    >>> tracked_columns(nn.Sequential(MoE(3, 2, 1, 1, gating="sigmoid")), ("sum_W_e_(sigmoid)",))
-    {'sum_W_e_(sigmoid)': ('moe-sigmoid:control', [2])}
-    """
-    grouped = groups(model)
-    out = {}
-    for key in keys:
-        hits = {g.key: [i for i, q in enumerate(qs) if q.short_key == key] for g, qs in grouped.items()}
-        hits = {g: cols for g, cols in hits.items() if cols}
-        if len(hits) != 1:
-            known = sorted({q.short_key for qs in grouped.values() for q in qs})
-            raise ValueError(f"law {key!r} is in {len(hits)} monitor groups, not one; this model's laws: {known}")
-        out[key] = next(iter(hits.items()))
-    return out
-
-
-def run_key(lr: float, seed: int) -> str:
-    return f"lr={lr:g}/seed={seed}"
-
-
-def train_one(
-    task: Task,
-    config: ExperimentConfig,
-    lr: float,
-    seed: int,
-    ckpt: Checkpoint,
-    cluster: Cluster,
-    bar: tqdm,
-    budget: list[int],
-) -> dict:
-    """Train one model (τ = ``lr``, ``seed``) from θ₀ or from the checkpoint; return its record.
-
-    Step k uses the examples :func:`~conslaw_lite.flows.batch_indices` draws from (seed, k), and
-    :func:`~conslaw_lite.flows.check_loss` stops a run whose loss leaves the finite numbers or
-    grows tenfold. ``bar`` advances one per step; ``budget[0]`` counts down the steps this session
-    may still take (−1: no limit) and is shared by all runs of :func:`run_experiment`.
-    """
-    torch.manual_seed(seed)
-    dtype = dtype_for(config.scale)
-    model = task.build().to(cluster.device, dtype)  # θ₀, decided by the seed alone
-    # The monitor reads h(θ₀) now, so a resumed run compares with the same start.
-    monitor = Monitor(model) if config.monitor and cluster.main else None
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    record = {"lr": lr, "seed": seed, "steps": [0], "loss": [], "epsilon": {}, "wall_s": 0.0}
-    tracked = tracked_columns(model, config.track) if monitor is not None else {}
-    if monitor is not None:
-        record["epsilon"] = {key: [0.0] for key in [*(g.key for g in monitor.groups), *tracked]}
-    start = 0
-    resumed = ckpt.current if ckpt.current and ckpt.current["key"] == run_key(lr, seed) else None
-    if resumed is not None:
-        model.load_state_dict(resumed["model"])  # in place: the monitor keeps watching these tensors
-        opt.load_state_dict(resumed["optimizer"])
-        _set_rng_states(resumed["rng"])
-        record, start = resumed["record"], resumed["k"]
-    net = nn.parallel.DistributedDataParallel(model) if cluster.world > 1 else model
-    x, y = task.x.to(cluster.device), task.y.to(cluster.device)
-    if x.is_floating_point():
-        x = x.to(dtype)
-    taus = step_sizes(lr, config.steps, config.schedule)
-    every = torch.arange(task.n)
-    loss0 = record["loss"][0] if record["loss"] else None
-    clock = time.perf_counter()
-    for k in range(start, config.steps):
-        idx = batch_indices(task.n, config.batch, seed, k)
-        idx = (every if idx is None else idx).to(cluster.device)
-        if len(idx) % cluster.world:
-            raise ValueError(f"the batch of {len(idx)} examples does not split over {cluster.world} processes")
-        mine = idx.chunk(cluster.world)[cluster.rank]  # equal shares: the mean of share means is the batch mean
-        loss = cross_entropy(net, x[mine], y[mine])
-        value = float(cluster.mean(loss.detach()))
-        loss0 = value if loss0 is None else loss0
-        check_loss(k, value, loss0, MAX_LOSS_RATIO, float(taus[k - 1]) if k else None)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()  # DDP averages the gradients over processes here
-        opt.param_groups[0]["lr"] = float(taus[k])
-        opt.step()  # θ_{k+1} = θ_k − τ_k g_k
-        record["loss"].append(value)
-        record["steps"].append(k + 1)
-        if monitor is not None:
-            monitor.step()
-            for group in monitor.groups:  # ε_block of this step's record
-                record["epsilon"][group.key].append(float(epsilon_block(monitor.last_relative_drift(group.key))))
-            for name, (group, columns) in tracked.items():
-                record["epsilon"][name].append(float(epsilon_block(monitor.last_relative_drift(group)[columns])))
-        bar.update(1)
-        budget[0] -= 1
-        done = k + 1 == config.steps
-        if not done and ((k + 1) % config.checkpoint_every == 0 or budget[0] == 0):
-            record["wall_s"] += time.perf_counter() - clock
-            clock = time.perf_counter()
-            ckpt.current = {
-                "key": run_key(lr, seed),
-                "k": k + 1,
-                "model": model.state_dict(),
-                "optimizer": opt.state_dict(),
-                "rng": _rng_states(),
-                "record": record,
-            }
-            ckpt.save()
-            if budget[0] == 0:
-                raise Interrupted(f"stopped after step {k + 1} of {run_key(lr, seed)}; run again to resume")
-    if cluster.device.type == "cuda":
-        torch.cuda.synchronize()
-    record["wall_s"] += time.perf_counter() - clock
-    tokens = config.steps * (config.batch or task.n) * task.tokens_per_example
-    record["tokens_per_s"] = tokens / record["wall_s"] if record["wall_s"] > 0 else None
-    return record
 
 
 def ratios(runs: list[dict]) -> dict[str, dict[str, float]]:
@@ -388,9 +119,11 @@ def run_experiment(
 
     Examples
     ========
-    >>> import os; os.environ["HF_HUB_OFFLINE"] = "1"
+    >>> import os
+    >>> from unittest import mock
     >>> cfg = ExperimentConfig("lm", "ci", lrs=(0.1,), seeds=1, steps=2)
-    >>> out = run_experiment(cfg, progress=False)
+    >>> with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):  # offline data; the environment is restored
+    ...     out = run_experiment(cfg, progress=False)
     >>> [len(r["steps"]) for r in out["runs"]], sorted(out["runs"][0]["epsilon"])[:2]
     ([3], ['mha-rope', 'mha-rope:control'])
     """

@@ -68,8 +68,10 @@ def lm_task(
 
     Examples
     ========
-    >>> import os; os.environ["HF_HUB_OFFLINE"] = "1"
-    >>> task = lm_task(Scale("ci"))
+    >>> import os
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):  # offline data; the environment is restored
+    ...     task = lm_task(Scale("ci"))
     >>> task.x.shape == task.y.shape, bool((task.x[:, 1:] == task.y[:, :-1]).all())
     (True, True)
     """
@@ -100,8 +102,10 @@ def vit_task(scale: Scale, *, dataset: str = "cifar10") -> Task:
 
     Examples
     ========
-    >>> import os; os.environ["HF_HUB_OFFLINE"] = "1"
-    >>> task = vit_task(Scale("ci"))
+    >>> import os
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):
+    ...     task = vit_task(Scale("ci"))
     >>> task.x.shape[1:], task.tokens_per_example
     (torch.Size([1, 8, 8]), 17)
     """

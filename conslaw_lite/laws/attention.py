@@ -110,16 +110,16 @@ class AttentionSpec:
     norm_eps: float = 0.0
 
 
-# A head law maps (θ, heads) to the stacked values of those heads, (m, ...): one code path serves one
-# head (a law function of the registry) and all n at once (the block's Batch, one batched matmul).
-HeadGetter = Callable[[Params, slice], torch.Tensor]  # (m, rows, k)
-HeadLaw = Callable[[Params, slice], torch.Tensor]
+# A head function maps (θ, heads) to the stacked values of those heads, (m, ...): a head's matrix (m, rows, k)
+# or a law. One code path serves one head (a law function of the registry) and all n at once (the block's
+# Batch, one batched matmul).
+HeadFn = Callable[[Params, slice], torch.Tensor]
 # Quantities of the same shape evaluated together because they share their costly part: a law and its
 # half (one Gram matrix, or one set of block norms), or a single law.
 HeadQuantities = Callable[[Params, slice], tuple[torch.Tensor, ...]]
 
 
-def _gram_pair(A: HeadGetter, B: HeadGetter) -> HeadQuantities:
+def _gram_pair(A: HeadFn, B: HeadFn) -> HeadQuantities:
     """``(AᵀA − BᵀB, AᵀA)`` per head: (m, k, k) each."""
 
     def pair(p: Params, heads: slice) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,12 +136,12 @@ def _block_sq(A: torch.Tensor) -> torch.Tensor:
     return col.view(A.shape[0], -1, 2).sum(2)  # (m, k/2)
 
 
-def _block_difference(A: HeadGetter, B: HeadGetter) -> HeadLaw:
+def _block_difference(A: HeadFn, B: HeadFn) -> HeadFn:
     """``‖A^(j)‖_F² − ‖B^(j)‖_F²`` per head and 2×2 block j: (m, k/2)."""
     return lambda p, heads: _block_sq(A(p, heads)) - _block_sq(B(p, heads))
 
 
-def _block_pair(A: HeadGetter, B: HeadGetter) -> HeadQuantities:
+def _block_pair(A: HeadFn, B: HeadFn) -> HeadQuantities:
     """``(‖A^(j)‖_F² − ‖B^(j)‖_F², ‖A^(j)‖_F²)`` per head and 2×2 block j: (m, k/2) each."""
 
     def pair(p: Params, heads: slice) -> tuple[torch.Tensor, torch.Tensor]:
@@ -151,20 +151,20 @@ def _block_pair(A: HeadGetter, B: HeadGetter) -> HeadQuantities:
     return pair
 
 
-def _square_difference(A: HeadGetter, B: HeadGetter) -> HeadLaw:
+def _square_difference(A: HeadFn, B: HeadFn) -> HeadFn:
     """``A ⊙ A − B ⊙ B`` entrywise."""
     return lambda p, heads: A(p, heads) ** 2 - B(p, heads) ** 2
 
 
-def _square_norm(A: HeadGetter) -> HeadLaw:
+def _square_norm(A: HeadFn) -> HeadFn:
     """``‖A‖_F²`` per head: (m,)."""
     return lambda p, heads: A(p, heads).square().sum((1, 2))
 
 
-def _gain_law(spec: AttentionSpec, shared: bool) -> tuple[str, HeadLaw]:
+def _gain_law(spec: AttentionSpec, shared: bool) -> tuple[str, HeadFn]:
     """Gains γ_q, γ_k per head (one row for all heads when shared): per 2×2 block with RoPE, per coordinate without."""
 
-    def gain(name: str) -> HeadGetter:
+    def gain(name: str) -> HeadFn:
         return lambda p, heads: p[name][None] if shared else p[name][heads]  # (m, k)
 
     gq, gk = gain(spec.gamma_q), gain(spec.gamma_k)
@@ -178,7 +178,7 @@ def _one_head(quantities: HeadQuantities, i: int, j: int) -> Law:
     return lambda p: quantities(p, slice(i, i + 1))[j][0]
 
 
-def _single(law: HeadLaw) -> HeadQuantities:
+def _single(law: HeadFn) -> HeadQuantities:
     return lambda p, heads: (law(p, heads),)
 
 
@@ -300,7 +300,7 @@ def torch_spec_of(module: nn.MultiheadAttention, prefix: str = "") -> AttentionS
         raise ValueError("nn.MultiheadAttention with add_bias_kv=True: its laws are not derived here")
     E, n = module.embed_dim, module.num_heads
     bias = f"{prefix}in_proj_bias" if module.in_proj_bias is not None else None
-    if module._qkv_same_embed_dim:
+    if module.in_proj_weight is not None:  # packed W_q, W_k, W_v (kdim = vdim = E)
         Q, K, V = (Projection(f"{prefix}in_proj_weight", s * E, bias, s * E) for s in range(3))
     else:  # separate weights, but the bias stays packed
         Q, K, V = (Projection(f"{prefix}{c}_proj_weight", 0, bias, s * E) for s, c in enumerate("qkv"))
