@@ -110,8 +110,9 @@ class Quantity:
 
     ``name`` is for display (``"0:‖A_{:,i}‖²−‖C_{i,:}‖²"``), ``key`` the stable ASCII key every API
     takes (``"0:|A_{:,i}|^2-|C_{i,:}|^2"``), ``kind`` says whether it is conserved (``"law"``) or a
-    look-alike that moves (``"control"``), ``block`` the family of its block and ``short_key`` its key
-    within the block (the same in every block of that family). ``fn`` computes it from θ.
+    look-alike that moves (``"control"``), ``block`` the family of its block and ``short_key`` the key
+    of its formula alone, without block path or head (``"|A_{:,i}|^2-|C_{i,:}|^2"``, ``"Q^TQ-K^TK"``
+    for ``"blocks.0.attn:head1:QᵀQ−KᵀK"``): the same in every block and head. ``fn`` computes it from θ.
     """
 
     name: str
@@ -254,9 +255,13 @@ def quantities(model: nn.Module) -> list[Quantity]:
     >>> from conslaw_lite.blocks.toy import ToyProduct
     >>> [(q.name, q.key, q.kind) for q in quantities(ToyProduct(a=2.0, b=1.0))]
     [('a²−b²', 'a^2-b^2', 'law'), ('a²', 'a^2', 'control'), ('b²', 'b^2', 'control')]
+    >>> from conslaw_lite.blocks.attention import MultiHeadAttention
+    >>> q = quantities(MultiHeadAttention(4, 2, 2))[1]  # the short key leaves out the head
+    >>> q.name, q.key, q.short_key
+    ('head0:VᵀV−OᵀO', 'head0:V^TV-O^TO', 'V^TV-O^TO')
     """
     out = [
-        Quantity(block.label(name), block.key(name), kind, block.kind, ascii_key(name), fn)
+        Quantity(block.label(name), block.key(name), kind, block.kind, ascii_key(name.rpartition(":")[2]), fn)
         for block in find_blocks(model, required=True)
         for kind, fns in (("law", block.laws), ("control", block.controls))
         for name, fn in fns.items()
