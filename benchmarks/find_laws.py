@@ -1,4 +1,4 @@
-"""Benchmark ``find_laws``: ``python benchmarks/find_laws.py [--threads 2]``.
+"""Benchmark ``find_laws``: ``python benchmarks/find_laws.py [--threads 1]``.
 
 Prints one row per case of issue 18's table: D (parameters), N (the count from
 :func:`conslaw_lite.counting.count_laws`), the laws found and whether the list is
@@ -27,7 +27,9 @@ CASES = [  # (case, architecture, options, seconds to reach)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (the targets are for 2 cores)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1: on 2 shared cores, 2 threads oversubscribe them)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     find_laws(get_arch("toy").build(ArchOptions()).model, (1,))  # warm-up

@@ -142,3 +142,18 @@ def test_cli_laws_in_the_table_and_in_json(capsys, one_thread):
     assert found["coefficients"] == [
         {"law": "a² − b²", "terms": [[1.0, ["a", []], ["a", []]], [-1.0, ["b", []], ["b", []]]]}
     ]
+
+
+class _Unused(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.W = nn.Linear(2, 1, bias=False)
+        self.u = nn.Parameter(torch.ones(2, dtype=torch.float64))  # f never reads it: each entry is a law
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.W(x)
+
+
+def test_a_parameter_f_ignores_is_all_laws(one_thread):
+    found = find_laws(_Unused().double(), (2,))
+    assert list(found.laws) == ["for i in 0..1: u[i]"] and found.complete and found.gap > 1e4
