@@ -41,6 +41,11 @@ elementary formulas, and checks, at each θ, that ``⟨a, D²f[u, v]⟩`` and
 ``⟨a, D³f[u, v, w]⟩`` agree when computed forward-only and as the brackets
 compute them (forward over reverse). If they do not (an op that is not routed),
 the result is *inconclusive*, never a wrong count.
+
+Piecewise-linear models (ReLU) are counted in their generic stratum: θ is
+redrawn until every ReLU unit is active on some sampled inputs and inactive on
+others (:mod:`conslaw_lite.strata`, and :func:`count_laws`); an output whose
+gradient in θ vanishes at a drawn θ (a dead layer) is passed over the same way.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -59,6 +64,7 @@ from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
 from conslaw_lite.exact_ops import exact_derivatives
 from conslaw_lite.laws.registry import Law, Params
+from conslaw_lite.strata import Stratum, activation_pattern
 
 Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
 Field = Callable[[torch.Tensor], torch.Tensor]  # θ (D,) -> tangent vector (D,)
@@ -73,6 +79,8 @@ NUM_POINTS = 2  # random θ that must agree
 MIN_OUTPUTS = 4096  # output entries per θ (and ≥ 2D): every ReLU unit is on for many inputs and off for many
 MAX_SAMPLES = 512
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
+MAX_DRAWS = 64  # random θ tried for NUM_POINTS generic ones (ReLU strata) or an output that moves with θ
+MAX_STRATA = 3  # strata whose rank is computed when no θ is generic
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,9 @@ class LawCount:
     ``num_laws`` and ``rank_lie`` are ``None`` when the result is inconclusive
     (``reason`` says why). ``ranks_by_depth[j]`` is dim of the span of brackets
     of depth ≤ j+1 at the first θ; ``singular_values`` those of its stacked vectors.
+    ``generic``: the count was taken at θ where every ReLU unit is on both of its
+    pieces (else it is the largest rank of the strata met); ``strata``: the θ drawn
+    that were not generic, with the units found dead or always active at each.
     """
 
     num_params: int  # D
@@ -95,6 +106,8 @@ class LawCount:
     reason: str = ""
     ranks_by_depth: tuple[int, ...] = ()
     singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    generic: bool = True
+    strata: tuple[Stratum, ...] = ()
 
     @property
     def gap(self) -> float:
@@ -128,6 +141,7 @@ class _Problem:
     apply: Callable[[Params, torch.Tensor], torch.Tensor]
     shapes: dict[str, torch.Size]
     scales: dict[str, float]
+    module: nn.Module | None = None  # names the ReLU units of a module
 
     @property
     def num_params(self) -> int:
@@ -137,6 +151,13 @@ class _Problem:
         sizes = [math.prod(s) for s in self.shapes.values()]
         parts = torch.split(theta, sizes)
         return {n: p.reshape(s) for (n, s), p in zip(self.shapes.items(), parts)}
+
+    def flatten(self, values: Params) -> torch.Tensor:
+        """The flat θ of parameter values given by name (``ValueError`` naming a missing or misshapen one)."""
+        for name, shape in self.shapes.items():
+            if name not in values or tuple(values[name].shape) != tuple(shape):
+                raise ValueError(f"at: parameter {name!r} of shape {tuple(shape)} is missing or has another shape")
+        return torch.cat([values[n].detach().to(torch.float64).reshape(-1) for n in self.shapes])
 
     def random_theta(self, gen: torch.Generator) -> torch.Tensor:
         parts = [torch.randn(s, generator=gen, dtype=torch.float64) * self.scales[n] for n, s in self.shapes.items()]
@@ -149,6 +170,7 @@ class _Problem:
 
 def _problem(model: Model, params: Params | None) -> _Problem:
     """Validate the model and its parameters; the module is copied to float64 and set to eval mode."""
+    module = None
     if isinstance(model, nn.Module):
         if params is not None:
             raise TypeError("params is only for a model given as a function f(params, x); a module has its own")
@@ -171,7 +193,7 @@ def _problem(model: Model, params: Params | None) -> _Problem:
             raise TypeError(f"parameter {name!r} is a {type(p).__name__}, not a tensor")
         if not torch.isfinite(p).all():
             raise ValueError(f"parameter {name!r} contains NaN or infinite entries")
-    return _Problem(apply, {n: p.shape for n, p in params.items()}, _scales(params))
+    return _Problem(apply, {n: p.shape for n, p in params.items()}, _scales(params), module)
 
 
 def _scales(params: Params) -> dict[str, float]:
@@ -337,37 +359,126 @@ def _gradient_is_zero(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Gene
     return not bool(_gradient_field(f, a)(theta).abs().max() > 0)
 
 
+@dataclass(frozen=True)
+class _Draw:
+    """One θ with its inputs, the output map ``f`` there, and the stratum it lies in."""
+
+    theta: torch.Tensor
+    f: Field
+    n_out: int
+    gen: torch.Generator  # the stream the rank at this θ draws its brackets from
+    stratum: Stratum
+
+
+def _draw(
+    problem: _Problem,
+    index: int,
+    input_shape: tuple[int, ...] | None,
+    inputs: torch.Tensor | None,
+    seed: int,
+    num_samples: int | None,
+    at: torch.Tensor | None = None,
+) -> _Draw:
+    """θ number ``index`` of the seed's sequence (or ``at``), fresh inputs, and its activation pattern."""
+    gen = torch.Generator().manual_seed(1_000_003 * seed + index)
+    theta = problem.random_theta(gen) if at is None else at
+    probe = _sample_inputs(input_shape, inputs, 1, gen)
+    n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
+    batch = num_samples or min(MAX_SAMPLES, math.ceil(max(2 * theta.numel(), MIN_OUTPUTS) / max(n_out_one, 1)))
+    x = _sample_inputs(input_shape, inputs, batch, gen)
+    n_out = _checked_outputs(problem, theta, x).numel()
+    f = problem.outputs(x)
+    dead, linear = activation_pattern(lambda: problem.apply(problem.unflatten(theta), x), len(x), problem.module)
+    constant = _gradient_is_zero(f, theta, n_out, gen)
+    return _Draw(theta, f, n_out, gen, Stratum(index, dead, linear, constant))
+
+
+def _draws_to_rank(draw: Callable[[int], _Draw]) -> tuple[list[_Draw], list[_Draw]]:
+    """The θ to compute ranks at, and every θ drawn (see :func:`count_laws` on strata).
+
+    The first ``NUM_POINTS`` generic θ of the sequence; without them, the first
+    ``NUM_POINTS`` θ of each of the ``MAX_STRATA`` strata with the fewest units on one piece.
+    """
+    drawn, generic = [], []
+    for index in range(MAX_DRAWS):
+        drawn.append(draw(index))
+        generic += [drawn[-1]] if drawn[-1].stratum.generic else []
+        if len(generic) == NUM_POINTS:
+            return generic, drawn
+    moving = [d for d in drawn if not d.stratum.constant]
+    if not moving:
+        raise ValueError(
+            f"the output's gradient in θ is zero at all {MAX_DRAWS} random θ tried, on every sampled input: "
+            "the model's output does not depend on θ"
+        )
+    strata: dict[tuple, list[_Draw]] = {}
+    for d in moving:
+        strata.setdefault((d.stratum.dead, d.stratum.linear), []).append(d)
+    fewest = sorted(strata.values(), key=lambda ds: len(ds[0].stratum.dead) + len(ds[0].stratum.linear))
+    return [d for ds in fewest[:MAX_STRATA] for d in ds[:NUM_POINTS]], drawn
+
+
 def _ranks_at_points(
     problem: _Problem,
     input_shape: tuple[int, ...] | None,
     inputs: torch.Tensor | None,
     seed: int,
     num_samples: int | None,
-) -> tuple[list[_Rank], str]:
-    """:func:`_lie_rank` at ``NUM_POINTS`` random θ, or no ranks and why (torch's derivatives fail the check)."""
-    D = problem.num_params
+    at: torch.Tensor | None = None,
+) -> tuple[list[tuple[_Draw, _Rank]], list[_Draw], str]:
+    """:func:`_lie_rank` at the chosen θ, every θ drawn, and why there are no ranks (derivatives fail the check)."""
+    draw = lambda index: _draw(problem, index, input_shape, inputs, seed, num_samples, at)  # noqa: E731
+    if at is None:
+        chosen, drawn = _draws_to_rank(draw)
+    else:
+        chosen = drawn = [draw(0)]
+        if chosen[0].stratum.constant:
+            raise ValueError("the output's gradient in θ is zero at the given θ, on every sampled input")
     results = []
-    for point in range(NUM_POINTS):
-        gen = torch.Generator().manual_seed(1_000_003 * seed + point)
-        theta = problem.random_theta(gen)
-        probe = _sample_inputs(input_shape, inputs, 1, gen)
-        n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
-        batch = num_samples or min(MAX_SAMPLES, math.ceil(max(2 * D, MIN_OUTPUTS) / max(n_out_one, 1)))
-        x = _sample_inputs(input_shape, inputs, batch, gen)
-        n_out = _checked_outputs(problem, theta, x).numel()
-        f = problem.outputs(x)
-        if _gradient_is_zero(f, theta, n_out, gen):
-            raise ValueError("the output's gradient in θ is zero at a random θ: it does not depend differentiably on θ")
-        check_gen = torch.Generator().manual_seed(1_000_003 * seed + 4999 + point)  # leaves gen's stream as it was
+    for d in chosen:
+        check_gen = torch.Generator().manual_seed(1_000_003 * seed + 4999 + len(results))  # leaves d.gen as it was
         directions = [problem.random_theta(check_gen) for _ in range(3)]
-        mismatch = _derivative_mismatch(f, theta, directions, n_out, check_gen)
+        mismatch = _derivative_mismatch(d.f, d.theta, directions, d.n_out, check_gen)
         if mismatch > DERIVATIVE_TOL:
-            return [], (
+            reason = (
                 f"torch's higher derivatives of this model are wrong: two ways of computing D²f, D³f differ by "
                 f"{mismatch:.1e} (relative): an op torch differentiates wrongly, see conslaw_lite.exact_ops"
             )
-        results.append(_lie_rank(f, theta, n_out, gen))
-    return results, ""
+            return [], drawn, reason
+        results.append((d, _lie_rank(d.f, d.theta, d.n_out, d.gen)))
+    return results, drawn, ""
+
+
+def _strata_met(results: list[tuple[_Draw, _Rank]], drawn: list[_Draw]) -> tuple[Stratum, ...]:
+    """The non-generic θ drawn, with the rank where it was computed."""
+    ranks = {d.stratum.draw: r.rank for d, r in results}
+    return tuple(replace(d.stratum, rank=ranks.get(d.stratum.draw)) for d in drawn if not d.stratum.generic)
+
+
+def _decide(results: list[tuple[_Draw, _Rank]]) -> tuple[list[_Rank], str]:
+    """The ranks the count rests on, and why there is no count ("" if there is one).
+
+    Generic θ must agree. Without a generic θ, θ of one stratum must agree and the
+    largest rank (the generic one: a stratum of lower rank is a degenerate one) must be met twice.
+    """
+    if all(d.stratum.generic for d, _ in results):
+        ranks = [r for _, r in results]
+        agree = len({r.rank for r in ranks}) == 1
+        return ranks, "" if agree else f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
+    by_stratum: dict[tuple, set[int]] = {}
+    for d, r in results:
+        by_stratum.setdefault((d.stratum.dead, d.stratum.linear), set()).add(r.rank)
+    split = [sorted(ranks) for ranks in by_stratum.values() if len(ranks) > 1]
+    if split:
+        return [r for _, r in results], f"random θ in the same activation stratum disagree: ranks {split[0]}"
+    best = max(r.rank for _, r in results)
+    top = [r for _, r in results if r.rank == best]
+    if len(top) < NUM_POINTS:
+        return top, (
+            f"no θ with every ReLU unit on both pieces in {MAX_DRAWS} draws, and the largest rank met, {best}, "
+            "was met at one θ only"
+        )
+    return top, ""
 
 
 def count_laws(
@@ -379,6 +490,7 @@ def count_laws(
     seed: int = 0,
     num_samples: int | None = None,
     exact_ops: bool = True,
+    at: Params | None = None,
 ) -> LawCount:
     """The number of conservation laws, ``N = D − dim Lie(W)(θ)``, computed at random θ.
 
@@ -390,6 +502,15 @@ def count_laws(
     module docstring for the method, the evidence and when it answers *inconclusive*.
     ``exact_ops=False`` differentiates torch's fused kernels as they are (only to
     show why :func:`conslaw_lite.exact_ops.exact_derivatives` is needed).
+
+    *Strata* (ReLU units, :mod:`conslaw_lite.strata`): θ is redrawn, up to
+    ``MAX_DRAWS`` times, until ``NUM_POINTS`` θ are *generic*: every unit active on
+    some sampled inputs and inactive on others, and the output's gradient nonzero.
+    The θ passed over are in ``strata`` (which units were dead, at which θ). If no
+    θ is generic, the count is the largest rank met (the generic rank), needed at two θ.
+    A model whose output has zero gradient at every θ tried is an error.
+    ``at`` (parameter values, by name) counts at that one θ instead, in whatever
+    stratum it lies: the count of a trained model with a dead unit, say.
 
     Examples
     ========
@@ -404,32 +525,34 @@ def count_laws(
     start = time.perf_counter()
     problem = _problem(model, params)
     D = problem.num_params
+    theta = None if at is None else problem.flatten(at)
     with exact_derivatives() if exact_ops else nullcontext():
-        results, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples)
+        results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta)
+    strata = _strata_met(results, drawn)
     if not results:
-        return LawCount(D, None, None, 0, 0.0, 0.0, time.perf_counter() - start, False, reason)
-    ranks = {r.rank for r in results}
-    kept = min(r.singular_values[r.rank - 1] for r in results)
-    dropped = max((r.singular_values[r.rank] if r.rank < len(r.singular_values) else 0.0) for r in results)
-    if len(ranks) > 1:
-        reason = f"the random θ disagree: ranks {sorted(ranks)}"
-    elif not all(r.saturated for r in results):
+        return LawCount(D, None, None, 0, 0.0, 0.0, time.perf_counter() - start, False, reason, strata=strata)
+    ranks, reason = _decide(results)
+    kept = min(r.singular_values[r.rank - 1] for r in ranks)
+    dropped = max((r.singular_values[r.rank] if r.rank < len(r.singular_values) else 0.0) for r in ranks)
+    if not reason and not all(r.saturated for r in ranks):
         reason = f"the rank was still growing at bracket depth {MAX_DEPTH}"
-    elif kept < GAP * dropped:
+    if not reason and kept < GAP * dropped:
         reason = f"no clear gap: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
-    rank = results[0].rank if not reason else None
+    rank = ranks[0].rank if not reason else None
     return LawCount(
         num_params=D,
         rank_lie=rank,
         num_laws=None if rank is None else D - rank,
-        depth=max(r.depth for r in results),
+        depth=max(r.depth for r in ranks),
         sigma_kept=float(kept),
         sigma_dropped=float(dropped),
         seconds=time.perf_counter() - start,
         conclusive=not reason,
         reason=reason,
-        ranks_by_depth=results[0].ranks_by_depth,
-        singular_values=results[0].singular_values,
+        ranks_by_depth=ranks[0].ranks_by_depth,
+        singular_values=ranks[0].singular_values,
+        generic=all(d.stratum.generic for d, _ in results),
+        strata=strata,
     )
 
 

@@ -1,0 +1,137 @@
+"""Activation patterns of piecewise-linear models: which ReLU units a θ leaves on one piece only.
+
+A ReLU network is a different polynomial on each region of (θ, x) where the signs
+of its pre-activations are fixed, so its law count is that of a *stratum* of θ.
+A unit of layer ≥ 2 reads post-ReLU inputs, which are never negative: if its
+incoming weights are all negative it is **dead** for every input (output 0), if
+they are all positive it is **linear** (ReLU acts as the identity). Both happen on
+open sets of θ (probability about 2^(1−width) per unit), and there the unit's
+weights are conserved trivially or two layers merge: the count is larger. The
+count of the theory is the *generic* one, at θ where every unit is active on some
+inputs and inactive on others. :func:`activation_pattern` records, with one plain
+forward pass, which units a θ leaves on one piece for the sampled inputs; the
+counter (:func:`conslaw_lite.counting.count_laws`) draws θ until none is.
+
+Recorded: ``torch.relu``, ``F.relu``, ``Tensor.relu`` (hence ``nn.ReLU``) and
+``F.leaky_relu`` (``nn.LeakyReLU``), the activations with one kink at 0, applied
+to a tensor whose first dimension is the batch of inputs. A unit is an index of
+the last dimension (a feature in ``nn.Linear`` layout); the other dimensions
+(inputs, tokens) are its samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+KINKED_AT_ZERO = frozenset(
+    {torch.relu, torch.relu_, F.relu, F.relu_, torch.Tensor.relu, torch.Tensor.relu_, F.leaky_relu, F.leaky_relu_}
+)
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """The activation pattern met at one random θ (the ``draw``-th of the counter's sequence for its seed).
+
+    ``dead`` units were never active on the sampled inputs (pre-activation ≤ 0 on
+    all of them), ``linear`` units never inactive; units are named
+    ``"<module>[j]"`` (``"relu#k[j]"`` for the k-th ReLU call outside a named
+    module). ``constant``: the output's gradient in θ was zero there. ``rank`` is
+    dim Lie(W) at that θ when the counter computed it.
+    """
+
+    draw: int
+    dead: tuple[str, ...] = ()
+    linear: tuple[str, ...] = ()
+    constant: bool = False
+    rank: int | None = None
+
+    @property
+    def generic(self) -> bool:
+        """Every unit active on some inputs and inactive on others, and the output moves with θ."""
+        return not (self.dead or self.linear or self.constant)
+
+    def describe(self) -> str:
+        """One line: which θ, which units on one piece, the rank if known.
+
+        Examples
+        ========
+        >>> Stratum(3, dead=("2[0]",), rank=17).describe()
+        'θ #3: dead 2[0]; rank 17'
+        """
+        parts = [f"dead {', '.join(self.dead)}"] if self.dead else []
+        parts += [f"always active {', '.join(self.linear)}"] if self.linear else []
+        parts += ["output constant in θ"] if self.constant else []
+        parts += [f"rank {self.rank}"] if self.rank is not None else []
+        return f"θ #{self.draw}: " + ("; ".join(parts) or "generic")
+
+
+class _Recorder(TorchFunctionMode):
+    """Keeps the input of every activation kinked at 0 applied to a batch of ``batch`` inputs."""
+
+    def __init__(self, batch: int, where: Callable[[], str]) -> None:
+        super().__init__()
+        self.batch, self.where = batch, where
+        self.calls: list[tuple[str, torch.Tensor]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        x = args[0] if args else None
+        if func in KINKED_AT_ZERO and isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[0] == self.batch:
+            self.calls.append((self.where(), x.detach().clone()))  # cloned: an in-place ReLU overwrites it
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def _module_names(module: nn.Module | None) -> Iterator[Callable[[], str]]:
+    """While active, a function giving the name of the innermost submodule running (``""`` outside any)."""
+    stack: list[str] = []
+    hooks = []
+    for name, sub in module.named_modules() if module is not None else ():
+        if name:
+            hooks.append(sub.register_forward_pre_hook(lambda _m, _x, name=name: stack.append(name)))
+            hooks.append(sub.register_forward_hook(lambda _m, _x, _y: stack.pop() and None))  # None: output kept
+    try:
+        yield lambda: stack[-1] if stack else ""
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def activation_pattern(
+    forward: Callable[[], object], batch: int, module: nn.Module | None = None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(dead, linear)``: the units that ``forward()`` leaves on one piece over its ``batch`` inputs.
+
+    ``forward`` runs the model once (no gradients); ``module``, if given, names the units.
+    Dead: pre-activation ≤ 0 at every sample; linear: ≥ 0 at every sample (a sample
+    at exactly 0, e.g. all of a unit's inputs off, decides nothing).
+
+    Examples
+    ========
+    >>> import torch
+    >>> from torch import nn
+    >>> net = nn.Sequential(nn.Linear(2, 2, bias=False), nn.ReLU(), nn.Linear(2, 2, bias=False), nn.ReLU())
+    >>> with torch.no_grad():
+    ...     _ = net[0].weight.copy_(torch.eye(2))
+    ...     _ = net[2].weight.copy_(torch.tensor([[-1.0, -2.0], [1.0, -1.0]]))  # unit 0 of layer 2: dead
+    >>> x = torch.randn(64, 2, generator=torch.Generator().manual_seed(0))
+    >>> activation_pattern(lambda: net(x), 64, net)
+    (('3[0]',), ())
+    """
+    with _module_names(module) as where, _Recorder(batch, where) as recorder, torch.no_grad():
+        forward()
+    dead, linear, seen = [], [], {}
+    for where, pre in recorder.calls:
+        seen[where] = seen.get(where, 0) + 1
+        label = where if where and seen[where] == 1 else f"{where or 'relu'}#{seen[where]}"
+        samples = pre.reshape(-1, pre.shape[-1])
+        on, off = (samples > 0).any(0), (samples < 0).any(0)
+        dead += [f"{label}[{j}]" for j in torch.nonzero(~on).flatten().tolist()]
+        linear += [f"{label}[{j}]" for j in torch.nonzero(on & ~off).flatten().tolist()]
+    return tuple(dead), tuple(linear)
