@@ -78,9 +78,10 @@ MAX_CHUNK = 256
 NUM_POINTS = 2  # random θ that must agree
 MIN_OUTPUTS = 4096  # output entries per θ (and ≥ 2D): every ReLU unit is on for many inputs and off for many
 MAX_SAMPLES = 512
+PIECEWISE_SAMPLES = 4  # times more inputs for ReLU models: W(θ) needs inputs in each region of the pattern
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
-MAX_DRAWS = 64  # random θ tried for NUM_POINTS generic ones (ReLU strata) or an output that moves with θ
-MAX_STRATA = 3  # strata whose rank is computed when no θ is generic
+MAX_DRAWS = 256  # random θ tried for NUM_POINTS generic ones (ReLU strata) or an output that moves with θ
+MAX_RANKED = 6  # θ of a ReLU model ranked at most, waiting for the largest rank to be met twice
 
 
 @dataclass(frozen=True)
@@ -368,6 +369,7 @@ class _Draw:
     n_out: int
     gen: torch.Generator  # the stream the rank at this θ draws its brackets from
     stratum: Stratum
+    piecewise: bool  # the model has ReLU units (conslaw_lite.strata)
 
 
 def _draw(
@@ -385,37 +387,47 @@ def _draw(
     probe = _sample_inputs(input_shape, inputs, 1, gen)
     n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
     batch = num_samples or min(MAX_SAMPLES, math.ceil(max(2 * theta.numel(), MIN_OUTPUTS) / max(n_out_one, 1)))
+    pattern = lambda x: activation_pattern(lambda: problem.apply(problem.unflatten(theta), x), len(x), problem.module)  # noqa: E731
+    if num_samples is None and pattern(probe)[2]:
+        batch *= PIECEWISE_SAMPLES
     x = _sample_inputs(input_shape, inputs, batch, gen)
     n_out = _checked_outputs(problem, theta, x).numel()
     f = problem.outputs(x)
-    dead, linear = activation_pattern(lambda: problem.apply(problem.unflatten(theta), x), len(x), problem.module)
+    dead, linear, units = pattern(x)
     constant = _gradient_is_zero(f, theta, n_out, gen)
-    return _Draw(theta, f, n_out, gen, Stratum(index, dead, linear, constant))
+    return _Draw(theta, f, n_out, gen, Stratum(index, dead, linear, constant), units > 0)
 
 
-def _draws_to_rank(draw: Callable[[int], _Draw]) -> tuple[list[_Draw], list[_Draw]]:
-    """The θ to compute ranks at, and every θ drawn (see :func:`count_laws` on strata).
+def _rank_or_reason(problem: _Problem, d: _Draw, seed: int, k: int) -> _Rank | str:
+    """:func:`_lie_rank` at the draw's θ, or why not: torch's derivatives of the model fail the check there."""
+    check_gen = torch.Generator().manual_seed(1_000_003 * seed + 4999 + k)  # leaves d.gen as it was
+    directions = [problem.random_theta(check_gen) for _ in range(3)]
+    mismatch = _derivative_mismatch(d.f, d.theta, directions, d.n_out, check_gen)
+    if mismatch > DERIVATIVE_TOL:
+        return (
+            f"torch's higher derivatives of this model are wrong: two ways of computing D²f, D³f differ by "
+            f"{mismatch:.1e} (relative): an op torch differentiates wrongly, see conslaw_lite.exact_ops"
+        )
+    return _lie_rank(d.f, d.theta, d.n_out, d.gen)
 
-    The first ``NUM_POINTS`` generic θ of the sequence; without them, the first
-    ``NUM_POINTS`` θ of each of the ``MAX_STRATA`` strata with the fewest units on one piece.
-    """
-    drawn, generic = [], []
-    for index in range(MAX_DRAWS):
-        drawn.append(draw(index))
-        generic += [drawn[-1]] if drawn[-1].stratum.generic else []
-        if len(generic) == NUM_POINTS:
-            return generic, drawn
+
+def _enough(results: list[tuple[_Draw, _Rank]]) -> bool:
+    """``NUM_POINTS`` ranks of a smooth model; of a piecewise-linear one, until the largest is met that often."""
+    ranks = [r.rank for _, r in results]
+    if not results[0][0].piecewise:
+        return len(ranks) == NUM_POINTS
+    return ranks.count(max(ranks)) >= NUM_POINTS or len(ranks) >= MAX_RANKED
+
+
+def _fallback(drawn: list[_Draw]) -> list[_Draw]:
+    """No generic θ: the θ whose output moves, those with the fewest units on one piece first."""
     moving = [d for d in drawn if not d.stratum.constant]
     if not moving:
         raise ValueError(
             f"the output's gradient in θ is zero at all {MAX_DRAWS} random θ tried, on every sampled input: "
             "the model's output does not depend on θ"
         )
-    strata: dict[tuple, list[_Draw]] = {}
-    for d in moving:
-        strata.setdefault((d.stratum.dead, d.stratum.linear), []).append(d)
-    fewest = sorted(strata.values(), key=lambda ds: len(ds[0].stratum.dead) + len(ds[0].stratum.linear))
-    return [d for ds in fewest[:MAX_STRATA] for d in ds[:NUM_POINTS]], drawn
+    return sorted(moving, key=lambda d: len(d.stratum.dead) + len(d.stratum.linear))
 
 
 def _ranks_at_points(
@@ -426,58 +438,66 @@ def _ranks_at_points(
     num_samples: int | None,
     at: torch.Tensor | None = None,
 ) -> tuple[list[tuple[_Draw, _Rank]], list[_Draw], str]:
-    """:func:`_lie_rank` at the chosen θ, every θ drawn, and why there are no ranks (derivatives fail the check)."""
+    """Ranks at the θ that decide the count, every θ drawn, and why there are no ranks ("" if there are).
+
+    θ are drawn in the seed's sequence; the generic ones are ranked until :func:`_enough`;
+    if none is generic, the θ :func:`_fallback` orders, until :func:`_enough`. ``at``: that θ alone.
+    """
     draw = lambda index: _draw(problem, index, input_shape, inputs, seed, num_samples, at)  # noqa: E731
-    if at is None:
-        chosen, drawn = _draws_to_rank(draw)
-    else:
+    results: list[tuple[_Draw, _Rank]] = []
+    if at is not None:
         chosen = drawn = [draw(0)]
-        if chosen[0].stratum.constant:
+        if drawn[0].stratum.constant:
             raise ValueError("the output's gradient in θ is zero at the given θ, on every sampled input")
-    results = []
+    else:
+        drawn = []
+        for index in range(MAX_DRAWS):
+            drawn.append(draw(index))
+            if drawn[-1].stratum.generic:
+                rank = _rank_or_reason(problem, drawn[-1], seed, len(results))
+                if isinstance(rank, str):
+                    return [], drawn, rank
+                results.append((drawn[-1], rank))
+                if _enough(results):
+                    break
+        chosen = [] if results else _fallback(drawn)
     for d in chosen:
-        check_gen = torch.Generator().manual_seed(1_000_003 * seed + 4999 + len(results))  # leaves d.gen as it was
-        directions = [problem.random_theta(check_gen) for _ in range(3)]
-        mismatch = _derivative_mismatch(d.f, d.theta, directions, d.n_out, check_gen)
-        if mismatch > DERIVATIVE_TOL:
-            reason = (
-                f"torch's higher derivatives of this model are wrong: two ways of computing D²f, D³f differ by "
-                f"{mismatch:.1e} (relative): an op torch differentiates wrongly, see conslaw_lite.exact_ops"
-            )
-            return [], drawn, reason
-        results.append((d, _lie_rank(d.f, d.theta, d.n_out, d.gen)))
+        rank = _rank_or_reason(problem, d, seed, len(results))
+        if isinstance(rank, str):
+            return [], drawn, rank
+        results.append((d, rank))
+        if _enough(results):
+            break
     return results, drawn, ""
 
 
 def _strata_met(results: list[tuple[_Draw, _Rank]], drawn: list[_Draw]) -> tuple[Stratum, ...]:
-    """The non-generic θ drawn, with the rank where it was computed."""
+    """The θ drawn that were not generic or had a rank below the largest, with the rank where computed."""
     ranks = {d.stratum.draw: r.rank for d, r in results}
-    return tuple(replace(d.stratum, rank=ranks.get(d.stratum.draw)) for d in drawn if not d.stratum.generic)
+    best = max(ranks.values(), default=None)
+    return tuple(
+        replace(d.stratum, rank=ranks.get(d.stratum.draw))
+        for d in drawn
+        if not d.stratum.generic or ranks.get(d.stratum.draw, best) != best
+    )
 
 
 def _decide(results: list[tuple[_Draw, _Rank]]) -> tuple[list[_Rank], str]:
     """The ranks the count rests on, and why there is no count ("" if there is one).
 
-    Generic θ must agree. Without a generic θ, θ of one stratum must agree and the
-    largest rank (the generic one: a stratum of lower rank is a degenerate one) must be met twice.
+    A smooth model: the random θ must agree. A piecewise-linear one: the rank is
+    lower-semicontinuous in θ and a finite sample of inputs can only miss directions,
+    so the count rests on the largest rank (the generic one), which must be met at
+    ``NUM_POINTS`` θ; a smaller rank is a degenerate stratum, listed in ``strata``.
     """
-    if all(d.stratum.generic for d, _ in results):
+    if not any(d.piecewise for d, _ in results):
         ranks = [r for _, r in results]
         agree = len({r.rank for r in ranks}) == 1
         return ranks, "" if agree else f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
-    by_stratum: dict[tuple, set[int]] = {}
-    for d, r in results:
-        by_stratum.setdefault((d.stratum.dead, d.stratum.linear), set()).add(r.rank)
-    split = [sorted(ranks) for ranks in by_stratum.values() if len(ranks) > 1]
-    if split:
-        return [r for _, r in results], f"random θ in the same activation stratum disagree: ranks {split[0]}"
     best = max(r.rank for _, r in results)
     top = [r for _, r in results if r.rank == best]
     if len(top) < NUM_POINTS:
-        return top, (
-            f"no θ with every ReLU unit on both pieces in {MAX_DRAWS} draws, and the largest rank met, {best}, "
-            "was met at one θ only"
-        )
+        return top, f"the largest rank met, {best}, was met at one of {len(results)} θ only"
     return top, ""
 
 

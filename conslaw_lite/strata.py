@@ -105,8 +105,8 @@ def _module_names(module: nn.Module | None) -> Iterator[Callable[[], str]]:
 
 def activation_pattern(
     forward: Callable[[], object], batch: int, module: nn.Module | None = None
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``(dead, linear)``: the units that ``forward()`` leaves on one piece over its ``batch`` inputs.
+) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """``(dead, linear, units)``: the units ``forward()`` leaves on one piece over its ``batch`` inputs, of ``units``.
 
     ``forward`` runs the model once (no gradients); ``module``, if given, names the units.
     Dead: pre-activation ≤ 0 at every sample; linear: ≥ 0 at every sample (a sample
@@ -122,16 +122,17 @@ def activation_pattern(
     ...     _ = net[2].weight.copy_(torch.tensor([[-1.0, -2.0], [1.0, -1.0]]))  # unit 0 of layer 2: dead
     >>> x = torch.randn(64, 2, generator=torch.Generator().manual_seed(0))
     >>> activation_pattern(lambda: net(x), 64, net)
-    (('3[0]',), ())
+    (('3[0]',), (), 4)
     """
     with _module_names(module) as where, _Recorder(batch, where) as recorder, torch.no_grad():
         forward()
-    dead, linear, seen = [], [], {}
+    dead, linear, seen, units = [], [], {}, 0
     for where, pre in recorder.calls:
         seen[where] = seen.get(where, 0) + 1
         label = where if where and seen[where] == 1 else f"{where or 'relu'}#{seen[where]}"
         samples = pre.reshape(-1, pre.shape[-1])
+        units += samples.shape[1]
         on, off = (samples > 0).any(0), (samples < 0).any(0)
         dead += [f"{label}[{j}]" for j in torch.nonzero(~on).flatten().tolist()]
         linear += [f"{label}[{j}]" for j in torch.nonzero(on & ~off).flatten().tolist()]
-    return tuple(dead), tuple(linear)
+    return tuple(dead), tuple(linear), units
