@@ -78,7 +78,7 @@ MAX_CHUNK = 256
 NUM_POINTS = 2  # random θ that must agree
 MIN_OUTPUTS = 4096  # output entries per θ (and ≥ 2D): every ReLU unit is on for many inputs and off for many
 MAX_SAMPLES = 512
-PIECEWISE_SAMPLES = 4  # times more inputs for ReLU models: W(θ) needs inputs in each region of the pattern
+PIECEWISE_SAMPLES = 16  # times more inputs for ReLU models: W(θ) needs inputs in each small region of the pattern
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
 MAX_DRAWS = 256  # random θ tried for NUM_POINTS generic ones (ReLU strata) or an output that moves with θ
 MAX_RANKED = 6  # θ of a ReLU model ranked at most, waiting for the largest rank to be met twice
@@ -551,7 +551,7 @@ def count_laws(
     strata = _strata_met(results, drawn)
     if not results:
         return LawCount(D, None, None, 0, 0.0, 0.0, time.perf_counter() - start, False, reason, strata=strata)
-    ranks, reason = _decide(results)
+    ranks, reason = ([results[0][1]], "") if at is not None else _decide(results)  # at: one θ, nothing to compare
     kept = min(r.singular_values[r.rank - 1] for r in ranks)
     dropped = max((r.singular_values[r.rank] if r.rank < len(r.singular_values) else 0.0) for r in ranks)
     if not reason and not all(r.saturated for r in ranks):

@@ -294,3 +294,53 @@ def test_exact_derivatives_restores_torch_even_after_an_error() -> None:
         raise KeyError("inside")
     assert (F.layer_norm, torch.layer_norm, F.batch_norm, F.instance_norm) == originals
     assert torch.backends.cuda.flash_sdp_enabled()
+
+
+# --- piecewise-linear models: ReLU strata (conslaw_lite.strata) ---------------------------------------------------
+
+
+def relu_net(*widths: int) -> nn.Sequential:
+    """``W_L relu(⋯ relu(W_1 x))`` without biases (Marcotte et al.'s random ReLU nets)."""
+    from conslaw_lite.marcotte import deep_net
+
+    return deep_net(widths, relu=True)
+
+
+def test_relu_net_with_dead_units_at_random_theta_is_counted_in_its_generic_stratum() -> None:
+    # Widths [8, 2, 3, 3]: a layer-2 unit reads two non-negative inputs, so it is dead (or always active) for
+    # every input at about half of all θ: θ are redrawn until every unit is on both pieces.
+    count = count_laws(relu_net(8, 2, 3, 3), (8,))
+    assert_clear_gap(count)
+    assert count.num_laws == 2 + 3 and count.generic  # one law per hidden unit
+    assert count.strata and all(not s.generic for s in count.strata)
+    assert any(s.dead for s in count.strata)  # which units were dead, at which θ of the sequence
+    assert all(name.startswith("3[") for s in count.strata for name in s.dead + s.linear)  # the second ReLU's units
+
+
+def test_relu_net_with_a_dead_layer_at_some_theta_is_counted_without_error() -> None:
+    count = count_laws(relu_net(5, 2, 2, 4), (5,))  # at some θ both layer-2 units die: the output is constant there
+    assert_clear_gap(count)
+    assert count.num_laws == 4
+    assert any(s.constant for s in count.strata)
+
+
+def test_a_dead_unit_theta_given_with_at_has_a_larger_count() -> None:
+    net = relu_net(3, 4, 4, 2)
+    with torch.no_grad():
+        net[2].weight[0] = -net[2].weight[0].abs()  # unit 0 of layer 2 reads ReLU outputs with negative weights
+    generic = count_laws(net, (3,))
+    dead = count_laws(net, (3,), at=dict(net.named_parameters()))
+    assert_clear_gap(generic)
+    assert_clear_gap(dead)
+    assert generic.num_laws == 8 and dead.num_laws > generic.num_laws
+    assert not dead.generic and dead.strata[0].dead == ("3[0]",) and dead.strata[0].rank == dead.rank_lie
+
+
+def test_model_constant_for_every_theta_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="does not depend on θ"):
+        count_laws(lambda p, x: x.sum(-1, keepdim=True) + 0 * p["a"].sum(), (3,), params={"a": torch.ones(2)})
+
+
+def test_at_names_a_missing_parameter() -> None:
+    with pytest.raises(ValueError, match="'0.weight'"):
+        count_laws(relu_net(3, 2, 2), (3,), at={})
