@@ -1,4 +1,4 @@
-"""Benchmark the law counter: ``python benchmarks/count_laws.py [--threads 2] [--quick]``.
+"""Benchmark the law counter: ``python benchmarks/count_laws.py [--threads 2] [--quick] [--large] [--whole]``.
 
 Prints one row per case: D (parameters), N (the computed count), the formula it
 is checked against, the evidence (smallest kept / largest dropped singular
@@ -6,7 +6,14 @@ value) and the seconds :func:`conslaw_lite.counting.count_laws` took (two random
 θ, all bracket depths). One warm-up count runs first, so the one-time import of
 ``torch.func``'s machinery is not charged to the first case.
 
-Reference (THEORY.md §3): the SageMath counter of Marcotte et al. (2023) took
+``--large`` adds multi-head attention with n = 8, d = 32, k = 8 (D = 8,192);
+``--whole`` adds whole small networks: a one-block timm ViT and a two-block
+pre-norm transformer with embeddings, each compared with the laws
+:func:`conslaw_lite.laws.law_functions` knows (independent entries, and whether
+they are all conserved and as many as the count). ``benchmarks/marcotte_suite.py``
+runs Marcotte et al.'s random linear and ReLU networks.
+
+Reference (chapter 2): the SageMath counter of Marcotte et al. (2023) took
 11 s for the linear net [4,4,4] and 543 s for the ReLU net [4,6,3].
 """
 
@@ -15,9 +22,11 @@ from __future__ import annotations
 import argparse
 
 import torch
+from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
-from conslaw_lite.counting import count_laws
+from conslaw_lite.counting import check_laws, count_laws
+from conslaw_lite.laws import law_functions
 
 CASES = [  # (case, architecture, options)
     ("toy a·b·x", "toy", ArchOptions(dim=2)),
@@ -28,23 +37,48 @@ CASES = [  # (case, architecture, options)
     ("MHA+RoPE n=2 d=5 k=4", "mha-rope", ArchOptions(dim=5, heads=2, head_dim=4)),
 ]
 LARGE = ("MHA n=4 d=16 k=8 T=4", "mha", ArchOptions(dim=16, heads=4, head_dim=8, seq=4))  # D = 2048
+LARGER = ("MHA n=8 d=32 k=8", "mha", ArchOptions(dim=32, heads=8, head_dim=8))  # D = 8192
+
+
+def whole_networks() -> list[tuple[str, nn.Module, tuple[int, ...]]]:
+    """(case, model, input shape): a one-block timm ViT, a two-block pre-norm transformer with embeddings."""
+    from conslaw_lite.models.tiny import TinyTransformer
+    from conslaw_lite.models.vit import small_vit  # timm is optional
+
+    with torch.random.fork_rng():  # seeded weights (only their scale matters) without touching the caller's state
+        torch.manual_seed(0)
+        vit = small_vit(img_size=4, patch_size=2, dim=4, depth=1, num_classes=10, num_heads=2).double()
+        two_block = TinyTransformer(vocab=8, d=8, n_heads=2, head_dim=4, hidden=8, n_layers=2).double()
+    return [("timm ViT, 1 block", vit, (1, 4, 4)), ("transformer, 2 blocks", two_block, (3, 8))]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads")
     parser.add_argument("--quick", action="store_true", help="skip the D ≥ 2000 attention block")
+    parser.add_argument("--large", action="store_true", help="add the D = 8192 attention block")
+    parser.add_argument("--whole", action="store_true", help="add the whole small networks")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     count_laws(get_arch("toy").build(ArchOptions()).model, (1,))  # warm-up
     print(f"{'case':<24} {'D':>5} {'N':>5} {'formula':>7} {'σ kept':>9} {'σ dropped':>9} {'seconds':>8}")
-    for case, arch, options in CASES + ([] if args.quick else [LARGE]):
+    for case, arch, options in CASES + ([] if args.quick else [LARGE]) + ([LARGER] if args.large else []):
         built = get_arch(arch).build(options)
         count = count_laws(built.model, built.input_shape)
         n = count.num_laws if count.conclusive else "?"
         print(
             f"{case:<24} {count.num_params:>5} {n:>5} {built.formula:>7} "
             f"{count.sigma_kept:>9.1e} {count.sigma_dropped:>9.1e} {count.seconds:>8.2f}"
+        )
+
+    for case, model, input_shape in whole_networks() if args.whole else []:
+        check = check_laws(model, law_functions(model), input_shape)
+        count = check.count
+        n = count.num_laws if count.conclusive else f"? ({count.reason})"
+        print(
+            f"{case:<24} {count.num_params:>5} {n:>5} {check.independent:>7} {count.sigma_kept:>9.1e} "
+            f"{count.sigma_dropped:>9.1e} {count.seconds:>8.2f}   complete: {check.complete}, "
+            f"ranks by depth {count.ranks_by_depth}"
         )
 
 

@@ -81,7 +81,7 @@ MAX_SAMPLES = 512
 PIECEWISE_SAMPLES = 16  # times more inputs for ReLU models: W(θ) needs inputs in each small region of the pattern
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
 MAX_DRAWS = 256  # random θ tried for NUM_POINTS generic ones (ReLU strata) or an output that moves with θ
-MAX_RANKED = 6  # θ of a ReLU model ranked at most, waiting for the largest rank to be met twice
+MIN_RANKED, MAX_RANKED = 4, 8  # θ of a ReLU model ranked, at least / at most (waiting for the largest rank twice)
 
 
 @dataclass(frozen=True)
@@ -387,7 +387,8 @@ def _draw(
     probe = _sample_inputs(input_shape, inputs, 1, gen)
     n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
     batch = num_samples or min(MAX_SAMPLES, math.ceil(max(2 * theta.numel(), MIN_OUTPUTS) / max(n_out_one, 1)))
-    pattern = lambda x: activation_pattern(lambda: problem.apply(problem.unflatten(theta), x), len(x), problem.module)  # noqa: E731
+    tracked = theta.detach().requires_grad_()  # the pattern asks which units reach the output
+    pattern = lambda x: activation_pattern(lambda: problem.apply(problem.unflatten(tracked), x), len(x), problem.module)  # noqa: E731
     if num_samples is None and pattern(probe)[2]:
         batch *= PIECEWISE_SAMPLES
     x = _sample_inputs(input_shape, inputs, batch, gen)
@@ -412,11 +413,15 @@ def _rank_or_reason(problem: _Problem, d: _Draw, seed: int, k: int) -> _Rank | s
 
 
 def _enough(results: list[tuple[_Draw, _Rank]]) -> bool:
-    """``NUM_POINTS`` ranks of a smooth model; of a piecewise-linear one, until the largest is met that often."""
+    """``NUM_POINTS`` ranks of a smooth model; of a piecewise-linear one, ``MIN_RANKED`` and the largest met twice.
+
+    A ReLU net's rank is lower on open sets of θ too (its functional dimension is not the
+    same everywhere), so one pair of θ agreeing proves little: the largest of several ranks is the count.
+    """
     ranks = [r.rank for _, r in results]
     if not results[0][0].piecewise:
         return len(ranks) == NUM_POINTS
-    return ranks.count(max(ranks)) >= NUM_POINTS or len(ranks) >= MAX_RANKED
+    return (ranks.count(max(ranks)) >= NUM_POINTS and len(ranks) >= MIN_RANKED) or len(ranks) >= MAX_RANKED
 
 
 def _fallback(drawn: list[_Draw]) -> list[_Draw]:

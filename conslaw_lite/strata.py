@@ -83,7 +83,8 @@ class _Recorder(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         x = args[0] if args else None
         if func in KINKED_AT_ZERO and isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[0] == self.batch:
-            self.calls.append((self.where(), x.detach().clone()))  # cloned: an in-place ReLU overwrites it
+            in_place = func.__name__.endswith("_") or (kwargs or {}).get("inplace", False)
+            self.calls.append((self.where(), x.detach().clone() if in_place else x))  # in place: overwritten
         return func(*args, **(kwargs or {}))
 
 
@@ -103,14 +104,27 @@ def _module_names(module: nn.Module | None) -> Iterator[Callable[[], str]]:
             hook.remove()
 
 
+def _reach(out: object, pre: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """``∂⟨w, out⟩/∂pre`` for a fixed random w, per tensor (``None`` where it cannot be taken)."""
+    tracked = [p for p in pre if p.requires_grad]
+    if not isinstance(out, torch.Tensor) or not out.requires_grad or not tracked:
+        return [None] * len(pre)
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=out.dtype)
+    grads = iter(torch.autograd.grad((out * w).sum(), tracked, allow_unused=True))
+    return [next(grads) if p.requires_grad else None for p in pre]
+
+
 def activation_pattern(
     forward: Callable[[], object], batch: int, module: nn.Module | None = None
 ) -> tuple[tuple[str, ...], tuple[str, ...], int]:
     """``(dead, linear, units)``: the units ``forward()`` leaves on one piece over its ``batch`` inputs, of ``units``.
 
-    ``forward`` runs the model once (no gradients); ``module``, if given, names the units.
-    Dead: pre-activation ≤ 0 at every sample; linear: ≥ 0 at every sample (a sample
-    at exactly 0, e.g. all of a unit's inputs off, decides nothing).
+    ``forward`` runs the model once and returns its output; ``module``, if given, names the units.
+    Dead: no sample where the unit is active (pre-activation > 0) *and* reaches the
+    output (a random combination of the outputs has a nonzero derivative in its
+    pre-activation there: a unit active only where every path after it is off is
+    dead too); linear: pre-activation ≥ 0 at every sample (a sample at exactly 0,
+    e.g. all of a unit's inputs off, decides nothing).
 
     Examples
     ========
@@ -124,15 +138,17 @@ def activation_pattern(
     >>> activation_pattern(lambda: net(x), 64, net)
     (('3[0]',), (), 4)
     """
-    with _module_names(module) as where, _Recorder(batch, where) as recorder, torch.no_grad():
-        forward()
+    with _module_names(module) as where, _Recorder(batch, where) as recorder, torch.enable_grad():
+        out = forward()
+    reach = _reach(out, [pre for _, pre in recorder.calls])
     dead, linear, seen, units = [], [], {}, 0
-    for where, pre in recorder.calls:
+    for (where, pre), g in zip(recorder.calls, reach):
         seen[where] = seen.get(where, 0) + 1
         label = where if where and seen[where] == 1 else f"{where or 'relu'}#{seen[where]}"
-        samples = pre.reshape(-1, pre.shape[-1])
+        samples = pre.detach().reshape(-1, pre.shape[-1])
         units += samples.shape[1]
         on, off = (samples > 0).any(0), (samples < 0).any(0)
-        dead += [f"{label}[{j}]" for j in torch.nonzero(~on).flatten().tolist()]
+        used = on if g is None else ((samples > 0) & (g.reshape(samples.shape) != 0)).any(0)
+        dead += [f"{label}[{j}]" for j in torch.nonzero(~used).flatten().tolist()]
         linear += [f"{label}[{j}]" for j in torch.nonzero(on & ~off).flatten().tolist()]
     return tuple(dead), tuple(linear), units
