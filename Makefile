@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: book test compat clean
+.PHONY: book test compat browser clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,7 +26,7 @@ book: $(STAMP)
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 ## make test: lint, unit tests and doctests, then every notebook of _toc.yml at CI scale
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
@@ -45,6 +45,13 @@ compat:
 	$(COMPAT)/bin/python -c 'import torch, conslaw_lite; print("compat: torch", torch.__version__, "conslaw_lite", conslaw_lite.__version__)'
 	CI=true $(COMPAT)/bin/python -m pytest -q --ignore=tests/test_book.py --ignore=tests/test_notebooks.py
 	CI=true $(COMPAT)/bin/python -m pytest -q tests/test_notebooks.py -k "01_toy or 02_counting or 07_discrete"
+
+## make browser: Debian's headless chromium and chromium-driver, for the interactive figures' browser test
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	{ $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q chromium chromium-driver; } || \
+	echo "make browser: could not install chromium; tests/test_drift_figure_browser.py will be skipped"
 
 clean:
 	rm -rf _build

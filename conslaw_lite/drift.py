@@ -283,6 +283,24 @@ def arch_setup(arch: str, options: ArchOptions | None = None, *, samples: int = 
     return setup
 
 
+def arch_runs(arch: str, options: ArchOptions | None = None, *, samples: int = 64) -> Callable[[str], Setup]:
+    """``optimizer -> Setup`` for an architecture, batching as the CLI does: sgd on mini-batches of samples/8, the rest
+    on the full batch (the block of a :func:`conslaw_lite.grids.drift_grid`).
+
+    Examples
+    ========
+    >>> runs = arch_runs("toy", samples=16)
+    >>> model, loss = runs("sgd")(0)  # one mini-batch of 2 per step
+    >>> float(loss(model, 0).detach()) > 0
+    True
+    """
+
+    def setups(optimizer: str) -> Setup:
+        return arch_setup(arch, options, samples=samples, batch=_batch(optimizer, None, samples))
+
+    return setups
+
+
 # ---- command line -------------------------------------------------------------------------------------------------
 
 

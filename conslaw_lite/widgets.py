@@ -1,247 +1,416 @@
-"""The book's one interactive figure: how far "conserved" quantities drift under discrete training.
+"""The book's interactive figures: they run in the browser, with or without a kernel.
 
-:func:`drift_explorer` trains a fresh model with step size τ for k steps and draws
-``‖h_k − h_0‖`` against k for every law of the model (blue) and every control (red),
-with the reference ``ḡ² Σ_{i<k} τ_i²`` (= ``ḡ² τ² k`` for a constant step, the O(τ²k) of
-THEORY.md section 4), ḡ² the mean of ‖g_i‖² over the run. Sliders choose τ and k, a toggle the schedule
-(constant or τ₀/(k+1)), a dropdown the optimizer, and, given several setups, the block.
+:func:`drift_figure` draws a :class:`conslaw_lite.grids.DriftGrid` of real training runs;
+:func:`level_set_figure` the GD and flow paths of :class:`conslaw_lite.grids.ToyPaths`. Both are
+Bokeh layouts whose sliders and buttons switch, in JavaScript, between the runs embedded in the
+page: on the built web page (no kernel) and on Colab alike. A Colab reader who wants values
+off the grid calls :func:`drift_explorer` again with them: it trains fresh runs and draws them
+with the same function.
 
-A widget does nothing on a static web page, so a pre-drawn figure (both schedules at the
-default τ) is displayed first and stands in for it there. The computation and the
-drawing are the plain functions :func:`drift_curves` and :func:`draw_drift`, tested
-without a frontend; the training run itself is :func:`conslaw_lite.drift.trajectory`'s.
+Why Bokeh: its JavaScript (core + widgets) is 1.7 MB and works offline when inlined, so a chapter
+page with its grid stays under 5 MB; Plotly's bundle alone is 4.6–4.8 MB.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+from bokeh.embed import components
+from bokeh.layouts import column, row
+from bokeh.models import (
+    ColumnDataSource,
+    CustomJS,
+    Div,
+    LayoutDOM,
+    Legend,
+    LegendItem,
+    RadioButtonGroup,
+    Range1d,
+    Select,
+    Slider,
+    Toggle,
+)
+from bokeh.plotting import figure
+from bokeh.resources import Resources
 
-from conslaw_lite.drift import Setup, trajectory
-from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged
-from conslaw_lite.plots import REFERENCE, new_figure, plot_drift
+from conslaw_lite.flows import OPTIMIZERS
+from conslaw_lite.grids import BlockRuns, DriftGrid, ToyPaths, drift_grid
+from conslaw_lite.plots import CONSERVED, CONTROL, REFERENCE, TRAJECTORY
 
+_JS = Resources(mode="inline", components=["bokeh", "bokeh-widgets"])
+_sent_js = False  # whether this kernel has already put Bokeh's JavaScript on the page (it is sent once per page)
 
-@dataclass(frozen=True)
-class DriftCurves:
-    """Drift of each law and control over one run: arrays over k = 0..K.
-
-    ``reference[k] = ḡ² Σ_{i<k} τ_i²`` with ``ḡ² = mean_i ‖g_i‖²``: a line of slope 1 in k and
-    height ∝ τ² for a constant step. If the run diverged, ``diverged`` says where
-    and why and the arrays are empty.
-    """
-
-    lr: float
-    schedule: str
-    optimizer: str
-    laws: dict[str, np.ndarray] = field(default_factory=dict)
-    controls: dict[str, np.ndarray] = field(default_factory=dict)
-    reference: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    diverged: str | None = None
-
-    def upto(self, k: int) -> DriftCurves:
-        """The same run seen only up to step k (a run of k steps is the first k steps of a longer one)."""
-        cut = slice(0, k + 1)
-        return DriftCurves(
-            self.lr,
-            self.schedule,
-            self.optimizer,
-            {n: v[cut] for n, v in self.laws.items()},
-            {n: v[cut] for n, v in self.controls.items()},
-            self.reference[cut],
-            self.diverged,
-        )
+# The figure carries its own white card and dark text: pydata-sphinx-theme shows HTML outputs on a light card in its
+# dark theme too, and Colab's dark theme does not, so a figure that draws its own background reads the same everywhere.
+CARD = {"background-color": "white", "color": "#303030", "color-scheme": "light", "padding": "6px",
+        "border-radius": "4px"}
 
 
-def drift_curves(
-    setup: Setup, *, lr: float, steps: int, schedule: str = "constant", optimizer: str = "gd", seed: int = 0
-) -> DriftCurves:
-    """Train ``setup(seed)``'s fresh model (:func:`conslaw_lite.drift.trajectory`); ``‖h_k − h_0‖`` per law and control.
+def _positive(values: np.ndarray) -> np.ndarray:
+    """float32 for the page; zeros and negatives (no logarithm) become NaN, a gap in the line."""
+    values = np.asarray(values, dtype=float)
+    return np.where(values > 0, values, np.nan).astype(np.float32)
+
+
+def _log_range(values: np.ndarray, decades: float = 14.0) -> tuple[float, float]:
+    """A fixed log axis around the finite positive values: whole decades, at most ``decades`` of them."""
+    v = values[np.isfinite(values) & (values > 0)]
+    if v.size == 0:
+        return 1e-3, 1.0
+    hi = np.ceil(np.log10(v.max()))
+    lo = max(np.floor(np.log10(v.min())), hi - decades)
+    return float(10**lo), float(10**hi)
+
+
+def grid_arrays(grid: DriftGrid, block: str) -> tuple[list[str], list[str], np.ndarray]:
+    """One block's runs at the figure's steps: law names, control names, and an array
+    ``(optimizer, schedule, τ, curve, k)`` whose curves are the laws, the controls, the reference
+    ``ḡ²Στ_i²``, the budget ``Στ_i²‖g_i‖²`` and the total law drift (NaN where a run diverged).
 
     Examples
     ========
-    >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
-    >>> from conslaw_lite.flows import mse_loss
-    >>> one = torch.ones(1, 1, dtype=torch.float64)
-    >>> curves = drift_curves(lambda seed: (ToyProduct(a=2.0, b=1.0), mse_loss(one, 0 * one)), lr=0.001, steps=5)
-    >>> sorted(curves.laws), sorted(curves.controls)
-    (['a^2-b^2'], ['a^2', 'b^2'])
-    >>> bool(curves.laws["a^2-b^2"][5] < 1e-2 * curves.controls["a^2"][5])
-    True
+    >>> from conslaw_lite.drift import arch_runs
+    >>> from conslaw_lite.grids import drift_grid
+    >>> grid = drift_grid({"toy": arch_runs("toy", samples=1)}, taus=[0.01, 0.02], steps=3, optimizers=["gd"])
+    >>> laws, controls, values = grid_arrays(grid, "toy")
+    >>> laws, controls, values.shape
+    (['a^2-b^2'], ['a^2', 'b^2'], (1, 2, 2, 6, 3))
     """
-    try:
-        t = trajectory(setup, seed, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer)
-    except Diverged as err:
-        return DriftCurves(lr, schedule, optimizer, diverged=str(err))
-    return DriftCurves(
-        lr,
-        schedule,
-        optimizer,
-        laws={n: t.run.drift(n) for n in t.conserved},
-        controls={n: t.run.drift(n) for n in t.controls},
-        reference=t.run.grad_sq.mean() * np.concatenate([[0.0], np.cumsum(t.run.tau**2)]),
+    first = next(c for (b, *_), c in grid.runs.items() if b == block and not c.diverged)
+    laws, controls = list(first.laws), list(first.controls)
+    shape = (len(grid.optimizers), len(grid.schedules), len(grid.taus), len(laws) + len(controls) + 3, len(grid.ks))
+    values = np.full(shape, np.nan, dtype=np.float32)
+    for o, optimizer in enumerate(grid.optimizers):
+        for s, schedule in enumerate(grid.schedules):
+            for t in range(len(grid.taus)):
+                c = grid.curves(block, optimizer, schedule, t)
+                if c.diverged:
+                    continue
+                curves = [*c.laws.values(), *c.controls.values(), c.reference, c.budget, c.law_total()]
+                values[o, s, t] = _positive(np.stack([v[grid.ks] for v in curves]))
+    return laws, controls, values
+
+
+def _ranges(values: np.ndarray, n_laws: int) -> dict[str, tuple[float, float]]:
+    """Fixed axes per block (every optimizer, schedule and τ on the same scale): panels 1 and 2, raw and normalized."""
+    drift, budget = values[..., :-3, :], values[..., -2:-1, :]
+    control_total = np.sqrt(np.nansum(values[..., n_laws:-3, :].astype(float) ** 2, axis=-2))
+    totals = np.stack([values[..., -1, :], control_total], axis=-2)  # what panel 2 draws
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {
+            "k": _log_range(np.concatenate([drift.ravel(), values[..., -3, :].ravel()])),
+            "k_norm": _log_range((drift / budget).ravel()),
+            "tau": _log_range(totals.ravel()),
+            "tau_norm": _log_range((totals / budget).ravel()),
+        }
+
+
+def _drift_data(grid: DriftGrid) -> dict:
+    data = {}
+    for block in grid.blocks:
+        laws, controls, values = grid_arrays(grid, block)
+        diverged = {
+            f"{o},{s},{t}": grid.curves(block, opt, sch, t).diverged
+            for o, opt in enumerate(grid.optimizers)
+            for s, sch in enumerate(grid.schedules)
+            for t in range(len(grid.taus))
+            if grid.curves(block, opt, sch, t).diverged
+        }
+        data[block] = {
+            "laws": laws,
+            "controls": controls,
+            "values": values.ravel(),
+            "ranges": _ranges(values, len(laws)),
+            "diverged": diverged,
+        }
+    return data
+
+
+_DRIFT_JS = """
+const b = block.value, o = optimizer.active, s = schedule.active, t = tau.value, ki = k.value, norm = normalize.active;
+const d = data[b], nL = d.laws.length, nC = d.controls.length, nc = nL + nC + 3;
+const nO = optimizers.length, nS = schedules.length, nT = taus.length, nK = ks.length;
+const curve = (ti, c) => { const off = ((((o * nS) + s) * nT + ti) * nc + c) * nK;
+  return Array.from(d.values.slice(off, off + nK)); };
+const scaled = (ti, c) => { const y = curve(ti, c), g = curve(ti, nc - 2);
+  return norm ? y.map((v, i) => v / g[i]) : y; };
+const range = (axis, key) => { const r = d.ranges[norm ? key + "_norm" : key]; axis.start = r[0]; axis.end = r[1]; };
+const xs = Array.from(ks);
+laws.data = {xs: d.laws.map(() => xs), ys: d.laws.map((_, c) => scaled(t, c))};
+controls.data = {xs: d.controls.map(() => xs), ys: d.controls.map((_, c) => scaled(t, nL + c))};
+reference.data = {x: xs, y: scaled(t, nc - 3)};
+range(p1.y_range, "k");
+const at = (c) => Array.from({length: nT}, (_, ti) => scaled(ti, c)[ki]);
+const controlTotal = Array.from({length: nT}, (_, ti) => {
+  let sum = 0; for (let c = nL; c < nL + nC; c++) { const v = curve(ti, c)[ki]; sum += (v > 0 ? v * v : 0); }
+  const total = Math.sqrt(sum) || NaN; return norm ? total / curve(ti, nc - 2)[ki] : total; });
+const lawTotal = at(nc - 1), tx = Array.from(taus);
+law_tau.data = {x: tx, y: lawTotal};
+control_tau.data = {x: tx, y: nC ? controlTotal : tx.map(() => NaN)};
+current.data = {x: [taus[t]], y: [lawTotal[t]]};
+const i0 = lawTotal.findIndex(v => v > 0);
+const guide = (p) => tx.map(x => (norm || i0 < 0) ? NaN : lawTotal[i0] * (x / tx[i0]) ** p);
+slope2.data = {x: tx, y: guide(2)}; slope1.data = {x: tx, y: guide(1)};
+range(p2.y_range, "tau");
+const why = d.diverged[`${o},${s},${t}`];
+const kk = ks[ki], fmt = (x) => x.toPrecision(3);
+tau.title = `τ = ${fmt(taus[t])}`; k.title = `k = ${kk}`;
+p1.title.text = `${b}, ${optimizers[o]}, ${schedules[s]} step, τ = ${fmt(taus[t])}` + (why ? ` — ${why}` : "");
+y1.axis_label = norm ? "‖h_k − h_0‖ / Σ τ_i²‖g_i‖²" : "‖h_k − h_0‖";
+p2.title.text = `drift at k = ${kk} against τ`;
+y2.axis_label = norm ? "drift / Σ τ_i²‖g_i‖²" : "drift at k";
+"""
+
+
+def _line_legend(p, items: list[tuple[str, object]]) -> None:
+    legend = Legend(items=[LegendItem(label=label, renderers=[r]) for label, r in items], location="top_left")
+    p.add_layout(legend, "center")
+    p.legend.background_fill_alpha = 0.0
+    p.legend.border_line_alpha = 0.0
+    p.legend.label_text_font_size = "9pt"
+    p.legend.click_policy = "hide"
+
+
+def drift_figure(
+    grid: DriftGrid,
+    *,
+    optimizer: str | None = None,
+    schedule: str = "constant",
+    tau_index: int | None = None,
+    normalized: bool = False,
+) -> LayoutDOM:
+    """Two panels over ``grid`` and the controls that switch between its runs in the browser.
+
+    Panel 1: ``‖h_k − h_0‖`` of each law (blue) and control (red, dashed) against k on fixed log axes,
+    with the reference ``ḡ² Σ_{i<k} τ_i²`` (dotted). The toggle divides each curve by
+    ``Σ_{i<k} τ_i² ‖g_i‖²``, after which law curves for different τ coincide (chapter 7's identity).
+    Panel 2: the drift of all laws together at the chosen k against τ (log-log), with slope-2 and
+    slope-1 guides through the smallest τ and the current τ circled. Starts at ``optimizer``
+    (default sgd when in the grid), ``schedule``, the middle τ (or ``tau_index``) and the last k.
+
+    Examples
+    ========
+    >>> from conslaw_lite.drift import arch_runs
+    >>> from conslaw_lite.grids import drift_grid
+    >>> grid = drift_grid({"toy": arch_runs("toy", samples=1)}, taus=[0.01, 0.02], steps=3, optimizers=["gd"])
+    >>> layout = drift_figure(grid)
+    >>> sorted(m.name for m in layout.select({"tags": ["drift-source"]}))
+    ['control_tau', 'controls', 'current', 'law_tau', 'laws', 'reference', 'slope1', 'slope2']
+    """
+    optimizer = optimizer or ("sgd" if "sgd" in grid.optimizers else grid.optimizers[0])
+    if optimizer not in grid.optimizers or schedule not in grid.schedules:
+        raise ValueError(f"optimizer must be in {grid.optimizers} and schedule in {grid.schedules}")
+    tau_index = len(grid.taus) // 2 if tau_index is None else tau_index
+    if not 0 <= tau_index < len(grid.taus):
+        raise ValueError(f"tau_index must be in 0..{len(grid.taus) - 1}, got {tau_index}")
+    sources = {
+        name: ColumnDataSource(
+            {"xs": [], "ys": []} if name in ("laws", "controls") else {"x": [], "y": []},
+            name=name,
+            tags=["drift-source"],
+        )
+        for name in ("laws", "controls", "reference", "law_tau", "control_tau", "current", "slope2", "slope1")
+    }
+    tools = "pan,wheel_zoom,box_zoom,reset,save"
+    p1 = figure(x_axis_type="log", y_axis_type="log", width=400, height=380, tools=tools, name="panel_k",
+                x_range=Range1d(1, grid.ks[-1]), y_range=Range1d(1e-3, 1), x_axis_label="step k",
+                toolbar_location="above")
+    p2 = figure(x_axis_type="log", y_axis_type="log", width=360, height=380, tools=tools, name="panel_tau",
+                x_range=Range1d(grid.taus[0] / 1.3, grid.taus[-1] * 1.3), y_range=Range1d(1e-3, 1),
+                x_axis_label="step size τ", toolbar_location="above")
+    for p in (p1, p2):
+        p.grid.grid_line_alpha = 0.25
+        p.title.text_font_size = "10pt"
+    laws = p1.multi_line("xs", "ys", source=sources["laws"], color=CONSERVED, line_width=2)
+    controls = p1.multi_line("xs", "ys", source=sources["controls"], color=CONTROL, line_dash="dashed", line_width=1.5)
+    reference = p1.line("x", "y", source=sources["reference"], color=REFERENCE, line_dash="dotted", line_width=2)
+    _line_legend(p1, [("laws", laws), ("controls", controls), ("ḡ² Σ τ_i²", reference)])
+    law_tau = p2.line("x", "y", source=sources["law_tau"], color=CONSERVED, line_width=2)
+    p2.scatter("x", "y", source=sources["law_tau"], color=CONSERVED, size=5)
+    control_tau = p2.line("x", "y", source=sources["control_tau"], color=CONTROL, line_dash="dashed", line_width=1.5)
+    slope2 = p2.line("x", "y", source=sources["slope2"], color=REFERENCE, line_dash="dotted", line_width=1.5)
+    slope1 = p2.line("x", "y", source=sources["slope1"], color=REFERENCE, line_dash="dashdot", line_width=1.5)
+    current = p2.scatter("x", "y", source=sources["current"], size=14, fill_alpha=0, line_width=2.5, color=CONSERVED)
+    _line_legend(p2, [("laws", law_tau), ("controls", control_tau), ("slope 2", slope2), ("slope 1", slope1),
+                      ("current τ", current)])
+    p2.legend.location = "bottom_right"
+
+    widgets = {
+        "block": Select(options=list(grid.blocks), value=grid.blocks[0], title="block", width=140, name="block"),
+        "optimizer": RadioButtonGroup(labels=list(grid.optimizers), active=grid.optimizers.index(optimizer),
+                                      name="optimizer"),
+        "schedule": RadioButtonGroup(labels=["constant τ" if s == "constant" else "τ₀/(k+1)" for s in grid.schedules],
+                                     active=grid.schedules.index(schedule), name="schedule"),
+        "tau": Slider(start=0, end=len(grid.taus) - 1, step=1, value=tau_index, title="τ", show_value=False,
+                      width=210, name="tau"),
+        "k": Slider(start=0, end=len(grid.ks) - 1, step=1, value=len(grid.ks) - 1, title="k", show_value=False,
+                    width=210, name="k"),
+        "normalize": Toggle(label="divide by Σ τ_i²‖g_i‖²", active=normalized, width=170, name="normalize"),
+    }
+    args = dict(sources, **widgets, p1=p1, p2=p2, y1=p1.yaxis[0], y2=p2.yaxis[0], data=_drift_data(grid),
+                taus=grid.taus.tolist(),
+                ks=grid.ks.tolist(), optimizers=list(grid.optimizers), schedules=list(grid.schedules))
+    update = CustomJS(args=args, code=_DRIFT_JS)
+    for name, w in widgets.items():
+        w.js_on_change("active" if name in ("optimizer", "schedule", "normalize") else "value", update)
+    layout = column(
+        row(widgets["block"], widgets["tau"], widgets["k"], widgets["normalize"]),
+        row(widgets["optimizer"], widgets["schedule"]),
+        row(p1, p2),
+        name="drift_figure",
+        styles=CARD,
+    )
+    layout.js_on_change("tags", update)  # see _first_draw: the page draws the initial state with the same code
+    layout.tags = ["drift"]
+    return layout
+
+
+_PATHS_JS = """
+const s = start.options.indexOf(start.value), t = tau.value;
+const path = gd[`${s},${t}`];
+const f = flow[s];
+flow_src.data = {x: f[0], y: f[1]};
+level_src.data = {xs: level_xs[s], ys: level_ys[s]};
+if (path === null) {
+  gd_src.data = {x: [], y: []};
+  readout.text = `τ = ${taus[t].toPrecision(3)}: GD diverged from this start`;
+} else {
+  gd_src.data = {x: path[0], y: path[1]};
+  const n = path[0].length - 1, h = path[0][n] ** 2 - path[1][n] ** 2;
+  readout.text = `τ = ${taus[t].toPrecision(3)}: after ${n} GD steps a² − b² = ${h.toPrecision(4)}` +
+    ` (started at ${levels[s].toPrecision(4)}); the flow keeps it.`;
+}
+tau.title = `τ = ${taus[t].toPrecision(3)}`;
+"""
+
+
+def _hyperbola(c: float, lim: float, n: int = 200) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The branches of ``a² − b² = c`` inside the square ``|a|, |b| ≤ lim``."""
+    if c >= 0:
+        b = np.linspace(-lim, lim, n)
+        a = np.sqrt(c + b * b)
+        return [(a, b), (-a, b)]
+    a = np.linspace(-lim, lim, n)
+    b = np.sqrt(-c + a * a)
+    return [(a, b), (a, -b)]
+
+
+def level_set_figure(paths: ToyPaths, *, lim: float = 2.5) -> LayoutDOM:
+    """Level sets of ``a² − b²``, the flow from a start (green) on its level (blue), and GD's iterates
+    (red) for the τ the slider chooses, in the ``(a, b)`` plane; the curve ``a·b·x = y`` of minima is dashed.
+
+    Examples
+    ========
+    >>> from conslaw_lite.grids import toy_paths
+    >>> layout = level_set_figure(toy_paths([(2.0, 0.3)], [0.05, 0.1], steps=5))
+    >>> sorted(m.name for m in layout.select({"tags": ["paths-source"]}))
+    ['flow', 'gd', 'level']
+    """
+    p = figure(width=460, height=460, x_range=Range1d(-lim, lim), y_range=Range1d(-lim, lim), x_axis_label="a",
+               y_axis_label="b", tools="pan,wheel_zoom,reset,save", match_aspect=True,
+               toolbar_location="above")
+    p.grid.grid_line_alpha = 0.25
+    p.title.text_font_size = "10pt"
+    p.title.text = "level sets of a² − b²; the flow stays on its own, GD steps off it"
+    background = [br for c in np.linspace(-4, 4, 9) for br in _hyperbola(float(c), lim)]
+    p.multi_line([a.tolist() for a, _ in background], [b.tolist() for _, b in background], color=REFERENCE,
+                 alpha=0.35, line_width=1)
+    a = np.linspace(0.05, lim, 100)
+    b = paths.y / paths.x / a  # a·b = y/x, the two branches (a, b) and (−a, −b)
+    minima = p.multi_line([a.tolist(), (-a).tolist()], [b.tolist(), (-b).tolist()], color=REFERENCE,
+                          line_dash="dashed", line_width=1.5)
+    sources = {n: ColumnDataSource({"xs": [], "ys": []} if n == "level" else {"x": [], "y": []}, name=n,
+                                   tags=["paths-source"]) for n in ("flow", "gd", "level")}
+    level = p.multi_line("xs", "ys", source=sources["level"], color=CONSERVED, line_width=2.5, alpha=0.7)
+    flow = p.line("x", "y", source=sources["flow"], color=TRAJECTORY, line_width=3)
+    gd = p.line("x", "y", source=sources["gd"], color=CONTROL, line_width=1.2)
+    p.scatter("x", "y", source=sources["gd"], color=CONTROL, size=5)
+    _line_legend(p, [("a² − b² = its start value", level), ("gradient flow", flow), ("GD iterates", gd),
+                     ("minima a·b·x = y", minima)])
+    p.legend.location = "bottom_left"
+    labels = [f"({a:g}, {b:g})" for a, b in paths.starts]
+    start = Select(options=labels, value=labels[0], title="start (a₀, b₀)", width=150, name="start")
+    tau = Slider(start=0, end=len(paths.taus) - 1, step=1, value=len(paths.taus) // 2, title="τ", show_value=False,
+                 width=260, name="path_tau")
+    readout = Div(text="", width=460, name="readout")
+    levels = [paths.level(s) for s in range(len(paths.starts))]
+    branches = [_hyperbola(c, lim) for c in levels]
+    args = dict(
+        start=start, tau=tau, readout=readout, flow_src=sources["flow"], gd_src=sources["gd"],
+        level_src=sources["level"], taus=paths.taus.tolist(), levels=levels,
+        gd={f"{s},{t}": None if v is None else [v[:, 0].tolist(), v[:, 1].tolist()] for (s, t), v in paths.gd.items()},
+        flow=[[v[:, 0].tolist(), v[:, 1].tolist()] for v in paths.flow.values()],
+        level_xs=[[a.tolist() for a, _ in br] for br in branches],
+        level_ys=[[b.tolist() for _, b in br] for br in branches],
+    )
+    update = CustomJS(args=args, code=_PATHS_JS)
+    start.js_on_change("value", update)
+    tau.js_on_change("value", update)
+    layout = column(row(start, tau), p, readout, name="level_set_figure", styles=CARD)
+    layout.js_on_change("tags", update)
+    layout.tags = ["paths"]
+    return layout
+
+
+def _first_draw(layout: LayoutDOM) -> str:
+    """Draw the initial state with the figure's own callback (a change to ``tags`` fires it), once the page is ready."""
+    return (
+        "<script>(function f(){const B=window.Bokeh;if(!B||!B.documents.length){return setTimeout(f,20);}"
+        f"for(const d of B.documents){{const m=d.get_model_by_id('{layout.id}');"
+        "if(m){m.tags=[...m.tags,'drawn'];return;}}setTimeout(f,20);})();</script>"
     )
 
 
-def draw_drift(ax: Axes, curves: DriftCurves, *, title: str | None = None) -> None:
-    """Draw ``curves`` on ``ax``: laws blue, controls red dashed, the ``ḡ² Σ τ_i²`` reference grey dotted.
+def to_html(layout: LayoutDOM, *, with_js: bool = True) -> str:
+    """``layout`` as HTML for a page: Bokeh's JavaScript inlined (if ``with_js``), the figure and its data.
 
     Examples
     ========
-    >>> import matplotlib
-    >>> matplotlib.use("Agg")
-    >>> from conslaw_lite.plots import CONSERVED, new_figure
-    >>> curves = DriftCurves(0.1, "constant", "gd", {"h": np.array([0, 1e-8, 2e-8])}, {"θ²": np.array([0, .1, .2])},
-    ...                      np.array([0, 1e-2, 2e-2]))
-    >>> fig, ax = new_figure()
-    >>> draw_drift(ax, curves)
-    >>> [line.get_color() == CONSERVED for line in ax.get_lines()]
-    [True, False, False]
+    >>> from conslaw_lite.grids import toy_paths
+    >>> html = to_html(level_set_figure(toy_paths([(2.0, 0.3)], [0.05, 0.1], steps=5)), with_js=False)
+    >>> "Bokeh" in html and "cdn" not in html
+    True
     """
-    ax.set_title(title or f"{curves.optimizer}, τ = {curves.lr:.3g} ({curves.schedule})", fontsize=10)
-    if curves.diverged:
-        ax.text(0.5, 0.5, curves.diverged, ha="center", va="center", wrap=True, transform=ax.transAxes)
-        ax.set_axis_off()
-        return
-    k = np.arange(1, len(curves.reference))
-    for group, conserved in ((curves.laws, True), (curves.controls, False)):
-        for i, (name, drift) in enumerate(group.items()):
-            many = f"{'laws' if conserved else 'controls'} ({len(group)})"
-            label = name if len(group) <= 3 else (many if i == 0 else None)
-            plot_drift(ax, k, drift[1:], label, conserved=conserved, alpha=1.0 if len(group) <= 3 else 0.6)
-    label = "τ²k · mean‖g‖²" if curves.schedule == "constant" else "Σ τᵢ² · mean‖g‖²"
-    ax.loglog(k, curves.reference[1:], color=REFERENCE, linestyle=":", label=label)
-    ax.set_ylabel("‖h_k − h_0‖")
-    ax.legend(fontsize=8)
+    script, div = components(layout)
+    return (_JS.render_js() if with_js else "") + script + div + _first_draw(layout)
 
 
-@dataclass
-class DriftExplorer:
-    """The explorer's state: its setups, the cache of runs, the stand-in figure, the widget (or None)."""
+def show(layout: LayoutDOM) -> None:
+    """Display ``layout`` in the notebook; Bokeh's JavaScript goes with the first figure of the page only.
 
-    setups: dict[str, Setup]
-    steps: int
-    static: Figure
-    widget: object | None = None
-    _cache: dict[tuple, DriftCurves] = field(default_factory=dict)
+    On Colab each output is its own frame, so every figure carries the JavaScript there.
+    """
+    global _sent_js
+    from IPython.display import HTML, display
 
-    def curves(self, block: str, lr: float, schedule: str, optimizer: str) -> DriftCurves:
-        """The run at the largest k for these settings, computed once."""
-        key = (block, lr, schedule, optimizer)
-        if key not in self._cache:
-            self._cache[key] = drift_curves(
-                self.setups[block], lr=lr, steps=self.steps, schedule=schedule, optimizer=optimizer
-            )
-        return self._cache[key]
-
-    def redraw(self, tau: float, k: int, schedule: str, optimizer: str, block: str | None = None) -> Figure:
-        """The figure the widget shows for these control values."""
-        block = next(iter(self.setups)) if block is None else block
-        fig, ax = new_figure()
-        draw_drift(ax, self.curves(block, tau, schedule, optimizer).upto(k))
-        if len(self.setups) > 1:
-            ax.set_title(f"{block}: {ax.get_title()}", fontsize=10)
-        return fig
+    with_js = not _sent_js or "google.colab" in sys.modules
+    display(HTML(to_html(layout, with_js=with_js)))
+    _sent_js = True
 
 
 def drift_explorer(
-    setups: Setup | Mapping[str, Setup],
+    blocks: Mapping[str, BlockRuns],
     *,
-    lr: float = 0.05,
-    lr_range: tuple[float, float] | None = None,
-    steps: int = 200,
-    optimizer: str = "gd",
-    show: bool = True,
-) -> DriftExplorer:
-    """Sliders for τ and k, a schedule toggle and an optimizer dropdown over drift-vs-k plots.
+    taus: Sequence[float],
+    steps: int,
+    optimizers: Sequence[str] = OPTIMIZERS,
+    show_figure: bool = True,
+    **figure_options,
+) -> DriftGrid:
+    """Train the grid (:func:`conslaw_lite.grids.drift_grid`) and show its :func:`drift_figure`.
 
-    ``setups`` is a :class:`conslaw_lite.drift.Setup`, ``seed -> (fresh model, loss_fn)``, run with
-    seed 0 (the laws and controls come from the law registry), or a dict of them by
-    name, which adds a block dropdown. ``lr`` is the default τ, ``lr_range`` the slider's
-    range (default ``lr/10 .. 4·lr``), ``steps`` the largest k. With ``show``, displays the
-    static stand-in (both schedules at τ = ``lr``) and then builds and displays the widget
-    when ipywidgets is available; ``explorer.redraw(...)`` draws what the widget would.
-    Use it as ``explorer = drift_explorer(...)`` in a notebook cell.
+    In the book this runs when the page is built; on Colab, call it with any τ to draw fresh runs.
 
     Examples
     ========
-    >>> import matplotlib
-    >>> matplotlib.use("Agg")
-    >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
-    >>> from conslaw_lite.flows import mse_loss
-    >>> one = torch.ones(1, 1, dtype=torch.float64)
-    >>> explorer = drift_explorer(lambda seed: (ToyProduct(a=2.0, b=1.0), mse_loss(one, 0 * one)), steps=20, show=False)
-    >>> explorer.redraw(tau=0.02, k=10, schedule="decay", optimizer="gd").axes[0].get_title()
-    'gd, τ = 0.02 (decay)'
+    >>> from conslaw_lite.drift import arch_runs
+    >>> grid = drift_explorer({"toy": arch_runs("toy", samples=1)}, taus=[0.01, 0.02], steps=3, show_figure=False)
+    >>> len(grid.runs)  # 1 block × 4 optimizers × 2 schedules × 2 τ
+    16
     """
-    if callable(setups):
-        setups = {"model": setups}
-    if not isinstance(setups, Mapping) or not setups:
-        raise TypeError(
-            f"setups must be a function seed -> (model, loss_fn) or a non-empty dict of them, got {setups!r}"
-        )
-    for name, setup in setups.items():
-        if not callable(setup):
-            raise TypeError(f"setup {name!r} is not callable: {setup!r}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}")
-    lo, hi = lr_range or (lr / 10, 4 * lr)
-    if not 0 < lo <= lr <= hi:
-        raise ValueError(f"lr_range must satisfy 0 < low ≤ lr ≤ high, got {(lo, hi)} with lr = {lr}")
-
-    first = next(iter(setups))
-    static, axes = new_figure(len(SCHEDULES))
-    explorer = DriftExplorer(dict(setups), steps, static)
-    for ax, schedule in zip(axes, SCHEDULES):
-        draw_drift(ax, explorer.curves(first, lr, schedule, optimizer))
-    static.suptitle(f"{first}: preview at τ = {lr:g}, k ≤ {steps} (the sliders below redraw this in a live kernel)")
-    plt.close(static)  # off pyplot's list, or the inline backend would show it a second time with the widget
-    if show:
-        from IPython.display import display
-
-        display(static)
-        explorer.widget = _widget(explorer, lr, lo, hi, optimizer)
-        if explorer.widget is not None:
-            display(explorer.widget)
-    return explorer
-
-
-def _widget(explorer: DriftExplorer, lr: float, lo: float, hi: float, optimizer: str) -> object | None:
-    try:
-        import ipywidgets as w
-        from IPython.display import display
-    except ImportError:  # the static figure still stands
-        return None
-    controls = {
-        "tau": w.FloatLogSlider(
-            value=lr,
-            base=10,
-            min=np.log10(lo),
-            max=np.log10(hi),
-            step=0.05,
-            description="τ",
-            continuous_update=False,
-            readout_format=".3g",
-        ),
-        "k": w.IntSlider(value=explorer.steps, min=1, max=explorer.steps, description="k", continuous_update=False),
-        "schedule": w.ToggleButtons(options=list(SCHEDULES), value="constant", description="schedule"),
-        "optimizer": w.Dropdown(options=list(OPTIMIZERS), value=optimizer, description="optimizer"),
-    }
-    if len(explorer.setups) > 1:
-        controls["block"] = w.Dropdown(options=list(explorer.setups), description="block")
-
-    def show(**values) -> None:
-        fig = explorer.redraw(**values)
-        display(fig)
-        plt.close(fig)
-
-    return w.VBox([*controls.values(), w.interactive_output(show, controls)])
+    grid = drift_grid(blocks, taus=taus, steps=steps, optimizers=optimizers)
+    if show_figure:
+        show(drift_figure(grid, **figure_options))
+    return grid

@@ -1,20 +1,18 @@
-"""The drift explorer: its computation and drawing, without a frontend."""
+"""The interactive figures' data: grids of real runs, and the figures built from them (the browser side is
+tests/test_drift_figure_browser.py)."""
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from conslaw_lite.blocks.toy import ToyProduct  # noqa: E402
-from conslaw_lite.flows import mse_loss, train  # noqa: E402
-from conslaw_lite.laws.toy import toy_laws  # noqa: E402
-from conslaw_lite.plots import CONSERVED, CONTROL, REFERENCE, new_figure  # noqa: E402
-from conslaw_lite.widgets import DriftCurves, _widget, draw_drift, drift_curves, drift_explorer  # noqa: E402
+from conslaw_lite.blocks.toy import ToyProduct
+from conslaw_lite.drift import arch_runs
+from conslaw_lite.flows import mse_loss, train
+from conslaw_lite.grids import drift_curves, drift_grid, toy_paths
+from conslaw_lite.laws.toy import toy_laws
+from conslaw_lite.widgets import drift_figure, grid_arrays, level_set_figure, to_html
 
 ONE = torch.ones(1, 1, dtype=torch.float64)
 
@@ -53,55 +51,75 @@ def test_law_drift_follows_the_reference_for_small_steps() -> None:
     assert max(ratios) / min(ratios) < 1.05
 
 
-def test_divergence_is_reported_not_plotted() -> None:
+TOY = {"toy": arch_runs("toy", samples=16)}
+TAUS = [0.001, 0.002, 0.004]
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return drift_grid(TOY, taus=TAUS, steps=6)
+
+
+def test_grid_holds_one_real_run_per_setting(grid) -> None:
+    assert len(grid.runs) == 1 * 4 * 2 * 3
+    run = grid.curves("toy", "momentum", "decay", 2)
+    again = drift_curves(arch_runs("toy", samples=16)("momentum"), lr=0.004, steps=6, schedule="decay",
+                         optimizer="momentum")
+    np.testing.assert_array_equal(run.laws["a^2-b^2"], again.laws["a^2-b^2"])
+    with pytest.raises(KeyError, match="no run"):
+        grid.curves("toy", "gd", "constant", 3)
+
+
+def test_grid_drift_grows_like_tau_squared_and_collapses_when_normalized(grid) -> None:
+    """GD while θ barely moves: the drift at k = K is ∝ τ², and divided by Σ τ_i²‖g_i‖² it is the same for all τ."""
+    raw = grid.law_drift_at("toy", "gd", "constant", 6)
+    assert np.allclose(raw[1:] / raw[:-1], 4, rtol=0.05)
+    normed = grid.law_drift_at("toy", "gd", "constant", 6, normalized=True)
+    assert normed.max() / normed.min() < 1.05
+
+
+def test_figure_embeds_the_grid_at_its_steps(grid) -> None:
+    laws, controls, values = grid_arrays(grid, "toy")
+    c = grid.curves("toy", "sgd", "constant", 1)
+    o, s = grid.optimizers.index("sgd"), grid.schedules.index("constant")
+    np.testing.assert_allclose(values[o, s, 1, 0], c.laws["a^2-b^2"][grid.ks], rtol=1e-6)
+    np.testing.assert_allclose(values[o, s, 1, -2], c.budget[grid.ks], rtol=1e-6)
+    html = to_html(drift_figure(grid), with_js=True)
+    assert "<script src=" not in html and "cdn.bokeh.org" not in html, "the page must work offline: JavaScript inlined"
+    assert len(html.encode()) < 2.5e6  # Bokeh's 1.7 MB and the grid: a chapter page stays far under 5 MB
+
+
+def test_divergence_is_kept_with_its_message_and_left_blank() -> None:
     curves = drift_curves(toy, lr=2.0, steps=50)
     assert curves.diverged is not None and "diverged at step" in curves.diverged
-    fig, ax = new_figure()
-    draw_drift(ax, curves)
-    assert not ax.get_lines() and curves.diverged in [t.get_text() for t in ax.texts]
+    assert np.isnan(curves.law_total()).all()
+    grid = drift_grid({"toy": lambda optimizer: toy}, taus=[0.01, 2.0], steps=50, optimizers=["gd"])
+    laws, controls, values = grid_arrays(grid, "toy")
+    assert np.isnan(values[0, 0, 1]).all() and not np.isnan(values[0, 0, 0, :, 1:]).any()
 
 
-def test_drawing_colours_laws_blue_controls_red_reference_grey() -> None:
-    curves = drift_curves(toy3, lr=0.01, steps=10)
-    fig, ax = new_figure()
-    draw_drift(ax, curves)
-    colours = [line.get_color() for line in ax.get_lines()]
-    assert colours == [CONSERVED] * 2 + [CONTROL] * 3 + [REFERENCE]
-    many = DriftCurves(0.1, "constant", "gd", {f"h{i}": np.arange(3.0) for i in range(5)}, {}, np.arange(3.0))
-    fig, ax = new_figure()
-    draw_drift(ax, many)
-    assert [t.get_text() for t in ax.get_legend().get_texts()][0] == "laws (5)"
-
-
-def test_explorer_redraws_any_block_and_caches_runs() -> None:
-    explorer = drift_explorer({"a·b·x": toy, "a·b·c·x": toy3}, lr=0.01, steps=20, show=False)
-    assert len(explorer.static.axes) == 2  # both schedules in the stand-in
-    fig = explorer.redraw(tau=0.02, k=7, schedule="constant", optimizer="momentum", block="a·b·c·x")
-    (law_line, *_) = fig.axes[0].get_lines()
-    assert len(law_line.get_xdata()) == 7 and fig.axes[0].get_title().startswith("a·b·c·x")
-    cached = len(explorer._cache)
-    explorer.redraw(tau=0.02, k=3, schedule="constant", optimizer="momentum", block="a·b·c·x")
-    assert len(explorer._cache) == cached
-
-
-def test_widget_has_the_promised_controls(capsys: pytest.CaptureFixture[str]) -> None:
-    explorer = drift_explorer({"a·b·x": toy, "a·b·c·x": toy3}, lr=0.01, steps=5, show=False)
-    widget = _widget(explorer, 0.01, 0.001, 0.04, "gd")
-    descriptions = [child.description for child in widget.children[:-1]]
-    assert descriptions == ["τ", "k", "schedule", "optimizer", "block"]
-    assert widget.children[3].options == ("gd", "sgd", "momentum", "adam")
+def test_toy_paths_flow_keeps_its_level_gd_leaves_it_more_for_larger_tau() -> None:
+    paths = toy_paths([(2.2, -0.3), (0.2, 2.0)], [0.01, 0.05, 0.2], steps=40)
+    for s in range(2):
+        flow = paths.flow[s]
+        assert np.abs(flow[:, 0] ** 2 - flow[:, 1] ** 2 - paths.level(s)).max() < 1e-7
+        off = [abs(p[-1, 0] ** 2 - p[-1, 1] ** 2 - paths.level(s)) for p in (paths.gd[s, i] for i in range(3))]
+        assert off[0] < off[1] < off[2]
+    layout = level_set_figure(paths)
+    assert {m.name for m in layout.select({"tags": ["paths-source"]})} == {"flow", "gd", "level"}
 
 
 @pytest.mark.parametrize(
-    ("setups", "kwargs", "error", "message"),
+    ("kwargs", "error", "message"),
     [
-        (42, {}, TypeError, "setups must be a function"),
-        ({}, {}, TypeError, "non-empty dict"),
-        ({"x": 3}, {}, TypeError, "setup 'x' is not callable"),
-        (toy, {"optimizer": "lbfgs"}, ValueError, "optimizer must be one of"),
-        (toy, {"lr": 0.1, "lr_range": (0.2, 0.3)}, ValueError, "lr_range"),
+        ({"blocks": {}}, ValueError, "at least one block"),
+        ({"blocks": {"x": 3}}, TypeError, "block 'x' must be a function"),
+        ({"optimizers": ["lbfgs"]}, ValueError, "optimizers must be"),
+        ({"taus": [0.1]}, ValueError, "at least two increasing"),
+        ({"taus": [0.2, 0.1]}, ValueError, "at least two increasing"),
+        ({"steps": 0}, ValueError, "steps must be at least 1"),
     ],
 )
-def test_bad_arguments_are_named(setups, kwargs, error, message) -> None:
+def test_bad_arguments_are_named(kwargs, error, message) -> None:
     with pytest.raises(error, match=message):
-        drift_explorer(setups, steps=5, show=False, **kwargs)
+        drift_grid(**{"blocks": TOY, "taus": TAUS, "steps": 3, **kwargs})
