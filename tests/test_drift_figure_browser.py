@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,11 +115,8 @@ def test_slider_and_toggle_switch_to_the_precomputed_runs(page: Path, tmp_path: 
     o, s = grid.optimizers.index("sgd"), grid.schedules.index("constant")  # the figure's starting view
     assert page.stat().st_size < 5e6, f"the chapter page weighs {page.stat().st_size / 1e6:.1f} MB"
     with chromium() as driver:
-        start = time.perf_counter()
         driver.get(page.as_uri())
-        wait_drawn(driver, 2)
-        seconds = time.perf_counter() - start
-        assert seconds < 10, f"the figure took {seconds:.1f} s to draw"  # benchmarks/drift_figure.py: < 2 s
+        wait_drawn(driver, 2)  # how fast: benchmarks/drift_figure.py --browser (a timed test would be flaky)
         t0 = len(grid.taus) // 2
         before = _as_array(_source(driver, "laws")["ys"])
         np.testing.assert_allclose(before, values[o, s, t0, : len(laws)], rtol=1e-6)
