@@ -42,11 +42,19 @@ def tracked_columns(model: nn.Module, keys: tuple[str, ...]) -> dict[str, tuple[
     >>> from conslaw_lite.blocks.moe import MoE
     >>> tracked_columns(nn.Sequential(MoE(3, 2, 1, 1, gating="sigmoid")), ("sum_W_e_(sigmoid)",))
     {'sum_W_e_(sigmoid)': ('moe-sigmoid:control', [2])}
+
+    A per-head law (short key ``"head0:..."``) answers to its name without the head, so one key
+    tracks it in every head:
+
+    >>> from conslaw_lite.blocks.attention import MultiHeadAttention
+    >>> tracked_columns(nn.Sequential(MultiHeadAttention(4, 2, 2)), ("Q^TQ-K^TK",))
+    {'Q^TQ-K^TK': ('mha', [0, 2])}
     """
     grouped = groups(model)
     out = {}
     for key in keys:
-        hits = {g.key: [i for i, q in enumerate(qs) if q.short_key == key] for g, qs in grouped.items()}
+        hits = {g.key: [i for i, q in enumerate(qs) if key in (q.short_key, q.short_key.partition(":")[2])]
+                for g, qs in grouped.items()}
         hits = {g: cols for g, cols in hits.items() if cols}
         if len(hits) != 1:
             known = sorted({q.short_key for qs in grouped.values() for q in qs})
