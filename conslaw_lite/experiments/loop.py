@@ -43,8 +43,8 @@ def tracked_columns(model: nn.Module, keys: tuple[str, ...]) -> dict[str, tuple[
     >>> tracked_columns(nn.Sequential(MoE(3, 2, 1, 1, gating="sigmoid")), ("sum_W_e_(sigmoid)",))
     {'sum_W_e_(sigmoid)': ('moe-sigmoid:control', [2])}
 
-    A per-head law (short key ``"head0:..."``) answers to its name without the head, so one key
-    tracks it in every head:
+    A per-head law's short key leaves out the head (:attr:`~conslaw_lite.laws.Quantity.short_key`), so one
+    key tracks it in every head:
 
     >>> from conslaw_lite.blocks.attention import MultiHeadAttention
     >>> tracked_columns(nn.Sequential(MultiHeadAttention(4, 2, 2)), ("Q^TQ-K^TK",))
@@ -53,8 +53,7 @@ def tracked_columns(model: nn.Module, keys: tuple[str, ...]) -> dict[str, tuple[
     grouped = groups(model)
     out = {}
     for key in keys:
-        hits = {g.key: [i for i, q in enumerate(qs) if key in (q.short_key, q.short_key.partition(":")[2])]
-                for g, qs in grouped.items()}
+        hits = {g.key: [i for i, q in enumerate(qs) if q.short_key == key] for g, qs in grouped.items()}
         hits = {g: cols for g, cols in hits.items() if cols}
         if len(hits) != 1:
             known = sorted({q.short_key for qs in grouped.values() for q in qs})
