@@ -2,7 +2,7 @@
 
 The paper claims that an MoE with normalized sigmoid gating
 ``g_e = σ(W_e·x) / Σ_j σ(W_j·x)`` conserves the gate-row sum ``Σ_e W_e``, as
-softmax gating does. One data point settles it (THEORY.md section 2): d = 3,
+softmax gating does. One data point settles it (chapter 06): d = 3,
 two SwiGLU experts with hidden size 1 whose outputs at x = (1, 0, 0) are
 (0, 0, 0) and (1, 0, 0), gate logits (0, ln 3), target 0, loss ``L = ½‖f(x)‖²``.
 Under gradient flow ``d/dt Σ_e W_e = −Σ_e ∇_{W_e} L``, which is

@@ -1,4 +1,4 @@
-"""Count conservation laws numerically: ``N = D − dim Lie(W)(θ)`` (THEORY.md section 3).
+"""Count conservation laws numerically: ``N = D − dim Lie(W)(θ)`` (chapter 02 of the book).
 
 Near a generic θ, the number of independent conservation laws of a model
 ``f(x; θ)``, θ ∈ R^D, is ``N = D − dim Lie(W)(θ)`` (Marcotte et al. 2023), where

@@ -3,7 +3,7 @@
 For a quadratic law ``h(θ) = θᵀMθ`` and a step ``θ⁺ = θ − τg`` along the
 gradient of *any* data loss (full batch or mini-batch), ``⟨∇h, g⟩ = 0`` and
 
-    h(θ⁺) − h(θ) = τ² gᵀMg        (exact; THEORY.md section 4)
+    h(θ⁺) − h(θ) = τ² gᵀMg        (exact; chapter 07 of the book)
 
 so ``|h_k − h_0| ≤ ‖M‖ Σ_i τ_i² ‖g_i‖²``. This module measures, on
 :func:`conslaw_lite.flows.train` runs, the drift ``‖h(θ_k) − h(θ_0)‖`` (all

@@ -6,7 +6,7 @@
 * :func:`train` takes discrete steps ``θ_{k+1} = θ_k − δ_k`` with step sizes
   τ_k (constant, or ``τ₀/(k+1)``) and one of four update rules, and records
   every law ``h`` at each θ_k together with ``h(δ_k)``: for a quadratic law
-  ``h(θ) = θᵀMθ`` and a plain gradient step ``δ = τg``, THEORY.md's exact
+  ``h(θ) = θᵀMθ`` and a plain gradient step ``δ = τg``, chapter 07's exact
   identity reads ``h(θ_{k+1}) − h(θ_k) = h(δ_k) = τ_k² gᵀMg``.
 
 A loss is a function ``loss_fn(model, k)`` of the model and the step index, so
@@ -185,7 +185,7 @@ class Run:
         return np.linalg.norm(self.h[name] - self.h[name][0], axis=1)
 
     def relative_drift(self, name: str) -> np.ndarray:
-        """THEORY.md's ``‖h_k − h_0‖ / ‖h_0‖`` (NaN if h_0 = 0): :func:`conslaw_lite.monitor.relative_drift`."""
+        """The book's ``‖h_k − h_0‖ / ‖h_0‖`` (chapter 07) (NaN if h_0 = 0): :func:`conslaw_lite.monitor.relative_drift`."""
         return relative_drift(self.h[name])
 
     def step_budget(self) -> np.ndarray:

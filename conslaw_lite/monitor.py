@@ -3,7 +3,7 @@
 A :class:`Monitor` finds every block of a model whose laws are known
 (:func:`conslaw_lite.laws.find_blocks`), records h(θ₀), and after each step
 (or every ``every`` steps) records, per block kind and for the controls,
-THEORY.md's metric
+The paper's metric (chapter 08)
 
     ε_block(k) = (1/N) Σ_i ‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖
 

@@ -53,7 +53,7 @@ def plot_drift(
 
     Examples
     ========
-    With constant τ the drift of a law grows like ``τ² k`` (THEORY.md section 4):
+    With constant τ the drift of a law grows like ``τ² k`` (chapter 07):
 
     >>> import matplotlib; matplotlib.use("Agg")
     >>> k = np.arange(1, 5)

@@ -1,7 +1,7 @@
 """Multi-head attention: Q/K and V/O laws per head, RoPE's per-block laws, QK-norm, biases, torch and timm layers.
 
 Counts come from :func:`conslaw_lite.certify.certify` (Lie rank) and are compared with the
-formulas. Conservation on real layers is tested through THEORY.md's exact one-step identity:
+formulas. Conservation on real layers is tested through the exact one-step identity of chapter 07:
 for a quadratic h and a gradient step δ, ``h(θ − δ) − h(θ) = h(δ)`` holds iff ``⟨∇h, g⟩ = 0``,
 so a law passes and a control fails.
 """
@@ -54,7 +54,7 @@ SIZES = {  # all sizes of the report are in the chapters; here the smallest, and
     "mha-rope-qknorm": [ArchOptions()],
     "mha-rope-qknorm-shared-eps0": [ArchOptions()],
 }
-EXPECTED = {  # (n, k) → formula, written out from THEORY.md, independently of build_mha
+EXPECTED = {  # (n, k) → formula, written out from chapters 04–05, independently of build_mha
     "mha": lambda n, k: n * k * (k + 1),
     "mha-sinusoidal": lambda n, k: n * k * (k + 1),
     "mha-bias": lambda n, k: n * k * (k + 1) + n * k,

@@ -204,7 +204,7 @@ def test_torch_layer_norm_counts_like_the_elementary_one(eps: float) -> None:
     elementary = count_laws(lambda p, x: elementary_layer_norm_net(p, x, eps), (D_IN,), params=params)
     fused = count_laws(net, (D_IN,))
     assert_clear_gap(fused)
-    assert fused.num_laws == elementary.num_laws == D_NORM + D_IN + (eps == 0)  # formula: THEORY, Linear→LN→Linear
+    assert fused.num_laws == elementary.num_laws == D_NORM + D_IN + (eps == 0)  # formula: chapter 11, Linear→LN→Linear
     unguarded = count_laws(net, (D_IN,), exact_ops=False)  # torch's layer_norm as it is: caught, no count
     assert not unguarded.conclusive and unguarded.num_laws is None
     assert "derivatives" in unguarded.reason

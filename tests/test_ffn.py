@@ -1,6 +1,6 @@
 """Feed-forward blocks: GELU/SiLU keep nothing, ReLU and SwiGLU keep one law per hidden unit.
 
-Conservation is tested through THEORY.md's exact one-step identity: for a quadratic
+Conservation is tested through the exact one-step identity of chapter 07: for a quadratic
 h and a gradient step δ = τg, ``h(θ − δ) − h(θ) = h(δ)`` holds iff ``⟨∇h, g⟩ = 0``
 (otherwise a cross term ``−2τ θᵀMg`` remains), so a law passes and a control fails.
 """

@@ -36,7 +36,7 @@ def test_curves_are_the_drift_of_the_run_and_the_reference_is_tau2_k(schedule: s
     k = np.arange(steps + 1)
     sum_tau2 = tau**2 * (k if schedule == "constant" else np.concatenate([[0], np.cumsum(1 / k[1:] ** 2)]))
     np.testing.assert_allclose(curves.reference, run.grad_sq.mean() * sum_tau2, rtol=1e-12)
-    # ‖M‖ = 1 for a² − b², so |h_k − h_0| ≤ Σ τ_i² ‖g_i‖² (THEORY.md section 4)
+    # ‖M‖ = 1 for a² − b², so |h_k − h_0| ≤ Σ τ_i² ‖g_i‖² (chapter 07)
     assert np.all(curves.laws["a^2-b^2"] <= run.step_budget() + 1e-15)
     # the law moves at second order, the controls a², b² at first order
     assert curves.laws["a^2-b^2"][-1] < 0.05 * min(c[-1] for c in curves.controls.values())

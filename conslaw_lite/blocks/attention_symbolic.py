@@ -90,7 +90,7 @@ def qk_condition(sym: SymbolicAttention, h: sp.Expr) -> list[sp.Expr]:
 
 
 def closed_form_laws(sym: SymbolicAttention, pe: str = "none") -> list[sp.Expr]:
-    """The laws of THEORY.md as sympy expressions: the upper triangles of ``Q_iᵀQ_i − K_iᵀK_i``
+    """The laws of chapters 04–05 as sympy expressions: the upper triangles of ``Q_iᵀQ_i − K_iᵀK_i``
     (RoPE: ``‖Q_i^(j)‖_F² − ‖K_i^(j)‖_F²`` per 2×2 block j) and of ``V_iᵀV_i − O_iᵀO_i``.
 
     Examples

@@ -1,6 +1,6 @@
 """Laws of multi-head attention: the book's block, ``nn.MultiheadAttention`` and timm's ``Attention``.
 
-Per head i (THEORY.md section 2), with Q_i, K_i, V_i, O_i ∈ R^(d×k):
+Per head i (chapters 04 and 05), with Q_i, K_i, V_i, O_i ∈ R^(d×k):
 
 * no PE or sinusoidal PE: ``Q_iᵀQ_i − K_iᵀK_i`` and ``V_iᵀV_i − O_iᵀO_i`` (k×k each), from the
   symmetry ``Q → QG, K → KG^(−ᵀ)`` (and V, O likewise);

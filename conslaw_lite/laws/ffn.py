@@ -1,6 +1,6 @@
 """Laws of feed-forward blocks: none for GELU/SiLU, one per hidden unit for ReLU and SwiGLU.
 
-THEORY.md section 2, with A ∈ R^(m×r) the output matrix and B, C ∈ R^(r×d):
+Chapter 03 of the book, with A ∈ R^(m×r) the output matrix and B, C ∈ R^(r×d):
 
 * ``A·act(Bx)`` with act = GELU or SiLU: no law (N = 0). Neither activation is
   positively homogeneous, so no rescaling of a hidden unit leaves f unchanged.

@@ -1,6 +1,6 @@
 """Whole-network laws: what a normalization layer couples across blocks.
 
-The per-block table (THEORY.md section 2) misses laws that tie blocks together.
+The per-block table (chapters 03–06) misses laws that tie blocks together.
 Two kinds come from normalization layers:
 
 * **A norm gain and the projections it feeds.** ``z = γ ⊙ n(x)`` read by linear

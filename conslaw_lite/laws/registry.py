@@ -4,7 +4,7 @@ A *law* is a function of the parameters, ``h(θ)``, given as a mapping from the
 model's own parameter names (those of ``model.named_parameters()``) to tensors.
 Taking a mapping rather than a module means the same law can be evaluated at
 θ, at a gradient g (``h(g) = gᵀMg`` for a quadratic law ``h(θ) = θᵀMθ``, the
-one-step drift of THEORY.md section 4) or inside ``torch.func`` transforms.
+one-step drift of chapter 07) or inside ``torch.func`` transforms.
 
 Each block family registers a *finder*: given a module and its name prefix,
 it returns the block's laws and its non-conserved controls. :func:`find_blocks`
@@ -162,7 +162,7 @@ def register_laws(*types: type | str) -> Callable[[Finder], Finder]:
     Examples
     ========
     The toy model ``f(x) = u·v·x`` under new names keeps ``h(θ) = u² − v²``
-    (THEORY.md section 1); its finder returns that law as ``{name: h}``:
+    (chapter 02); its finder returns that law as ``{name: h}``:
 
     >>> import torch
     >>> from torch import nn
@@ -334,7 +334,7 @@ def evaluate(laws: Mapping[str, Law], params: Params) -> dict[str, torch.Tensor]
 
     ``params`` need not be θ: at a gradient ``g`` a quadratic law gives
     ``h(g) = gᵀMg``, and one step ``θ⁺ = θ − τg`` moves it by exactly ``τ² h(g)``
-    (THEORY.md section 4).
+    (chapter 07).
 
     Examples
     ========
