@@ -185,7 +185,7 @@ class Run:
         return np.linalg.norm(self.h[name] - self.h[name][0], axis=1)
 
     def relative_drift(self, name: str) -> np.ndarray:
-        """The book's ``‖h_k − h_0‖ / ‖h_0‖`` (chapter 07) (NaN if h_0 = 0): :func:`conslaw_lite.monitor.relative_drift`."""
+        """``‖h_k − h_0‖ / ‖h_0‖`` (chapter 07; NaN if h_0 = 0): :func:`conslaw_lite.monitor.relative_drift`."""
         return relative_drift(self.h[name])
 
     def step_budget(self) -> np.ndarray:
