@@ -168,8 +168,8 @@ def test_cli_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
         ("lm", {"qk_norm": "shared"}),
         ("lm", {"n_experts": 4, "top_k": 2}),
         ("lm", {"batch": 4}),
-        ("vit", {}),
-        ("vit", {"batch": 32}),
+        pytest.param("vit", {}, marks=pytest.mark.usefixtures("timm")),  # the ViT is timm's
+        pytest.param("vit", {"batch": 32}, marks=pytest.mark.usefixtures("timm")),
     ],
     ids=["lm-dense", "lm-qknorm", "lm-moe-top2", "lm-sgd", "vit", "vit-sgd"],
 )
