@@ -42,10 +42,13 @@ elementary formulas, and checks, at each θ, that ``⟨a, D²f[u, v]⟩`` and
 compute them (forward over reverse). If they do not (an op that is not routed),
 the result is *inconclusive*, never a wrong count.
 
-Piecewise-linear models (ReLU) are counted in their generic stratum: θ is
-redrawn until every ReLU unit is active on some sampled inputs and inactive on
-others (:mod:`conslaw_lite.strata`, and :func:`count_laws`); an output whose
-gradient in θ vanishes at a drawn θ (a dead layer) is passed over the same way.
+Piecewise-linear models (ReLU) are counted for the whole parameter space: a law
+holds at every θ, so it is conserved by the fields of every activation pattern
+some θ realizes on some input (it is analytic, and conserved on the open set of θ
+where that pattern holds), and the counter takes the fields with such patterns
+(:mod:`conslaw_lite.strata`). ``at=`` counts near one θ, with its own patterns,
+where a dead unit adds laws. An output whose gradient in θ vanishes at a drawn θ
+(a dead layer) is passed over.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
 from conslaw_lite.exact_ops import exact_derivatives
 from conslaw_lite.laws.registry import Law, Params
-from conslaw_lite.strata import Stratum, activation_pattern
+from conslaw_lite.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, realized_patterns
 
 Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
 Field = Callable[[torch.Tensor], torch.Tensor]  # θ (D,) -> tangent vector (D,)
@@ -78,10 +81,10 @@ MAX_CHUNK = 256
 NUM_POINTS = 2  # random θ that must agree
 MIN_OUTPUTS = 4096  # output entries per θ (and ≥ 2D): every ReLU unit is on for many inputs and off for many
 MAX_SAMPLES = 512
-PIECEWISE_SAMPLES = 16  # times more inputs for ReLU models: W(θ) needs inputs in each small region of the pattern
+PIECEWISE_SAMPLES = 16  # times more inputs for a ReLU model at a given θ: W(θ) needs inputs in each small region
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
-MAX_DRAWS = 256  # random θ tried for NUM_POINTS generic ones (ReLU strata) or an output that moves with θ
-MIN_RANKED, MAX_RANKED = 4, 8  # θ of a ReLU model ranked, at least / at most (waiting for the largest rank twice)
+MAX_DRAWS = 16  # random θ tried for NUM_POINTS where the output moves with θ
+PATTERN_DRAWS = 32  # random θ' whose activation patterns a ReLU model's inputs take (strata.realized_patterns)
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,12 @@ class LawCount:
     ``num_laws`` and ``rank_lie`` are ``None`` when the result is inconclusive
     (``reason`` says why). ``ranks_by_depth[j]`` is dim of the span of brackets
     of depth ≤ j+1 at the first θ; ``singular_values`` those of its stacked vectors.
-    ``generic``: the count was taken at θ where every ReLU unit is on both of its
-    pieces (else it is the largest rank of the strata met); ``strata``: the θ drawn
-    that were not generic, with the units found dead or always active at each.
+    ``patterns``: for a model with ReLU units, which activation patterns the fields
+    were taken with: ``"realizable"`` (every pattern some θ realizes on some input:
+    the laws of the whole parameter space) or ``"at θ"`` (those of the θ given with
+    ``at``: the laws near it); ``""`` for a model without. ``strata``: the θ drawn
+    where the output did not move, and the pattern at a θ given with ``at`` (units
+    found dead or always active there, with its rank).
     """
 
     num_params: int  # D
@@ -107,7 +113,7 @@ class LawCount:
     reason: str = ""
     ranks_by_depth: tuple[int, ...] = ()
     singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
-    generic: bool = True
+    patterns: str = ""
     strata: tuple[Stratum, ...] = ()
 
     @property
@@ -362,14 +368,14 @@ def _gradient_is_zero(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Gene
 
 @dataclass(frozen=True)
 class _Draw:
-    """One θ with its inputs, the output map ``f`` there, and the stratum it lies in."""
+    """One θ with its inputs, the output map ``f`` there, and what the counter saw of its activation pattern."""
 
     theta: torch.Tensor
     f: Field
     n_out: int
     gen: torch.Generator  # the stream the rank at this θ draws its brackets from
     stratum: Stratum
-    piecewise: bool  # the model has ReLU units (conslaw_lite.strata)
+    patterns: str  # LawCount.patterns
 
 
 def _draw(
@@ -381,22 +387,45 @@ def _draw(
     num_samples: int | None,
     at: torch.Tensor | None = None,
 ) -> _Draw:
-    """θ number ``index`` of the seed's sequence (or ``at``), fresh inputs, and its activation pattern."""
+    """θ number ``index`` of the seed's sequence (or ``at``), fresh inputs, and the output map to rank there.
+
+    A model with ReLUs is ranked with the patterns random θ' realize on the inputs
+    (:func:`conslaw_lite.strata.realized_patterns`), or, at a given θ, with its own
+    (then on ``PIECEWISE_SAMPLES`` times more inputs, so that small activation regions are met).
+    """
     gen = torch.Generator().manual_seed(1_000_003 * seed + index)
     theta = problem.random_theta(gen) if at is None else at
+    forward = lambda t, x: problem.apply(problem.unflatten(t), x)  # noqa: E731
     probe = _sample_inputs(input_shape, inputs, 1, gen)
     n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
     batch = num_samples or min(MAX_SAMPLES, math.ceil(max(2 * theta.numel(), MIN_OUTPUTS) / max(n_out_one, 1)))
-    tracked = theta.detach().requires_grad_()  # the pattern asks which units reach the output
-    pattern = lambda x: activation_pattern(lambda: problem.apply(problem.unflatten(tracked), x), len(x), problem.module)  # noqa: E731
-    if num_samples is None and pattern(probe)[2]:
+    piecewise = kinked_calls(lambda: forward(theta, probe)) > 0
+    if piecewise and at is not None and num_samples is None:
         batch *= PIECEWISE_SAMPLES
     x = _sample_inputs(input_shape, inputs, batch, gen)
     n_out = _checked_outputs(problem, theta, x).numel()
-    f = problem.outputs(x)
-    dead, linear, units = pattern(x)
-    constant = _gradient_is_zero(f, theta, n_out, gen)
-    return _Draw(theta, f, n_out, gen, Stratum(index, dead, linear, constant), units > 0)
+    f, patterns, stratum = problem.outputs(x), "", Stratum(index)
+    if piecewise and at is None:
+        thetas = [problem.random_theta(gen) for _ in range(min(PATTERN_DRAWS, len(x)))]
+        masks = realized_patterns(forward, thetas, x)
+        f, patterns = _with_patterns(problem.outputs(x), masks), "realizable"
+    elif piecewise:
+        tracked = theta.detach().requires_grad_()  # the pattern asks which units reach the output
+        dead, linear, _ = activation_pattern(lambda: forward(tracked, x), len(x), problem.module)
+        stratum, patterns = Stratum(index, dead, linear), "at θ"
+    if _gradient_is_zero(f, theta, n_out, gen):
+        stratum = replace(stratum, constant=True)
+    return _Draw(theta, f, n_out, gen, stratum, patterns)
+
+
+def _with_patterns(f: Field, patterns: list[torch.Tensor]) -> Field:
+    """θ ↦ f(θ) with every ReLU applied as its recorded pattern (:func:`conslaw_lite.strata.forced_patterns`)."""
+
+    def forced(theta: torch.Tensor) -> torch.Tensor:
+        with forced_patterns(patterns):
+            return f(theta)
+
+    return forced
 
 
 def _rank_or_reason(problem: _Problem, d: _Draw, seed: int, k: int) -> _Rank | str:
@@ -412,29 +441,6 @@ def _rank_or_reason(problem: _Problem, d: _Draw, seed: int, k: int) -> _Rank | s
     return _lie_rank(d.f, d.theta, d.n_out, d.gen)
 
 
-def _enough(results: list[tuple[_Draw, _Rank]]) -> bool:
-    """``NUM_POINTS`` ranks of a smooth model; of a piecewise-linear one, ``MIN_RANKED`` and the largest met twice.
-
-    A ReLU net's rank is lower on open sets of θ too (its functional dimension is not the
-    same everywhere), so one pair of θ agreeing proves little: the largest of several ranks is the count.
-    """
-    ranks = [r.rank for _, r in results]
-    if not results[0][0].piecewise:
-        return len(ranks) == NUM_POINTS
-    return (ranks.count(max(ranks)) >= NUM_POINTS and len(ranks) >= MIN_RANKED) or len(ranks) >= MAX_RANKED
-
-
-def _fallback(drawn: list[_Draw]) -> list[_Draw]:
-    """No generic θ: the θ whose output moves, those with the fewest units on one piece first."""
-    moving = [d for d in drawn if not d.stratum.constant]
-    if not moving:
-        raise ValueError(
-            f"the output's gradient in θ is zero at all {MAX_DRAWS} random θ tried, on every sampled input: "
-            "the model's output does not depend on θ"
-        )
-    return sorted(moving, key=lambda d: len(d.stratum.dead) + len(d.stratum.linear))
-
-
 def _ranks_at_points(
     problem: _Problem,
     input_shape: tuple[int, ...] | None,
@@ -443,67 +449,43 @@ def _ranks_at_points(
     num_samples: int | None,
     at: torch.Tensor | None = None,
 ) -> tuple[list[tuple[_Draw, _Rank]], list[_Draw], str]:
-    """Ranks at the θ that decide the count, every θ drawn, and why there are no ranks ("" if there are).
+    """Ranks at ``NUM_POINTS`` θ of the seed's sequence (``at``: that θ alone), every θ drawn, and why no ranks.
 
-    θ are drawn in the seed's sequence; the generic ones are ranked until :func:`_enough`;
-    if none is generic, the θ :func:`_fallback` orders, until :func:`_enough`. ``at``: that θ alone.
+    A θ where the output's gradient vanishes on every sampled input is passed over
+    (the output can be constant on an open set of θ: a dead ReLU layer); an output
+    constant at all ``MAX_DRAWS`` θ is an error.
     """
-    draw = lambda index: _draw(problem, index, input_shape, inputs, seed, num_samples, at)  # noqa: E731
-    results: list[tuple[_Draw, _Rank]] = []
     if at is not None:
-        chosen = drawn = [draw(0)]
+        drawn = [_draw(problem, 0, input_shape, inputs, seed, num_samples, at)]
         if drawn[0].stratum.constant:
             raise ValueError("the output's gradient in θ is zero at the given θ, on every sampled input")
     else:
         drawn = []
         for index in range(MAX_DRAWS):
-            drawn.append(draw(index))
-            if drawn[-1].stratum.generic:
-                rank = _rank_or_reason(problem, drawn[-1], seed, len(results))
-                if isinstance(rank, str):
-                    return [], drawn, rank
-                results.append((drawn[-1], rank))
-                if _enough(results):
-                    break
-        chosen = [] if results else _fallback(drawn)
-    for d in chosen:
+            drawn.append(_draw(problem, index, input_shape, inputs, seed, num_samples))
+            if sum(not d.stratum.constant for d in drawn) == NUM_POINTS:
+                break
+        else:
+            if all(d.stratum.constant for d in drawn):
+                raise ValueError(
+                    f"the output's gradient in θ is zero at all {MAX_DRAWS} random θ tried, on every sampled "
+                    "input: the model's output does not depend on θ"
+                )
+    results: list[tuple[_Draw, _Rank]] = []
+    for d in (d for d in drawn if not d.stratum.constant):
         rank = _rank_or_reason(problem, d, seed, len(results))
         if isinstance(rank, str):
             return [], drawn, rank
         results.append((d, rank))
-        if _enough(results):
-            break
     return results, drawn, ""
 
 
-def _strata_met(results: list[tuple[_Draw, _Rank]], drawn: list[_Draw]) -> tuple[Stratum, ...]:
-    """The θ drawn that were not generic or had a rank below the largest, with the rank where computed."""
+def _strata(results: list[tuple[_Draw, _Rank]], drawn: list[_Draw]) -> tuple[Stratum, ...]:
+    """The θ passed over (output constant there) and, at a given θ of a ReLU model, its pattern with the rank."""
     ranks = {d.stratum.draw: r.rank for d, r in results}
-    best = max(ranks.values(), default=None)
     return tuple(
-        replace(d.stratum, rank=ranks.get(d.stratum.draw))
-        for d in drawn
-        if not d.stratum.generic or ranks.get(d.stratum.draw, best) != best
+        replace(d.stratum, rank=ranks.get(d.stratum.draw)) for d in drawn if d.stratum.constant or d.patterns == "at θ"
     )
-
-
-def _decide(results: list[tuple[_Draw, _Rank]]) -> tuple[list[_Rank], str]:
-    """The ranks the count rests on, and why there is no count ("" if there is one).
-
-    A smooth model: the random θ must agree. A piecewise-linear one: the rank is
-    lower-semicontinuous in θ and a finite sample of inputs can only miss directions,
-    so the count rests on the largest rank (the generic one), which must be met at
-    ``NUM_POINTS`` θ; a smaller rank is a degenerate stratum, listed in ``strata``.
-    """
-    if not any(d.piecewise for d, _ in results):
-        ranks = [r for _, r in results]
-        agree = len({r.rank for r in ranks}) == 1
-        return ranks, "" if agree else f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
-    best = max(r.rank for _, r in results)
-    top = [r for _, r in results if r.rank == best]
-    if len(top) < NUM_POINTS:
-        return top, f"the largest rank met, {best}, was met at one of {len(results)} θ only"
-    return top, ""
 
 
 def count_laws(
@@ -528,14 +510,15 @@ def count_laws(
     ``exact_ops=False`` differentiates torch's fused kernels as they are (only to
     show why :func:`conslaw_lite.exact_ops.exact_derivatives` is needed).
 
-    *Strata* (ReLU units, :mod:`conslaw_lite.strata`): θ is redrawn, up to
-    ``MAX_DRAWS`` times, until ``NUM_POINTS`` θ are *generic*: every unit active on
-    some sampled inputs and inactive on others, and the output's gradient nonzero.
-    The θ passed over are in ``strata`` (which units were dead, at which θ). If no
-    θ is generic, the count is the largest rank met (the generic rank), needed at two θ.
-    A model whose output has zero gradient at every θ tried is an error.
-    ``at`` (parameter values, by name) counts at that one θ instead, in whatever
-    stratum it lies: the count of a trained model with a dead unit, say.
+    *ReLU units* (:mod:`conslaw_lite.strata`): the count is that of the laws of the
+    whole parameter space, which every activation pattern some θ realizes must
+    respect; the fields are taken with such patterns (``patterns == "realizable"``),
+    so it does not depend on which units a random θ happens to leave dead.
+    ``at`` (parameter values, by name) counts near that one θ instead, with the
+    patterns it realizes itself (``patterns == "at θ"``; its units found dead or
+    always active are in ``strata``): a trained model with a dead unit has more laws
+    there. A θ where the output's gradient is zero on every input is passed over
+    (listed in ``strata``); an output with zero gradient at every θ tried is an error.
 
     Examples
     ========
@@ -553,10 +536,14 @@ def count_laws(
     theta = None if at is None else problem.flatten(at)
     with exact_derivatives() if exact_ops else nullcontext():
         results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta)
-    strata = _strata_met(results, drawn)
+    strata = _strata(results, drawn)
+    patterns = drawn[-1].patterns
     if not results:
-        return LawCount(D, None, None, 0, 0.0, 0.0, time.perf_counter() - start, False, reason, strata=strata)
-    ranks, reason = ([results[0][1]], "") if at is not None else _decide(results)  # at: one θ, nothing to compare
+        seconds = time.perf_counter() - start
+        return LawCount(D, None, None, 0, 0.0, 0.0, seconds, False, reason, patterns=patterns, strata=strata)
+    ranks = [r for _, r in results]
+    if len({r.rank for r in ranks}) > 1:
+        reason = f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
     kept = min(r.singular_values[r.rank - 1] for r in ranks)
     dropped = max((r.singular_values[r.rank] if r.rank < len(r.singular_values) else 0.0) for r in ranks)
     if not reason and not all(r.saturated for r in ranks):
@@ -576,7 +563,7 @@ def count_laws(
         reason=reason,
         ranks_by_depth=ranks[0].ranks_by_depth,
         singular_values=ranks[0].singular_values,
-        generic=all(d.stratum.generic for d, _ in results),
+        patterns=patterns,
         strata=strata,
     )
 

@@ -43,7 +43,7 @@ class SuiteResult:
     right: bool  # conclusive, counted == reference, and the known laws conserved and complete
     seconds: float  # count_laws' wall-clock time
     cpu_seconds: float  # its processor time (all threads): the wall-clock time it needs on idle cores
-    skipped: int  # random θ passed over (units dead or always active, or the output constant)
+    skipped: int  # random θ passed over (the output constant there: a dead layer)
     reason: str  # why the count is inconclusive, or ""
 
     def to_dict(self) -> dict:

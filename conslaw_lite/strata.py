@@ -1,27 +1,39 @@
-"""Activation patterns of piecewise-linear models: which ReLU units a θ leaves on one piece only.
+"""Activation patterns of piecewise-linear models: which pattern each input takes, and which units a θ leaves dead.
 
 A ReLU network is a different polynomial on each region of (θ, x) where the signs
-of its pre-activations are fixed, so its law count is that of a *stratum* of θ.
-A unit of layer ≥ 2 reads post-ReLU inputs, which are never negative: if its
-incoming weights are all negative it is **dead** for every input (output 0), if
-they are all positive it is **linear** (ReLU acts as the identity). Both happen on
-open sets of θ (probability about 2^(1−width) per unit), and there the unit's
-weights are conserved trivially or two layers merge: the count is larger. The
-count of the theory is the *generic* one, at θ where every unit is active on some
-inputs and inactive on others. :func:`activation_pattern` records, with one plain
-forward pass, which units a θ leaves on one piece for the sampled inputs; the
-counter (:func:`conslaw_lite.counting.count_laws`) draws θ until none is.
+of its pre-activations are fixed: with the pattern m of those signs, the model is
+``f_m(x; θ)``, every ReLU replaced by multiplication with m. A unit of layer ≥ 2
+reads post-ReLU inputs, which are never negative: if its incoming weights are all
+negative it is **dead** for every input (output 0), if they are all positive it is
+**linear** (ReLU acts as the identity). Both happen on open sets of θ (probability
+about 2^(1−width) per unit), and near such θ the unit's weights are conserved
+trivially or two layers merge: there are more laws there.
+:func:`activation_pattern` records, with one plain forward pass, which units a θ
+leaves on one piece for the sampled inputs.
 
 Recorded: ``torch.relu``, ``F.relu``, ``Tensor.relu`` (hence ``nn.ReLU``) and
 ``F.leaky_relu`` (``nn.LeakyReLU``), the activations with one kink at 0, applied
 to a tensor whose first dimension is the batch of inputs. A unit is an index of
 the last dimension (a feature in ``nn.Linear`` layout); the other dimensions
 (inputs, tokens) are its samples.
+
+**The laws of the whole parameter space.** A law h of the model holds at every θ,
+so on the open set of θ where an input x has activation pattern m it is a law of
+the polynomial ``f_m(x; θ)`` (every ReLU replaced by multiplication with m). h is
+analytic (the laws of these models are polynomials), so ``⟨∇h, ∇f_m(x; θ)⟩ = 0``,
+zero on an open set, is zero at every θ: each law is conserved by the fields of
+*every* pattern that some θ realizes on some input, not only of those the θ at
+hand realizes. :func:`realized_patterns` collects such patterns (each realized by
+a random θ' on its input) and :func:`forced_patterns` evaluates the model with
+them, so the counter sees all these fields at one θ. Near a particular θ there
+can be more laws, which hold only there: a dead unit's weights, or a rank that
+drops on an open set of θ (a ReLU net's *functional dimension* is not the same
+everywhere; Grigsby et al. 2022).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -152,3 +164,108 @@ def activation_pattern(
         dead += [f"{label}[{j}]" for j in torch.nonzero(~used).flatten().tolist()]
         linear += [f"{label}[{j}]" for j in torch.nonzero(on & ~off).flatten().tolist()]
     return tuple(dead), tuple(linear), units
+
+
+class _Signs(TorchFunctionMode):
+    """Keeps ``z > 0`` for the input z of every activation kinked at 0, in the order of the calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on: list[torch.Tensor] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in KINKED_AT_ZERO and args and isinstance(args[0], torch.Tensor):
+            self.on.append(args[0].detach() > 0)
+        return func(*args, **(kwargs or {}))
+
+
+def kinked_calls(forward: Callable[[], object]) -> int:
+    """How many activations kinked at 0 (ReLU, leaky ReLU) ``forward()`` applies.
+
+    Examples
+    ========
+    >>> import torch
+    >>> kinked_calls(lambda: torch.relu(torch.ones(2)) + torch.tanh(torch.ones(2)))
+    1
+    """
+    with _Signs() as signs:
+        forward()
+    return len(signs.on)
+
+
+def realized_patterns(
+    forward: Callable[[torch.Tensor, torch.Tensor], object], thetas: Sequence[torch.Tensor], x: torch.Tensor
+) -> list[torch.Tensor]:
+    """Activation patterns ``m = [z > 0]`` of every kinked call, input ``x[s]`` taking its pattern from θ'_{k(s)}.
+
+    The inputs are split into ``len(thetas)`` consecutive chunks; chunk k runs
+    ``forward(θ'_k, x_chunk)``, so every pattern returned is realized by some θ
+    on its input (the only ones the laws of the whole parameter space must
+    respect: see the module docstring). Returns one 0/1 float tensor per call,
+    of the shape that call's input has for the whole batch ``x``.
+
+    Examples
+    ========
+    >>> import torch
+    >>> thetas = [torch.tensor([1.0]), torch.tensor([-1.0])]
+    >>> [m.tolist() for m in realized_patterns(lambda t, x: torch.relu(t * x), thetas, torch.ones(4, 1))]
+    [[[1.0], [1.0], [0.0], [0.0]]]
+    """
+    per_chunk = []
+    for theta, chunk in zip(thetas, torch.tensor_split(x, len(thetas))):
+        with _Signs() as signs:
+            forward(theta, chunk)
+        for on in signs.on:
+            if on.dim() == 0 or on.shape[0] != len(chunk):
+                raise ValueError(
+                    f"a ReLU is applied to a tensor of shape {tuple(on.shape)}, without the inputs' batch "
+                    f"dimension ({len(chunk)}) first: its pattern cannot be paired with an input; "
+                    "count at one θ with at="
+                )
+        per_chunk.append(signs.on)
+    if len({len(on) for on in per_chunk}) > 1:
+        raise ValueError("the model applies a different number of ReLUs at different θ (data-dependent control flow)")
+    return [torch.cat(ons).to(x.dtype if x.is_floating_point() else torch.float64) for ons in zip(*per_chunk)]
+
+
+class _Forced(TorchFunctionMode):
+    """Applies the j-th activation kinked at 0 as ``z · (m_j + α (1 − m_j))`` (α: the leaky slope, 0 for ReLU)."""
+
+    def __init__(self, patterns: Sequence[torch.Tensor]) -> None:
+        super().__init__()
+        self.patterns, self.calls = patterns, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func not in KINKED_AT_ZERO or not args or not isinstance(args[0], torch.Tensor):
+            return func(*args, **kwargs)
+        if self.calls == len(self.patterns):
+            raise ValueError(f"the model applies more than the {len(self.patterns)} ReLUs whose patterns were recorded")
+        z, m = args[0], self.patterns[self.calls]
+        self.calls += 1
+        if tuple(z.shape) != tuple(m.shape):
+            raise ValueError(
+                f"ReLU #{self.calls}: input of shape {tuple(z.shape)}, pattern recorded for {tuple(m.shape)}"
+            )
+        leaky = func in (F.leaky_relu, F.leaky_relu_)
+        slope = (args[1] if len(args) > 1 else kwargs.get("negative_slope", 0.01)) if leaky else 0.0
+        return z * (m + slope * (1 - m))
+
+
+@contextmanager
+def forced_patterns(patterns: Sequence[torch.Tensor]) -> Iterator[None]:
+    """While active, every activation kinked at 0 multiplies by its recorded pattern instead of testing signs.
+
+    The model becomes the polynomial ``f_m`` of the patterns m (one per ReLU call, in
+    order, as :func:`realized_patterns` returns them); torch's derivatives in θ are then
+    those of ``f_m``, at any θ.
+
+    Examples
+    ========
+    >>> import torch
+    >>> with forced_patterns([torch.tensor([1.0, 0.0])]):
+    ...     torch.relu(torch.tensor([-2.0, 3.0]))
+    tensor([-2., 0.])
+    """
+    with _Forced(patterns):
+        yield
