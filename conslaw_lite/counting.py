@@ -390,8 +390,9 @@ def _draw(
     """θ number ``index`` of the seed's sequence (or ``at``), fresh inputs, and the output map to rank there.
 
     A model with ReLUs is ranked with the patterns random θ' realize on the inputs
-    (:func:`conslaw_lite.strata.realized_patterns`), or, at a given θ, with its own
-    (then on ``PIECEWISE_SAMPLES`` times more inputs, so that small activation regions are met).
+    (:func:`conslaw_lite.strata.realized_patterns`), or with its own, on ``PIECEWISE_SAMPLES``
+    times more inputs (so that small activation regions are met): at a given θ, and where a
+    ReLU acts on a tensor without the inputs' batch (its pattern cannot be paired with an input).
     """
     gen = torch.Generator().manual_seed(1_000_003 * seed + index)
     theta = problem.random_theta(gen) if at is None else at
@@ -399,17 +400,18 @@ def _draw(
     probe = _sample_inputs(input_shape, inputs, 1, gen)
     n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
     batch = num_samples or min(MAX_SAMPLES, math.ceil(max(2 * theta.numel(), MIN_OUTPUTS) / max(n_out_one, 1)))
-    piecewise = kinked_calls(lambda: forward(theta, probe)) > 0
-    if piecewise and at is not None and num_samples is None:
+    calls, per_input = kinked_calls(lambda x: forward(theta, x), torch.cat([probe[:1]] * 3))
+    own = calls > 0 and (at is not None or not per_input)  # ranked with the patterns θ realizes itself
+    if own and num_samples is None:
         batch *= PIECEWISE_SAMPLES
     x = _sample_inputs(input_shape, inputs, batch, gen)
     n_out = _checked_outputs(problem, theta, x).numel()
     f, patterns, stratum = problem.outputs(x), "", Stratum(index)
-    if piecewise and at is None:
+    if calls and not own:
         thetas = [problem.random_theta(gen) for _ in range(min(PATTERN_DRAWS, len(x)))]
         masks = realized_patterns(forward, thetas, x)
         f, patterns = _with_patterns(problem.outputs(x), masks), "realizable"
-    elif piecewise:
+    elif own:
         tracked = theta.detach().requires_grad_()  # the pattern asks which units reach the output
         dead, linear, _ = activation_pattern(lambda: forward(tracked, x), len(x), problem.module)
         stratum, patterns = Stratum(index, dead, linear), "at θ"
@@ -515,10 +517,14 @@ def count_laws(
     respect; the fields are taken with such patterns (``patterns == "realizable"``),
     so it does not depend on which units a random θ happens to leave dead.
     ``at`` (parameter values, by name) counts near that one θ instead, with the
-    patterns it realizes itself (``patterns == "at θ"``; its units found dead or
-    always active are in ``strata``): a trained model with a dead unit has more laws
-    there. A θ where the output's gradient is zero on every input is passed over
-    (listed in ``strata``); an output with zero gradient at every θ tried is an error.
+    patterns it realizes itself (``patterns == "at θ"``; the units found dead or
+    always active there are in ``strata``): near a trained model's dead unit there
+    are more laws. A ReLU of a tensor without the inputs' batch (of the weights
+    alone, say) cannot take another θ's pattern, so such a model is counted with
+    its own patterns at every θ.
+
+    A θ where the output's gradient is zero on every input is passed over (listed
+    in ``strata``); an output with zero gradient at every θ tried is an error.
 
     Examples
     ========

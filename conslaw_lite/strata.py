@@ -179,18 +179,32 @@ class _Signs(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def kinked_calls(forward: Callable[[], object]) -> int:
-    """How many activations kinked at 0 (ReLU, leaky ReLU) ``forward()`` applies.
+def kinked_calls(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> tuple[int, bool]:
+    """``(calls, per_input)``: how many activations kinked at 0 ``forward(x)`` applies, and whether each acts per input.
+
+    *Per input*: the activation's input has the batch of inputs as its first dimension,
+    for ``x[:2]`` and for ``x[:3]`` alike (``x`` holds 3 inputs or more), so a pattern
+    can be paired with each input (:func:`realized_patterns`); a ReLU of the weights
+    alone has no such dimension.
 
     Examples
     ========
     >>> import torch
-    >>> kinked_calls(lambda: torch.relu(torch.ones(2)) + torch.tanh(torch.ones(2)))
-    1
+    >>> x = torch.ones(3, 2)
+    >>> kinked_calls(lambda x: torch.relu(x) + torch.tanh(x), x)
+    (1, True)
+    >>> kinked_calls(lambda x: x @ torch.relu(torch.ones(2, 2)), x)
+    (1, False)
     """
-    with _Signs() as signs:
-        forward()
-    return len(signs.on)
+    calls, per_input = set(), True
+    for part in (x[:2], x[:3]):
+        with _Signs() as signs:
+            forward(part)
+        calls.add(len(signs.on))
+        per_input = per_input and all(on.dim() > 0 and on.shape[0] == len(part) for on in signs.on)
+    if len(calls) > 1:
+        raise ValueError("the model applies a different number of ReLUs to different batches of inputs")
+    return calls.pop(), per_input
 
 
 def realized_patterns(
@@ -215,13 +229,8 @@ def realized_patterns(
     for theta, chunk in zip(thetas, torch.tensor_split(x, len(thetas))):
         with _Signs() as signs:
             forward(theta, chunk)
-        for on in signs.on:
-            if on.dim() == 0 or on.shape[0] != len(chunk):
-                raise ValueError(
-                    f"a ReLU is applied to a tensor of shape {tuple(on.shape)}, without the inputs' batch "
-                    f"dimension ({len(chunk)}) first: its pattern cannot be paired with an input; "
-                    "count at one θ with at="
-                )
+        if any(on.dim() == 0 or on.shape[0] != len(chunk) for on in signs.on):
+            raise ValueError("a ReLU acts on a tensor without the inputs' batch first: see kinked_calls")
         per_chunk.append(signs.on)
     if len({len(on) for on in per_chunk}) > 1:
         raise ValueError("the model applies a different number of ReLUs at different θ (data-dependent control flow)")

@@ -361,10 +361,13 @@ def test_near_a_theta_a_relu_net_has_at_least_the_laws_of_the_whole_parameter_sp
         assert near.conclusive and near.num_laws >= whole.num_laws == 9
 
 
-def test_relu_of_a_tensor_without_the_batch_dimension_is_a_clear_error() -> None:
-    model = lambda p, x: x @ torch.relu(p["W"]).T  # noqa: E731  a ReLU of the weights: no input to pair it with
-    with pytest.raises(ValueError, match="without the inputs' batch dimension"):
-        count_laws(model, (3,), params={"W": torch.ones(2, 3)})
+def test_relu_of_the_weights_alone_is_counted_with_its_own_pattern() -> None:
+    model = lambda p, x: x @ torch.relu(p["W"]).T  # noqa: E731  no input to pair the ReLU's pattern with
+    W = torch.tensor([[1.0, -2.0, 0.5], [-0.3, 2.0, 1.5]])
+    count = count_laws(model, (3,), params={"W": W}, at={"W": W})
+    assert_clear_gap(count)
+    assert count.patterns == "at θ" and count.num_laws == 2  # each negative entry: no gradient reaches it
+    assert count_laws(model, (3,), params={"W": W}).patterns == "at θ"  # at random θ too, and no error
 
 
 def test_model_constant_for_every_theta_is_a_clear_error() -> None:
