@@ -48,8 +48,25 @@ def whole_networks() -> list[tuple[str, nn.Module, tuple[int, ...]]]:
     with torch.random.fork_rng():  # seeded weights (only their scale matters) without touching the caller's state
         torch.manual_seed(0)
         vit = small_vit(img_size=4, patch_size=2, dim=4, depth=1, num_classes=10, num_heads=2).double()
+        embeddings_at_weight_scale(vit)
         two_block = TinyTransformer(vocab=8, d=8, n_heads=2, head_dim=4, hidden=8, n_layers=2).double()
     return [("timm ViT, 1 block", vit, (1, 4, 4)), ("transformer, 2 blocks", two_block, (3, 8))]
+
+
+def embeddings_at_weight_scale(vit: nn.Module) -> None:
+    """Redraw timm's class token (std 10⁻⁶) and position table (std 0.02) at the blocks' weight scale.
+
+    The counter draws θ at each tensor's own scale. At timm's, the class token's stream
+    (class token + its position, size 0.02) sits next to the degenerate point 0 of the
+    LayerNorm reading it: its brackets are about 50^k times the others' and a direction of
+    Lie(W) stays near round-off, so two random θ can disagree (they did: ranks 214 and 216).
+    A generic θ of any scale has the same count; at this one the brackets stay further from round-off.
+    """
+    weights = torch.cat([vit.blocks[0].attn.Q.weight.detach().reshape(-1), vit.head.weight.detach().reshape(-1)])
+    scale = float(weights.pow(2).mean().sqrt())
+    with torch.no_grad():
+        for table in (vit.cls_token, vit.pos_embed):
+            table.normal_(0.0, scale)
 
 
 def main() -> None:

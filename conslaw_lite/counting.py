@@ -18,6 +18,10 @@ How the rank is computed, in float64 with ``torch.func``:
   orthonormalize against the basis found so far, and stop a depth when a chunk
   adds fewer new directions than it has vectors (then nothing is left at that
   depth). We stop when a whole depth adds no rank (or the rank reaches D).
+* Every vector is measured in weighted coordinates ``w ⊙ v``, one weight per
+  parameter tensor: the inverse of that tensor's typical share of a random gradient.
+  A diagonal scaling does not change the rank, and it keeps a tensor the output is
+  very sensitive to from burying the others' weak directions in round-off.
 * Each vector is divided by the size of the terms it was computed from (its own
   norm for a gradient, ``‖H_b X_a‖ + ‖H_a X_b‖`` for a bracket), so a bracket
   that cancels to round-off stays at round-off instead of being blown up to
@@ -75,6 +79,7 @@ Field = Callable[[torch.Tensor], torch.Tensor]  # θ (D,) -> tangent vector (D,)
 GAP = 1e4  # smallest kept / largest dropped singular value needed for a count
 CUT = 1e-8  # a residual below this (vectors have length ≤ 1) adds no direction
 RESIDUAL_TOL = 1e-9  # a law's relative residual |⟨∇h, ∇f_i⟩| / (‖∇h‖‖∇f_i‖) at round-off
+WEIGHT_FLOOR = 1e-6  # tensor weights are at most 10⁶ times the smallest: a tensor no gradient moves stays finite
 MAX_DEPTH = 6
 FIRST_CHUNK = 8
 MAX_CHUNK = 256
@@ -259,32 +264,57 @@ def _bracket(X: Field, Y: Field) -> Field:
     return field
 
 
-def _bracket_terms(X: Field, Y: Field, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[X, Y](θ)`` and the size ``‖J_Y X‖ + ‖J_X Y‖`` of the two terms it is the difference of."""
+def _bracket_terms(
+    X: Field, Y: Field, theta: torch.Tensor, weights: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``w ⊙ [X, Y](θ)`` and the size ``‖w ⊙ J_Y X‖ + ‖w ⊙ J_X Y‖`` of the two terms it is the difference of."""
     x = X(theta)
     y, jy_x = jvp(Y, (theta,), (x,))
     _, jx_y = jvp(X, (theta,), (y,))
+    if weights is not None:
+        jy_x, jx_y = jy_x * weights, jx_y * weights
     return jy_x - jx_y, jy_x.norm() + jx_y.norm()
 
 
-def _scaled_vector(f: Field, theta: torch.Tensor, cotangents: torch.Tensor) -> torch.Tensor:
-    """One random element of depth ``k = len(cotangents)``, divided by the size of its terms (length ≤ 1)."""
+def _scaled_vector(f: Field, theta: torch.Tensor, cotangents: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """One random element ``v`` of depth ``k = len(cotangents)``, as ``weights ⊙ v`` divided by its terms' size.
+
+    The size is measured with the weights too, so the result has length ≤ 1.
+    """
     if len(cotangents) == 1:
-        v = _gradient_field(f, cotangents[0])(theta)
+        v = _gradient_field(f, cotangents[0])(theta) * weights
         size = v.norm()
     else:
-        v, size = _bracket_terms(_gradient_field(f, cotangents[0]), _nested_field(f, cotangents[1:]), theta)
+        x = _gradient_field(f, cotangents[0])
+        y = _nested_field(f, cotangents[1:])
+        v, size = _bracket_terms(x, y, theta, weights)
     return v / size.clamp_min(torch.finfo(v.dtype).tiny)
+
+
+def _tensor_weights(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator, sizes: list[int]) -> torch.Tensor:
+    """``1 / c_t`` on the coordinates of each parameter tensor t, ``c_t`` the RMS of its part of random gradients.
+
+    ``c_t`` is the root mean square, over t's coordinates and ``FIRST_CHUNK`` random
+    ``∇_θ⟨a, f⟩``, of those gradients. Scaling every vector by the same invertible
+    diagonal leaves the rank unchanged; these weights give every tensor the same typical
+    size at depth 1. Without them, a tensor the output is very sensitive to (timm's class
+    token beside a LayerNorm: 1000 times the MLP's) dominates every vector and pushes the
+    weak directions of the others toward round-off.
+    """
+    a = torch.randn(FIRST_CHUNK, n_out, generator=gen, dtype=torch.float64)
+    squares = vmap(lambda a: _gradient_field(f, a)(theta))(a).pow(2).mean(0)
+    c = torch.cat([part.mean().sqrt().expand(len(part)) for part in torch.split(squares, sizes)])
+    return 1 / c.clamp_min(WEIGHT_FLOOR * c.max()).clamp_min(torch.finfo(c.dtype).tiny)
 
 
 class _Sampler:
     """Random Lie-algebra elements, vectorized with ``vmap`` (a Python loop for modules vmap cannot batch)."""
 
-    def __init__(self, f: Field, theta: torch.Tensor) -> None:
-        self.f, self.theta, self.use_vmap = f, theta, True
+    def __init__(self, f: Field, theta: torch.Tensor, weights: torch.Tensor) -> None:
+        self.f, self.theta, self.weights, self.use_vmap = f, theta, weights, True
 
     def __call__(self, cotangents: torch.Tensor) -> torch.Tensor:  # (m, k, S·out) -> (m, D)
-        one = lambda c: _scaled_vector(self.f, self.theta, c)  # noqa: E731
+        one = lambda c: _scaled_vector(self.f, self.theta, c, self.weights)  # noqa: E731
         if self.use_vmap:
             try:
                 return vmap(one)(cotangents)
@@ -295,8 +325,11 @@ class _Sampler:
 
 def _new_directions(Q: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
     """Orthonormal directions (D, new) of the rows of V that lie outside span(Q), residuals above CUT."""
-    for _ in range(2):  # twice is enough (Gram–Schmidt "twice is enough", Giraud et al.)
+    for _ in range(2):  # twice is enough (Giraud et al.); once, if no row lost more than 1 − 1/√2 of its length
+        before = V.norm(dim=1)
         V = V - (V @ Q) @ Q.T
+        if bool((V.norm(dim=1) >= before / math.sqrt(2)).all()):  # Kahan's test: no cancellation to repair
+            break
     _, s, Vh = torch.linalg.svd(V, full_matrices=False)
     return Vh[s > CUT].T
 
@@ -310,10 +343,10 @@ class _Rank:
     saturated: bool  # a whole depth added nothing (or the rank reached D)
 
 
-def _lie_rank(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator) -> _Rank:
-    """dim Lie(W)(θ) by random brackets of growing depth (see the module docstring)."""
+def _lie_rank(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator, sizes: list[int]) -> _Rank:
+    """dim Lie(W)(θ) by random brackets of growing depth; ``sizes``: of the parameter tensors (module docstring)."""
     D = theta.numel()
-    sample = _Sampler(f, theta)
+    sample = _Sampler(f, theta, _tensor_weights(f, theta, n_out, gen, sizes))
     Q = torch.zeros(D, 0, dtype=torch.float64)
     stacked, ranks = [], []
     for depth in range(1, MAX_DEPTH + 1):
@@ -440,7 +473,7 @@ def _rank_or_reason(problem: _Problem, d: _Draw, seed: int, k: int) -> _Rank | s
             f"torch's higher derivatives of this model are wrong: two ways of computing D²f, D³f differ by "
             f"{mismatch:.1e} (relative): an op torch differentiates wrongly, see conslaw_lite.exact_ops"
         )
-    return _lie_rank(d.f, d.theta, d.n_out, d.gen)
+    return _lie_rank(d.f, d.theta, d.n_out, d.gen, [math.prod(s) for s in problem.shapes.values()])
 
 
 def _ranks_at_points(
