@@ -7,7 +7,7 @@ value) and the seconds :func:`conslaw_lite.counting.count_laws` took (two random
 ``torch.func``'s machinery is not charged to the first case.
 
 ``--large`` adds multi-head attention with n = 8, d = 32, k = 8 (D = 8,192);
-``--whole`` adds whole small networks: a one-block timm ViT and a two-block
+``--whole`` adds whole small networks: a one-block timm ViT (at LayerNorm ε = 0.1 and timm's 10⁻⁶) and a two-block
 pre-norm transformer with embeddings, each compared with the laws
 :func:`conslaw_lite.laws.law_functions` knows (independent entries, and whether
 they are all conserved and as many as the count). ``benchmarks/marcotte_suite.py``
@@ -41,32 +41,25 @@ LARGER = ("MHA n=8 d=32 k=8", "mha", ArchOptions(dim=32, heads=8, head_dim=8))  
 
 
 def whole_networks() -> list[tuple[str, nn.Module, tuple[int, ...]]]:
-    """(case, model, input shape): a one-block timm ViT, a two-block pre-norm transformer with embeddings."""
-    from conslaw_lite.models.tiny import TinyTransformer
-    from conslaw_lite.models.vit import small_vit  # timm is optional
+    """(case, model, input shape): a one-block timm ViT at two LayerNorm ε, a two-block transformer with embeddings.
 
-    with torch.random.fork_rng():  # seeded weights (only their scale matters) without touching the caller's state
-        torch.manual_seed(0)
-        vit = small_vit(img_size=4, patch_size=2, dim=4, depth=1, num_classes=10, num_heads=2).double()
-        embeddings_at_weight_scale(vit)
-        two_block = TinyTransformer(vocab=8, d=8, n_heads=2, head_dim=4, hidden=8, n_layers=2).double()
-    return [("timm ViT, 1 block", vit, (1, 4, 4)), ("transformer, 2 blocks", two_block, (3, 8))]
-
-
-def embeddings_at_weight_scale(vit: nn.Module) -> None:
-    """Redraw timm's class token (std 10⁻⁶) and position table (std 0.02) at the blocks' weight scale.
-
-    The counter draws θ at each tensor's own scale. At timm's, the class token's stream
-    (class token + its position, size 0.02) sits next to the degenerate point 0 of the
-    LayerNorm reading it: its brackets are about 50^k times the others' and a direction of
-    Lie(W) stays near round-off, so two random θ can disagree (they did: ranks 214 and 216).
-    A generic θ of any scale has the same count; at this one the brackets stay further from round-off.
+    At timm's ε = 10⁻⁶ the ViT is 10⁻⁶ away from ε = 0, where the stream's scale is a symmetry too
+    (two more laws): the directions that tell the two apart are that small, and the counter may say so.
     """
-    weights = torch.cat([vit.blocks[0].attn.Q.weight.detach().reshape(-1), vit.head.weight.detach().reshape(-1)])
-    scale = float(weights.pow(2).mean().sqrt())
-    with torch.no_grad():
-        for table in (vit.cls_token, vit.pos_embed):
-            table.normal_(0.0, scale)
+    from conslaw_lite.models.tiny import TinyTransformer
+    from conslaw_lite.models.vit import embeddings_at_weight_scale, small_vit  # timm is optional
+
+    cases = []
+    for eps in (0.1, 1e-6):
+        with torch.random.fork_rng():  # seeded weights (only their scale matters) without touching the caller's state
+            torch.manual_seed(0)
+            vit = small_vit(img_size=4, patch_size=2, dim=4, depth=1, num_classes=10, num_heads=2, norm_eps=eps)
+            embeddings_at_weight_scale(vit.double())  # timm's own scales sit beside a degenerate point
+        cases.append((f"timm ViT, 1 block, ε={eps:g}", vit, (1, 4, 4)))
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        two_block = TinyTransformer(vocab=8, d=8, n_heads=2, head_dim=4, hidden=8, n_layers=2).double()
+    return [*cases, ("transformer, 2 blocks", two_block, (3, 8))]
 
 
 def main() -> None:
@@ -78,13 +71,13 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     count_laws(get_arch("toy").build(ArchOptions()).model, (1,))  # warm-up
-    print(f"{'case':<24} {'D':>5} {'N':>5} {'formula':>7} {'σ kept':>9} {'σ dropped':>9} {'seconds':>8}")
+    print(f"{'case':<28} {'D':>5} {'N':>5} {'formula':>7} {'σ kept':>9} {'σ dropped':>9} {'seconds':>8}")
     for case, arch, options in CASES + ([] if args.quick else [LARGE]) + ([LARGER] if args.large else []):
         built = get_arch(arch).build(options)
         count = count_laws(built.model, built.input_shape)
         n = count.num_laws if count.conclusive else "?"
         print(
-            f"{case:<24} {count.num_params:>5} {n:>5} {built.formula:>7} "
+            f"{case:<28} {count.num_params:>5} {n:>5} {built.formula:>7} "
             f"{count.sigma_kept:>9.1e} {count.sigma_dropped:>9.1e} {count.seconds:>8.2f}"
         )
 
@@ -93,7 +86,7 @@ def main() -> None:
         count = check.count
         n = count.num_laws if count.conclusive else f"? ({count.reason})"
         print(
-            f"{case:<24} {count.num_params:>5} {n:>5} {check.independent:>7} {count.sigma_kept:>9.1e} "
+            f"{case:<28} {count.num_params:>5} {n:>5} {check.independent:>7} {count.sigma_kept:>9.1e} "
             f"{count.sigma_dropped:>9.1e} {count.seconds:>8.2f}   complete: {check.complete}, "
             f"ranks by depth {count.ranks_by_depth}"
         )

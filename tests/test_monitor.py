@@ -64,8 +64,10 @@ def assert_second_order(make: Callable[[], nn.Module], x: torch.Tensor, lr: floa
         expected = 2.0 if group.kind == "control" else 4.0
         assert abs(ratio - expected) < 0.15 * expected, (group.key, ratio)
     conserved = [g.key for g in big.groups if g.kind == "law"]
-    controls = [g.key for g in big.groups if g.kind == "control"]
-    assert max(big.epsilon(n)[-1] for n in conserved) < 0.05 * min(big.epsilon(n)[-1] for n in controls)
+    controls = {g.block: g.key for g in big.groups if g.kind == "control"}
+    # Each law against its own look-alike: a LayerNorm gain's γ² moves less in 3 steps than a SwiGLU law.
+    paired = [(g.key, controls[g.block]) for g in big.groups if g.kind == "law" and g.block in controls]
+    assert paired and all(big.epsilon(law)[-1] < 0.05 * big.epsilon(control)[-1] for law, control in paired)
     return conserved
 
 @pytest.mark.usefixtures("timm")

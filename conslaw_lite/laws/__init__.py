@@ -11,6 +11,7 @@ from conslaw_lite.laws import (  # noqa: F401  (each family registers itself on 
     moe,
     network,
     toy,
+    vit,
 )
 from conslaw_lite.laws.registry import (
     KINDS,

@@ -12,8 +12,10 @@ No biases in attention or MLP, so the laws are the paper's matrix laws.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
-from timm.layers import SwiGLU
+from timm.layers import LayerNorm, SwiGLU
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
@@ -57,11 +59,14 @@ def small_vit(
     depth: int = 2,
     num_heads: int = 2,
     mlp_ratio: float = 2.0,
+    norm_eps: float = 1e-6,
 ) -> VisionTransformer:
     """A timm ``VisionTransformer`` with learned absolute PE, SwiGLU MLPs and the book's attention.
 
     ``(img_size / patch_size)²`` patches plus a class token; hidden width of each
-    SwiGLU ``r = mlp_ratio · dim``. Defaults fit 8×8 digits.
+    SwiGLU ``r = mlp_ratio · dim``; every LayerNorm divides by ``sqrt(var + norm_eps)`` (timm's
+    ε = 10⁻⁶ by default). Defaults fit 8×8 digits. Besides its blocks' laws, the network keeps
+    the laws of its norms, stream and embeddings (:mod:`conslaw_lite.laws.vit`).
 
     Examples
     ========
@@ -83,6 +88,7 @@ def small_vit(
         qkv_bias=False,
         proj_bias=False,
         pos_embed="learn",
+        norm_layer=partial(LayerNorm, eps=norm_eps),
         mlp_layer=SwiGLU,
         act_layer=nn.SiLU,  # the gate of SwiGLU
         attn_layer=TimmAttention,
@@ -91,4 +97,28 @@ def small_vit(
     # "skip" leaves the two embeddings unset; timm's own choices for them:
     nn.init.trunc_normal_(vit.pos_embed, std=0.02)
     nn.init.normal_(vit.cls_token, std=1e-6)
+    return vit
+
+
+def embeddings_at_weight_scale(vit: VisionTransformer) -> VisionTransformer:
+    """Redraw the class token (timm: std 10⁻⁶) and position table (std 0.02) at the blocks' weight scale, in place.
+
+    The scale is the RMS of the first block's ``Q`` and the head's weights. The law counter
+    draws θ at each tensor's own scale; at timm's, the class token's stream (class token plus
+    its position, size 0.02) sits next to the degenerate point 0 of the LayerNorm reading it,
+    its brackets are much larger than the others' and a direction of Lie(W) stays near round-off,
+    so two random θ can disagree. A generic θ of any scale has the same count; at this one the
+    brackets stay further from round-off (chapter 10).
+
+    Examples
+    ========
+    >>> vit = embeddings_at_weight_scale(small_vit(dim=8, depth=1))
+    >>> bool(vit.cls_token.abs().max() > 1e-3)
+    True
+    """
+    weights = torch.cat([vit.blocks[0].attn.Q.weight.detach().reshape(-1), vit.head.weight.detach().reshape(-1)])
+    scale = float(weights.pow(2).mean().sqrt())
+    with torch.no_grad():
+        for table in (vit.cls_token, vit.pos_embed):
+            table.normal_(0.0, scale)
     return vit

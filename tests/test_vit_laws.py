@@ -1,0 +1,89 @@
+"""The whole-network laws of a timm ViT (conslaw_lite.laws.vit): certified complete, and left out where they fail."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from conslaw_lite.counting import check_laws
+from conslaw_lite.laws import find_blocks, law_functions
+from conslaw_lite.laws.network import column_sum_law
+
+pytestmark = pytest.mark.usefixtures("timm", "one_thread")  # tests/conftest.py
+
+
+def one_block_vit(**options) -> nn.Module:
+    from conslaw_lite.models.vit import small_vit
+
+    torch.manual_seed(0)
+    return small_vit(img_size=4, patch_size=2, dim=4, depth=1, num_classes=10, num_heads=2, **options).double()
+
+
+def timm_vit(**options) -> nn.Module:
+    """timm's own attention (fused qkv, biases) and MLP (GELU, biases), one block, d = 4."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(0)
+    kwargs = dict(img_size=4, patch_size=2, in_chans=1, num_classes=3, embed_dim=4, depth=1, num_heads=2, mlp_ratio=1.0)
+    return VisionTransformer(**(kwargs | options)).double()
+
+
+def max_residual(model: nn.Module, input_shape: tuple[int, ...], laws: dict | None = None) -> float:
+    """Largest ``|⟨∇h, ∇_θ⟨a, f(x)⟩⟩| / (‖∇h‖ ‖∇_θ⟨a, f(x)⟩‖)`` over every law entry h, at a random x and a."""
+    params = {n: p.detach().clone().requires_grad_(True) for n, p in model.named_parameters()}
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(3, *input_shape, generator=gen, dtype=torch.float64)
+    out = torch.func.functional_call(model, params, (x,))
+    g = torch.autograd.grad((out * torch.randn(out.shape, generator=gen, dtype=out.dtype)).sum(), list(params.values()))
+    g = torch.cat([t.reshape(-1) for t in g])
+    g, worst = g.detach(), 0.0
+    for law in (laws or law_functions(model)).values():
+        jac = torch.func.jacrev(law)(params)
+        rows = torch.cat([j.reshape(-1, params[n].numel()) for n, j in jac.items()], dim=1).detach()
+        worst = max(worst, float(((rows @ g).abs() / (rows.norm(dim=1) * g.norm()).clamp_min(1e-300)).max()))
+    return worst
+
+
+def network_laws(model: nn.Module) -> list[str]:
+    return [name for block in find_blocks(model) if block.kind == "network" for name in block.laws]
+
+
+def test_one_block_vit_laws_are_conserved_independent_and_complete() -> None:
+    vit = one_block_vit(norm_eps=0.1)
+    check = check_laws(vit, law_functions(vit), (1, 4, 4))
+    n, k, d, r, patches, pixels = 2, 2, 4, 8, 4, 4
+    blocks = n * k * (k + 1) + r
+    shifts = pixels + 1 + 1 + (patches + 1) + n * k + r  # patch weight and bias, class token, table rows, O, fc2
+    expected = blocks + 3 * d + shifts + (2 * d - 2)
+    assert check.count.conclusive, check.count.reason
+    assert check.count.num_laws == check.independent == expected == 61
+    assert check.complete and check.max_residual < 1e-12
+
+
+def test_timm_attention_and_mlp_with_biases_keep_the_network_laws() -> None:
+    vit = timm_vit()
+    names = network_laws(vit)
+    assert "blocks.0.norm1.γ²−‖W[:,j]‖² (qkv)" in names and "1ᵀblocks.0.attn.proj.bias" in names
+    assert max_residual(vit, (1, 4, 4)) < 1e-12
+
+
+def test_laws_whose_condition_fails_are_left_out() -> None:
+    layer_scale = network_laws(timm_vit(init_values=0.1))  # ls1(attn) scales channels: a shift is no longer along 1
+    assert not [n for n in layer_scale if n.startswith(("1ᵀ", "Σ_c"))]
+    assert "blocks.0.norm1.γ²−‖W[:,j]‖² (qkv)" in layer_scale and "cls_token − pos_embed[0:1]" in layer_scale
+    rms = network_laws(timm_vit(norm_layer="rmsnorm"))  # RMSNorm keeps the mean: no shift, and no LayerNorm gain
+    assert rms == ["cls_token − pos_embed[0:1]", "patch bias − Σ_t pos_embed[patches]"]
+    no_class = timm_vit(class_token=False, global_pool="avg")  # the final norm is fc_norm, after pooling
+    assert "fc_norm.γ²−‖W[:,j]‖² (head)" in network_laws(no_class)
+    assert "cls_token − pos_embed[0:1]" not in network_laws(no_class)
+    for vit in (timm_vit(init_values=0.1), timm_vit(norm_layer="rmsnorm"), no_class):
+        assert max_residual(vit, (1, 4, 4)) < 1e-12
+
+
+def test_a_law_that_fails_is_caught_by_the_residual() -> None:
+    vit = timm_vit(init_values=0.1)  # with LayerScale the column sums of attn.proj are not conserved
+    with torch.no_grad():
+        vit.blocks[0].ls1.gamma.uniform_(0.5, 1.5)  # (timm starts it at 0.1·1, which keeps 1 along 1 for a moment)
+    broken = {"1ᵀproj": column_sum_law("blocks.0.attn.proj.weight")}
+    assert max_residual(vit, (1, 4, 4), broken) > 1e-3
