@@ -58,6 +58,29 @@ def gain_law(gain: str, consumers: list[str], bias: str | None = None) -> Law:
     return law
 
 
+def add_gain_law(
+    laws: dict[str, Law], controls: dict[str, Law], prefix: str, coupling: NormCoupling, norm: nn.Module
+) -> None:
+    """Add ``coupling``'s :func:`gain_law` to ``laws`` and its control ``γ_j²`` to ``controls``, by name.
+
+    ``norm`` is the coupling's norm module (its bias, if any, enters the law); names are relative to
+    ``prefix``, the block's path in the model.
+
+    Examples
+    ========
+    >>> laws, controls = {}, {}
+    >>> add_gain_law(laws, controls, "", NormCoupling("ln", ("attn.Q", "attn.K")), nn.RMSNorm(2))
+    >>> list(laws), list(controls)
+    (['ln.γ²−‖W[:,j]‖² (Q+K)'], ['ln.γ²'])
+    """
+    gain = f"{prefix}{coupling.norm}.weight"
+    bias = f"{prefix}{coupling.norm}.bias" if getattr(norm, "bias", None) is not None else None
+    readers = "+".join(c.rsplit(".", 1)[-1] for c in coupling.consumers)
+    consumers = [f"{prefix}{c}.weight" for c in coupling.consumers]
+    laws[f"{coupling.norm}.γ²−‖W[:,j]‖² ({readers})"] = gain_law(gain, consumers, bias)
+    controls[f"{coupling.norm}.γ²"] = gain_law(gain, [])
+
+
 def squared_norm_law(names: list[str]) -> Law:
     """``Σ_W ‖W‖_F²`` over the named parameters, a scalar.
 
@@ -101,13 +124,7 @@ def _network_block(module: NetworkLaws, prefix: str) -> BlockLaws | None:
     controls: dict[str, Law] = {}
     for coupling in module.norm_couplings():
         norm, _ = _check_coupling(module, coupling)
-        gain = f"{prefix}{coupling.norm}.weight"
-        bias = f"{prefix}{coupling.norm}.bias" if getattr(norm, "bias", None) is not None else None
-        readers = "+".join(c.rsplit(".", 1)[-1] for c in coupling.consumers)
-        laws[f"{coupling.norm}.γ²−‖W[:,j]‖² ({readers})"] = gain_law(
-            gain, [f"{prefix}{c}.weight" for c in coupling.consumers], bias
-        )
-        controls[f"{coupling.norm}.γ²"] = gain_law(gain, [])
+        add_gain_law(laws, controls, prefix, coupling, norm)
     invariant = module.scale_invariant_weights()
     if invariant:
         laws["Σ‖W‖² (scale-invariant)"] = squared_norm_law([prefix + n for n in invariant])

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from conslaw_lite.laws.network import column_sum_law, gain_law
-from conslaw_lite.laws.registry import BlockLaws, Law, Params, register_laws
+from conslaw_lite.blocks.network import NormCoupling
+from conslaw_lite.laws.network import add_gain_law, column_sum_law
+from conslaw_lite.laws.registry import BlockLaws, Law, Params, _qualified_name, register_laws
 
 TIMM_BLOCK = "timm.models.vision_transformer.Block"  # pre-norm: x + ls1(attn(norm1(x))), x + ls2(mlp(norm2(x)))
 INPUT_PROJECTIONS = ("Q", "K", "V", "qkv", "fc1", "fc1_g", "fc1_x")  # the book's attention, timm's, timm's MLPs
@@ -70,10 +71,6 @@ def embedding_sum_law(token: str, table: str, rows: slice, *, summed: bool = Fal
     return law
 
 
-def _qualified(module: nn.Module) -> str:
-    return f"{type(module).__module__}.{type(module).__qualname__}"
-
-
 def _is_layer_norm(module: nn.Module) -> bool:
     return isinstance(module, nn.LayerNorm) and module.weight is not None
 
@@ -82,28 +79,19 @@ def _children(module: nn.Module, names: tuple[str, ...]) -> list[str]:
     return [n for n in names if isinstance(getattr(module, n, None), nn.Linear)]
 
 
-def _gain(
-    laws: dict[str, Law], controls: dict[str, Law], prefix: str, norm: str, module: nn.Module, readers: list[str]
-) -> None:
-    gain, bias = f"{prefix}{norm}.weight", f"{prefix}{norm}.bias" if module.bias is not None else None
-    short = "+".join(r.rsplit(".", 1)[-1] for r in readers)
-    laws[f"{norm}.γ²−‖W[:,j]‖² ({short})"] = gain_law(gain, [f"{prefix}{r}.weight" for r in readers], bias)
-    controls[f"{norm}.γ²"] = gain_law(gain, [])
-
-
 def _pre_norm_blocks(vit: nn.Module) -> bool:
-    return all(_qualified(b) == TIMM_BLOCK for b in vit.blocks)
+    return all(_qualified_name(type(b)) == TIMM_BLOCK for b in vit.blocks)
 
 
 def _stream_is_normalized(vit: nn.Module) -> bool:
     """Each reader of the stream is a per-token LayerNorm, each writer adds unscaled (no LayerScale): 1 stays 1."""
-    final = vit.fc_norm if _is_layer_norm(vit.fc_norm) else vit.norm
+    final = _final_norm(vit)
     return (
         _pre_norm_blocks(vit)
         and all(isinstance(b.ls1, nn.Identity) and isinstance(b.ls2, nn.Identity) for b in vit.blocks)
         and all(_is_layer_norm(b.norm1) and _is_layer_norm(b.norm2) for b in vit.blocks)
         and isinstance(vit.norm_pre, nn.Identity)
-        and _is_layer_norm(final)
+        and final is not None
         and getattr(vit, "attn_pool", None) is None
         and vit.global_pool in ("token", "avg")
     )
@@ -113,12 +101,19 @@ def _norm_laws(vit: nn.Module, prefix: str, laws: dict[str, Law], controls: dict
     if _pre_norm_blocks(vit):
         for i, block in enumerate(vit.blocks):
             for norm, sub in (("norm1", "attn"), ("norm2", "mlp")):
-                readers = [f"blocks.{i}.{sub}.{r}" for r in _children(getattr(block, sub), INPUT_PROJECTIONS)]
+                readers = tuple(f"blocks.{i}.{sub}.{r}" for r in _children(getattr(block, sub), INPUT_PROJECTIONS))
                 if _is_layer_norm(getattr(block, norm)) and readers:
-                    _gain(laws, controls, prefix, f"blocks.{i}.{norm}", getattr(block, norm), readers)
+                    coupling = NormCoupling(f"blocks.{i}.{norm}", readers)
+                    add_gain_law(laws, controls, prefix, coupling, getattr(block, norm))
+    final = _final_norm(vit)
+    if final is not None and isinstance(vit.head, nn.Linear):
+        add_gain_law(laws, controls, prefix, NormCoupling(final, ("head",)), getattr(vit, final))
+
+
+def _final_norm(vit: nn.Module) -> str | None:
+    """The LayerNorm the head reads: ``fc_norm`` after pooling, else ``norm`` before it; None if neither is one."""
     final = "fc_norm" if _is_layer_norm(vit.fc_norm) else "norm" if isinstance(vit.fc_norm, nn.Identity) else None
-    if final and _is_layer_norm(getattr(vit, final)) and isinstance(vit.head, nn.Linear):
-        _gain(laws, controls, prefix, final, getattr(vit, final), ["head"])
+    return final if final is not None and _is_layer_norm(getattr(vit, final)) else None
 
 
 def _tensors(layer: nn.Module, path: str) -> list[str]:
