@@ -2,7 +2,8 @@
 
 Prints one row per case: D (parameters), N (the computed count), the formula it
 is checked against, the evidence (smallest kept / largest dropped singular
-value) and the seconds :func:`conslaw_lite.counting.count_laws` took (two random
+value, and whether they are the stacked vectors' spectrum or, above 4,096 parameters,
+the orthogonalization's residuals) and the seconds :func:`conslaw_lite.counting.count_laws` took (two random
 θ, all bracket depths). One warm-up count runs first, so the one-time import of
 ``torch.func``'s machinery is not charged to the first case.
 
@@ -71,14 +72,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     count_laws(get_arch("toy").build(ArchOptions()).model, (1,))  # warm-up
-    print(f"{'case':<28} {'D':>5} {'N':>5} {'formula':>7} {'σ kept':>9} {'σ dropped':>9} {'seconds':>8}")
+    print(f"{'case':<28} {'D':>5} {'N':>5} {'formula':>7} {'σ kept':>9} {'σ dropped':>9} {'seconds':>8}  evidence")
     for case, arch, options in CASES + ([] if args.quick else [LARGE]) + ([LARGER] if args.large else []):
         built = get_arch(arch).build(options)
         count = count_laws(built.model, built.input_shape)
         n = count.num_laws if count.conclusive else "?"
         print(
             f"{case:<28} {count.num_params:>5} {n:>5} {built.formula:>7} "
-            f"{count.sigma_kept:>9.1e} {count.sigma_dropped:>9.1e} {count.seconds:>8.2f}"
+            f"{count.sigma_kept:>9.1e} {count.sigma_dropped:>9.1e} {count.seconds:>8.2f}  {count.evidence}"
         )
 
     for case, model, input_shape in whole_networks() if args.whole else []:

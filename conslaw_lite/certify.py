@@ -50,6 +50,7 @@ class Certificate:
     depth: int
     sigma_kept: float
     sigma_dropped: float
+    evidence: str
     known_laws: int | None
     max_residual: float | None
     complete: bool | None
@@ -75,8 +76,9 @@ class Certificate:
 
 # Certificate's fields that are LawCount's own.
 _FROM_COUNT = (
-    "num_params", "rank_lie", "num_laws", "conclusive", "reason", "depth", "sigma_kept", "sigma_dropped", "seconds"
-)
+    "num_params", "rank_lie", "num_laws", "conclusive", "reason", "depth", "sigma_kept", "sigma_dropped", "evidence",
+    "seconds",
+)  # fmt: skip
 
 
 def certify(arch: str, options: ArchOptions, *, laws: bool = False) -> Certificate:
@@ -206,7 +208,7 @@ def table(result: Certificate) -> str:
         ("rank of Lie(W)", result.rank_lie),
         ("laws N = D − rank", result.num_laws if result.conclusive else f"inconclusive ({result.reason})"),
         ("bracket depth", result.depth),
-        ("σ kept / dropped", f"{result.sigma_kept:.2e} / {result.sigma_dropped:.2e}"),
+        ("σ kept / dropped", f"{result.sigma_kept:.2e} / {result.sigma_dropped:.2e}  ({result.evidence})"),
     ]
     if result.formula is not None:
         rows += [

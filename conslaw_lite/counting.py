@@ -29,6 +29,17 @@ How the rank is computed, in float64 with ``torch.func``:
   count is reported only if the smallest kept one exceeds the largest dropped
   one by a factor ``GAP`` = 10⁴, and only if two random θ (with fresh inputs)
   give the same rank. Otherwise the result is *inconclusive* and carries no count.
+* That spectrum costs O(D³) with a slow constant (80–100 s a θ at D = 8,192 on 2 cores,
+  more than all the rest). Above ``SPECTRUM_MAX_D`` = 4,096 parameters the evidence
+  is first read off the orthogonalization: a chunk's residual (what its vectors
+  keep outside the directions found before) has singular values; those above
+  ``CUT`` gave new directions (kept), the others did not (dropped). The stack minus
+  the dropped parts has rank r, so ``σ_{r+1}`` of the stack is at most the dropped
+  residuals' norm ``(Σ s²)^½``, which is reported as dropped. The smallest kept
+  residual is what the rank decision rests on, but only an estimate of the stack's
+  ``σ_r``. MHA at D = 8,192: kept 2.9·10⁻⁴ and dropped 1.5·10⁻¹² from the residuals,
+  1.8·10⁻⁴ and 2.1·10⁻¹⁵ from the spectrum. Where the residuals show no gap, the
+  spectrum is computed after all.
 
 θ is drawn at random, each parameter tensor standard normal times the root mean
 square of the model's own tensor (of all its parameters where that tensor is
@@ -84,11 +95,22 @@ RESIDUAL_TOL = 1e-9  # a law's relative residual |⟨∇h, ∇f_i⟩| / (‖∇h
 # moves (a key bias) is not blown up into spurious directions, as it was at 10⁶ (ranks 64 and 65 for MHA
 # with biases). Typical shares of real models differ by less (timm's class token: 10³ times the MLP's).
 WEIGHT_FLOOR = 1e-3
+# The evidence is the spectrum of the stacked vectors up to this D. Above, it costs more than all the rest
+# (O(D³) with a slow constant: 80–100 s a θ at D = 8192, 2 cores), and the residuals' singular values are used
+# when they show a gap (module docstring).
+SPECTRUM_MAX_D = 4096
+# One projection leaves a residual that kept a fraction ρ of its row's length off span(Q) by about ε/ρ:
+# ≤ 10⁻¹⁴ at ρ = 0.1, far below CUT. Kahan's usual 1/√2 would project most chunks twice.
+REORTHOGONALIZE = 0.1
 MAX_DEPTH = 6
 FIRST_CHUNK = 8
 MAX_CHUNK = 256
+VMAP_BATCH = 128  # vectors a vmap computes at once: beyond, its batched kernels slow (MHA D = 8192: 1.5 ms → 1.1 ms)
 NUM_POINTS = 2  # random θ that must agree
-MIN_OUTPUTS = 4096  # output entries per θ (and ≥ 2D): every ReLU unit is on for many inputs and off for many
+MIN_OUTPUTS = 4096  # output entries per θ: every ReLU unit is on for many inputs and off for many
+# And at least 1.25 D of them: W's span needs no more than D gradient rows, a quarter more covers inputs whose
+# rows are dependent. Each vector costs a pass over all of them (2D took 1.6 times as long for MHA at D = 8192).
+OUTPUTS_PER_PARAM = 1.25
 MAX_SAMPLES = 512
 PIECEWISE_SAMPLES = 16  # times more inputs for a ReLU model at a given θ: W(θ) needs inputs in each small region
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
@@ -102,7 +124,9 @@ class LawCount:
 
     ``num_laws`` and ``rank_lie`` are ``None`` when the result is inconclusive
     (``reason`` says why). ``ranks_by_depth[j]`` is dim of the span of brackets
-    of depth ≤ j+1 at the first θ; ``singular_values`` those of its stacked vectors.
+    of depth ≤ j+1 at the first θ; ``singular_values`` those of its stacked vectors
+    (``evidence == "spectrum"``) or of its orthogonalization's residuals (``"residuals"``,
+    at some θ: only above ``SPECTRUM_MAX_D`` parameters; the module docstring says what they bound).
     ``patterns``: for a model with ReLU units, which activation patterns the fields
     were taken with: ``"realizable"`` (every pattern some θ realizes on some input:
     the laws of the whole parameter space) or ``"at θ"`` (those of the θ given with
@@ -116,12 +140,13 @@ class LawCount:
     num_laws: int | None  # N = D − rank_lie
     depth: int  # deepest bracket computed (the last depth added no rank, unless the rank reached D)
     sigma_kept: float  # smallest kept singular value (minimum over the θ)
-    sigma_dropped: float  # largest dropped one (maximum over the θ; 0 when the rank is D)
+    sigma_dropped: float  # largest dropped one (maximum over the θ; 0 when the rank is D); residuals: their norm
     seconds: float
     conclusive: bool
     reason: str = ""
     ranks_by_depth: tuple[int, ...] = ()
     singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    evidence: str = "spectrum"
     patterns: str = ""
     strata: tuple[Stratum, ...] = ()
 
@@ -321,21 +346,46 @@ class _Sampler:
         one = lambda c: _scaled_vector(self.f, self.theta, c, self.weights)  # noqa: E731
         if self.use_vmap:
             try:
-                return vmap(one)(cotangents)
+                return torch.cat([vmap(one)(part) for part in cotangents.split(VMAP_BATCH)])
             except RuntimeError:  # data-dependent control flow (e.g. .item(), boolean masks): fall back
                 self.use_vmap = False
         return torch.stack([one(c) for c in cotangents])
 
 
-def _new_directions(Q: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
-    """Orthonormal directions (D, new) of the rows of V that lie outside span(Q), residuals above CUT."""
-    for _ in range(2):  # twice is enough (Giraud et al.); once, if no row lost more than 1 − 1/√2 of its length
+def _new_directions(Q: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Orthonormal rows (new, D) spanning the part of V's rows outside span(Q's rows), and that part's singular values.
+
+    The part is the residual ``R = V − (V Qᵀ) Q``; its right singular vectors with singular
+    value above CUT are the new directions. ``R = (q r)ᵀ`` first (QR of the tall ``Rᵀ``), so
+    the SVD is of the small square ``rᵀ``.
+    """
+    for _ in range(2):  # twice is enough (Giraud et al.); once, if every row kept REORTHOGONALIZE of its length
         before = V.norm(dim=1)
-        V = V - (V @ Q) @ Q.T
-        if bool((V.norm(dim=1) >= before / math.sqrt(2)).all()):  # Kahan's test: no cancellation to repair
+        V = V - (V @ Q.T) @ Q
+        if bool((V.norm(dim=1) >= REORTHOGONALIZE * before).all()):
             break
-    _, s, Vh = torch.linalg.svd(V, full_matrices=False)
-    return Vh[s > CUT].T
+    q, r = torch.linalg.qr(V.T)
+    _, s, Wh = torch.linalg.svd(r.T)
+    return Wh[s > CUT] @ q.T, s
+
+
+class _Basis:
+    """Orthonormal rows found so far (D columns), in a buffer that doubles when full: appending with ``cat``
+    would copy the whole basis at every chunk (9 s of 141 for MHA at D = 8192)."""
+
+    def __init__(self, D: int) -> None:
+        self.buffer, self.size = torch.empty(FIRST_CHUNK, D, dtype=torch.float64), 0
+
+    @property
+    def rows(self) -> torch.Tensor:
+        return self.buffer[: self.size]
+
+    def extend(self, new: torch.Tensor) -> None:
+        if self.size + len(new) > len(self.buffer):
+            capacity = max(min(2 * len(self.buffer), self.buffer.shape[1]), self.size + len(new))
+            self.buffer = torch.cat([self.rows, self.buffer.new_empty(capacity - self.size, self.buffer.shape[1])])
+        self.buffer[self.size : self.size + len(new)] = new
+        self.size += len(new)
 
 
 @dataclass(frozen=True)
@@ -344,6 +394,9 @@ class _Rank:
     depth: int
     ranks_by_depth: tuple[int, ...]
     singular_values: np.ndarray
+    sigma_kept: float
+    sigma_dropped: float
+    evidence: str  # LawCount.evidence
     saturated: bool  # a whole depth added nothing (or the rank reached D)
 
 
@@ -351,25 +404,30 @@ def _lie_rank(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator, s
     """dim Lie(W)(θ) by random brackets of growing depth; ``sizes``: of the parameter tensors (module docstring)."""
     D = theta.numel()
     sample = _Sampler(f, theta, _tensor_weights(f, theta, n_out, gen, sizes))
-    Q = torch.zeros(D, 0, dtype=torch.float64)
-    stacked, ranks = [], []
+    basis = _Basis(D)
+    stacked, residuals, ranks = [], [], []
     for depth in range(1, MAX_DEPTH + 1):
         m = FIRST_CHUNK
         while True:
-            m = min(m, D - Q.shape[1] + FIRST_CHUNK)
+            m = min(m, D - basis.size + FIRST_CHUNK)
             V = sample(torch.randn(m, depth, n_out, generator=gen, dtype=torch.float64))  # (m, D)
+            new, s = _new_directions(basis.rows, V)
             stacked.append(V)
-            new = _new_directions(Q, V)
-            Q = torch.cat([Q, new], dim=1)
-            if new.shape[1] < m:  # fewer new directions than vectors: this depth is exhausted
+            residuals.append(s)
+            basis.extend(new)
+            if len(new) < m:  # fewer new directions than vectors: this depth is exhausted
                 break
             m = min(2 * m, MAX_CHUNK)
-        ranks.append(Q.shape[1])
-        if Q.shape[1] == D or (depth > 1 and ranks[-1] == ranks[-2]):
+        ranks.append(basis.size)
+        if basis.size == D or (depth > 1 and ranks[-1] == ranks[-2]):
             break
-    saturated = Q.shape[1] == D or (len(ranks) > 1 and ranks[-1] == ranks[-2])
-    s = torch.linalg.svdvals(torch.cat(stacked)).numpy()
-    return _Rank(Q.shape[1], len(ranks), tuple(ranks), s, saturated)
+    saturated = basis.size == D or (len(ranks) > 1 and ranks[-1] == ranks[-2])
+    r, s = basis.size, torch.cat(residuals).sort(descending=True).values
+    kept, dropped, evidence = float(s[r - 1]) if r else 0.0, float(s[r:].norm()), "residuals"
+    if D <= SPECTRUM_MAX_D or kept < GAP * dropped:
+        s = torch.linalg.svdvals(torch.cat(stacked))
+        kept, dropped, evidence = float(s[r - 1]) if r else 0.0, float(s[r]) if r < len(s) else 0.0, "spectrum"
+    return _Rank(r, len(ranks), tuple(ranks), s.numpy(), kept, dropped, evidence, saturated)
 
 
 def _derivative_mismatch(
@@ -436,7 +494,8 @@ def _draw(
     forward = lambda t, x: problem.apply(problem.unflatten(t), x)  # noqa: E731
     probe = _sample_inputs(input_shape, inputs, 1, gen)
     n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
-    batch = num_samples or min(MAX_SAMPLES, math.ceil(max(2 * theta.numel(), MIN_OUTPUTS) / max(n_out_one, 1)))
+    outputs = max(OUTPUTS_PER_PARAM * theta.numel(), MIN_OUTPUTS)
+    batch = num_samples or min(MAX_SAMPLES, math.ceil(outputs / max(n_out_one, 1)))
     calls, per_input = kinked_calls(lambda x: forward(theta, x), torch.cat([probe[:1]] * 3))
     own = calls > 0 and (at is not None or not per_input)  # ranked with the patterns θ realizes itself
     if own and num_samples is None:
@@ -544,7 +603,7 @@ def count_laws(
     ``(S, *input_shape)``, or a function ``f(params, x)`` with ``params`` a dict
     of tensors (their names and shapes; values set the scale of the random θ).
     Inputs are standard normal, ``S = num_samples`` of them (default: enough
-    that S·out ≥ max(2D, 4096), at most 512), unless ``inputs`` are given. See the
+    that S·out ≥ max(1.25 D, 4096), at most 512), unless ``inputs`` are given. See the
     module docstring for the method, the evidence and when it answers *inconclusive*.
     ``exact_ops=False`` differentiates torch's fused kernels as they are (only to
     show why :func:`conslaw_lite.exact_ops.exact_derivatives` is needed).
@@ -587,8 +646,7 @@ def count_laws(
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:
         reason = f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
-    kept = min(r.singular_values[r.rank - 1] for r in ranks)
-    dropped = max((r.singular_values[r.rank] if r.rank < len(r.singular_values) else 0.0) for r in ranks)
+    kept, dropped = min(r.sigma_kept for r in ranks), max(r.sigma_dropped for r in ranks)
     if not reason and not all(r.saturated for r in ranks):
         reason = f"the rank was still growing at bracket depth {MAX_DEPTH}"
     if not reason and kept < GAP * dropped:
@@ -606,6 +664,7 @@ def count_laws(
         reason=reason,
         ranks_by_depth=ranks[0].ranks_by_depth,
         singular_values=ranks[0].singular_values,
+        evidence="spectrum" if all(r.evidence == "spectrum" for r in ranks) else "residuals",
         patterns=patterns,
         strata=strata,
     )

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import jvp
 
+from conslaw_lite import counting
 from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.counting import GAP, check_laws, count_laws
 from conslaw_lite.exact_ops import exact_derivatives
@@ -90,6 +91,28 @@ def test_no_clear_gap_gives_no_count() -> None:
     assert not count.conclusive and "gap" in count.reason
     assert count.num_laws is None and count.rank_lie is None
     assert count.sigma_kept < GAP * count.sigma_dropped
+
+
+def test_residual_evidence_agrees_with_the_spectrum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above SPECTRUM_MAX_D the evidence is the orthogonalization's residuals: same count, and their dropped
+    norm bounds the spectrum's largest dropped singular value (the stack minus the dropped parts has rank r)."""
+    from conslaw_lite.archs import ArchOptions, get_arch
+
+    built = get_arch("mha").build(ArchOptions(dim=5, heads=2, head_dim=4))
+    spectrum = count_laws(built.model, built.input_shape)
+    monkeypatch.setattr(counting, "SPECTRUM_MAX_D", 0)
+    residuals = count_laws(built.model, built.input_shape)
+    assert (spectrum.evidence, residuals.evidence) == ("spectrum", "residuals")
+    assert_clear_gap(residuals)
+    assert residuals.num_laws == spectrum.num_laws == built.formula
+    assert spectrum.sigma_dropped <= residuals.sigma_dropped < 1e-10
+    assert 0.1 < residuals.sigma_kept / spectrum.sigma_kept < 10  # an estimate of the spectrum's σ_r
+
+
+def test_residuals_without_a_gap_fall_back_to_the_spectrum(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(counting, "SPECTRUM_MAX_D", 0)
+    count = count_laws(WeakDirection(), (3,))
+    assert count.evidence == "spectrum" and not count.conclusive and "gap" in count.reason
 
 
 def test_check_accepts_toy_law_and_rejects_a_non_law() -> None:
