@@ -10,6 +10,7 @@ from torch import nn
 from torch.func import jvp
 
 from conslaw_lite import counting
+from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.counting import GAP, check_laws, count_laws
 from conslaw_lite.exact_ops import exact_derivatives
@@ -96,8 +97,6 @@ def test_no_clear_gap_gives_no_count() -> None:
 def test_residual_evidence_agrees_with_the_spectrum(monkeypatch: pytest.MonkeyPatch) -> None:
     """Above SPECTRUM_MAX_D the evidence is the orthogonalization's residuals: same count, and their dropped
     norm bounds the spectrum's largest dropped singular value (the stack minus the dropped parts has rank r)."""
-    from conslaw_lite.archs import ArchOptions, get_arch
-
     built = get_arch("mha").build(ArchOptions(dim=5, heads=2, head_dim=4))
     spectrum = count_laws(built.model, built.input_shape)
     monkeypatch.setattr(counting, "SPECTRUM_MAX_D", 0)
