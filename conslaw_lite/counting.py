@@ -103,6 +103,7 @@ SPECTRUM_MAX_D = 4096
 # ≤ 10⁻¹⁴ at ρ = 0.1, far below CUT. Kahan's usual 1/√2 would project most chunks twice.
 REORTHOGONALIZE = 0.1
 MAX_DEPTH = 6
+INPUT_DECADES = (-3.0, 3.0)  # log10 range of the scales of half the sampled inputs (_input_scales)
 FIRST_CHUNK = 8
 MAX_CHUNK = 256
 VMAP_BATCH = 128  # vectors a vmap computes at once: beyond, its batched kernels slow (MHA D = 8192: 1.5 ms → 1.1 ms)
@@ -113,7 +114,16 @@ MIN_OUTPUTS = 4096  # output entries per θ: every ReLU unit is on for many inpu
 OUTPUTS_PER_PARAM = 1.25
 MAX_SAMPLES = 512
 PIECEWISE_SAMPLES = 16  # times more inputs for a ReLU model at a given θ: W(θ) needs inputs in each small region
+# A kept direction must stand this far above the derivatives' own round-off, measured at each θ by how much two
+# ways of computing D²f, D³f differ: about 1e-15 in float64, 1e-8 where the forward casts to float32, whose
+# rounding otherwise fills every law direction (a ReLU net counted N = 0 instead of 3, nothing dropped).
+NOISE_MARGIN = 100.0
+# The least round-off assumed for that measure: a model whose second derivatives vanish (linear in θ) shows none,
+# yet its gradients carry float64 round-off, amplified by up to 10³ by the tensor weights (WEIGHT_FLOOR).
+ROUNDOFF = 1e-13
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
+SATURATION_PROBE = 64  # inputs on which a coordinate with exactly zero gradient makes a θ suspect (_probe_outputs)
+MIN_FACTOR = 1e-3  # the smallest scale, relative to the model's, of θ drawn after a tensor's gradient vanished
 MAX_DRAWS = 16  # random θ tried for NUM_POINTS where the output moves with θ
 PATTERN_DRAWS = 32  # random θ' whose activation patterns a ReLU model's inputs take (strata.realized_patterns)
 
@@ -200,13 +210,33 @@ class _Problem:
                 raise ValueError(f"at: parameter {name!r} of shape {tuple(shape)} is missing or has another shape")
         return torch.cat([values[n].detach().to(torch.float64).reshape(-1) for n in self.shapes])
 
-    def random_theta(self, gen: torch.Generator) -> torch.Tensor:
+    def random_theta(self, gen: torch.Generator, factor: float = 1.0) -> torch.Tensor:
+        """Each tensor standard normal times ``factor`` times its scale (:func:`_scales`)."""
         parts = [torch.randn(s, generator=gen, dtype=torch.float64) * self.scales[n] for n, s in self.shapes.items()]
-        return torch.cat([p.reshape(-1) for p in parts])
+        return torch.cat([p.reshape(-1) for p in parts]) * factor
 
-    def outputs(self, inputs: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
-        """θ ↦ every output on ``inputs``, flattened: shape (S·out,)."""
-        return lambda theta: self.apply(self.unflatten(theta), inputs).reshape(-1)
+    def unread(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The coordinates (D,) of the tensors the output on ``x`` has no autograd path to."""
+        values = {n: v.detach().requires_grad_() for n, v in self.unflatten(theta).items()}
+        out = self.apply(values, x)
+        grads = torch.autograd.grad(out.sum(), list(values.values()), allow_unused=True)
+        return torch.cat([torch.full((v.numel(),), g is None) for v, g in zip(values.values(), grads)])
+
+    def whole_tensors(self, flags: torch.Tensor) -> torch.Tensor:
+        """The boolean (D,) ``flags`` kept only on tensors flagged in every coordinate."""
+        parts = [part if bool(part.all()) else torch.zeros_like(part) for _, part in self.split(flags)]
+        return torch.cat(parts)
+
+    def split(self, flat: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+        """A flat (D,) vector cut into its parameter tensors' coordinates, with their names."""
+        return list(zip(self.shapes, torch.split(flat, [math.prod(s) for s in self.shapes.values()])))
+
+    def outputs(self, inputs: torch.Tensor, weights: torch.Tensor | None = None) -> Field:
+        """θ ↦ every output on ``inputs``, flattened (S·out,); input s's outputs times ``weights[s]`` if given."""
+        if weights is None:
+            return lambda theta: self.apply(self.unflatten(theta), inputs).reshape(-1)
+        rows = lambda theta: self.apply(self.unflatten(theta), inputs).reshape(len(inputs), -1)  # noqa: E731
+        return lambda theta: (rows(theta) * weights[:, None]).reshape(-1)
 
 
 def _problem(model: Model, params: Params | None) -> _Problem:
@@ -252,7 +282,23 @@ def _sample_inputs(input_shape: tuple[int, ...] | None, inputs: torch.Tensor | N
     shape = tuple(input_shape)
     if not shape or any(not isinstance(n, int) or n < 1 for n in shape):
         raise ValueError(f"input_shape must be positive integers, got {input_shape}")
-    return torch.randn(batch, *shape, generator=gen, dtype=torch.float64)
+    x = torch.randn(batch, *shape, generator=gen, dtype=torch.float64)
+    return x * _input_scales(batch, gen).reshape(-1, *[1] * len(shape))
+
+
+def _input_scales(batch: int, gen: torch.Generator) -> torch.Tensor:
+    """1 for every other input, ``10^u`` with u uniform in ``INPUT_DECADES`` for the others.
+
+    Standard-normal inputs alone meet only the pieces of an activation near 0: a cap (``relu6``,
+    ``hardtanh``, a ``clamp`` at ±3), a threshold, a saturated softmax or sigmoid that a model of
+    ``nn.Linear``'s scale reaches only for larger (or smaller) inputs is never seen, and the count
+    is that of the model without it (``A·relu6(Bx)`` counted 3 laws of ``A·relu(Bx)`` instead of 0).
+    Inputs over six decades reach every such regime whatever the function computing it; laws must
+    hold for every input, so more regimes can only remove spurious laws, never true ones.
+    """
+    low, high = INPUT_DECADES
+    u = low + (high - low) * torch.rand(batch, generator=gen, dtype=torch.float64)
+    return torch.where(torch.arange(batch) % 2 == 0, torch.ones(batch, dtype=torch.float64), 10.0**u)
 
 
 def _checked_outputs(problem: _Problem, theta: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
@@ -269,6 +315,34 @@ def _checked_outputs(problem: _Problem, theta: torch.Tensor, inputs: torch.Tenso
     if not torch.isfinite(out).all():
         raise ValueError("the model's output is NaN or infinite at a random θ")
     return out
+
+
+def _balanced_inputs(
+    problem: _Problem, theta: torch.Tensor, x: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The inputs whose outputs are finite at θ, and for each ``1/‖f(x_s; θ)‖`` (``None``: outputs not per input).
+
+    Inputs far from the standard scale (:func:`_input_scales`) have outputs up to 10⁶ times
+    larger or smaller; unweighted, their gradients would bury the others' in round-off (MHA's
+    smallest kept singular value fell from 5·10⁻² to 4·10⁻⁸). A constant positive factor per
+    output does not change the span of the gradients. An input whose output overflows (an
+    ``exp`` of a large input) is left out; one of standard scale must not overflow.
+    """
+    try:
+        out = problem.apply(problem.unflatten(theta), x)
+    except (RuntimeError, ValueError, IndexError, TypeError):
+        out = None  # _checked_outputs names the error
+    if not isinstance(out, torch.Tensor) or out.dim() == 0 or len(out) != len(x) or not out.is_floating_point():
+        _checked_outputs(problem, theta, x)
+        return x, None
+    rows = out.detach().reshape(len(x), -1)
+    finite = torch.isfinite(rows).all(dim=1)
+    if not finite[::2].all():  # every other input is standard normal (_input_scales)
+        raise ValueError("the model's output is NaN or infinite at a random θ")
+    x, rows = x[finite], rows[finite]
+    norms = rows.norm(dim=1)
+    typical = norms[norms > 0].mean() if bool((norms > 0).any()) else torch.ones((), dtype=norms.dtype)
+    return x, 1 / torch.where(norms > 0, norms, typical)
 
 
 def _gradient_field(f: Field, a: torch.Tensor) -> Field:
@@ -398,6 +472,7 @@ class _Rank:
     sigma_dropped: float
     evidence: str  # LawCount.evidence
     saturated: bool  # a whole depth added nothing (or the rank reached D)
+    noise: float = 0.0  # the derivatives' round-off at this θ (_derivative_mismatch)
 
 
 def _lie_rank(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator, sizes: list[int]) -> _Rank:
@@ -456,9 +531,10 @@ def _derivative_mismatch(
     return max(float((p - q).abs()) / (float(p.abs() + q.abs()) + 1e-9 * size) for p, q in zip(forward, reverse))
 
 
-def _gradient_is_zero(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator) -> bool:
-    a = torch.randn(n_out, generator=gen, dtype=torch.float64)
-    return not bool(_gradient_field(f, a)(theta).abs().max() > 0)
+def _zero_gradient(f: Field, theta: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """The coordinates (D,) of θ that ``FIRST_CHUNK`` random ``∇_θ⟨a, f⟩`` leave exactly zero."""
+    a = torch.randn(FIRST_CHUNK, f(theta).numel(), generator=gen, dtype=torch.float64)
+    return (vmap(lambda a: _gradient_field(f, a)(theta))(a) == 0).all(dim=0)
 
 
 @dataclass(frozen=True)
@@ -471,6 +547,8 @@ class _Draw:
     gen: torch.Generator  # the stream the rank at this θ draws its brackets from
     stratum: Stratum
     patterns: str  # LawCount.patterns
+    zero: torch.Tensor | None = None  # (D,) coordinates whose gradient is exactly zero on every input
+    factor: float = 1.0  # θ's scale relative to the model's
 
 
 def _draw(
@@ -481,8 +559,11 @@ def _draw(
     seed: int,
     num_samples: int | None,
     at: torch.Tensor | None = None,
+    factor: float = 1.0,
 ) -> _Draw:
     """θ number ``index`` of the seed's sequence (or ``at``), fresh inputs, and the output map to rank there.
+
+    ``factor`` scales the random θ (:func:`_ranks_at_points` shrinks it where a tensor's gradient vanished).
 
     A model with ReLUs is ranked with the patterns random θ' realize on the inputs
     (:func:`conslaw_lite.strata.realized_patterns`), or with its own, on ``PIECEWISE_SAMPLES``
@@ -490,7 +571,7 @@ def _draw(
     ReLU acts on a tensor without the inputs' batch (its pattern cannot be paired with an input).
     """
     gen = torch.Generator().manual_seed(1_000_003 * seed + index)
-    theta = problem.random_theta(gen) if at is None else at
+    theta = problem.random_theta(gen, factor) if at is None else at
     forward = lambda t, x: problem.apply(problem.unflatten(t), x)  # noqa: E731
     probe = _sample_inputs(input_shape, inputs, 1, gen)
     n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
@@ -500,20 +581,34 @@ def _draw(
     own = calls > 0 and (at is not None or not per_input)  # ranked with the patterns θ realizes itself
     if own and num_samples is None:
         batch *= PIECEWISE_SAMPLES
-    x = _sample_inputs(input_shape, inputs, batch, gen)
+    x, weights = _balanced_inputs(problem, theta, _sample_inputs(input_shape, inputs, batch, gen))
     n_out = _checked_outputs(problem, theta, x).numel()
-    f, patterns, stratum = problem.outputs(x), "", Stratum(index)
+    f, patterns, stratum = problem.outputs(x, weights), "", Stratum(index)
     if calls and not own:
         thetas = [problem.random_theta(gen) for _ in range(min(PATTERN_DRAWS, len(x)))]
         masks = realized_patterns(forward, thetas, x)
-        f, patterns = _with_patterns(problem.outputs(x), masks), "realizable"
+        f, patterns = _with_patterns(problem.outputs(x, weights), masks), "realizable"
     elif own:
         tracked = theta.detach().requires_grad_()  # the pattern asks which units reach the output
         dead, linear, _ = activation_pattern(lambda: forward(tracked, x), len(x), problem.module)
         stratum, patterns = Stratum(index, dead, linear), "at θ"
-    if _gradient_is_zero(f, theta, n_out, gen):
-        stratum = replace(stratum, constant=True)
-    return _Draw(theta, f, n_out, gen, stratum, patterns)
+    if _zero_gradient(f, theta, gen).all():
+        return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, factor=factor)
+    zero = _zero_gradient(_probe_outputs(problem, x, weights) if not patterns else f, theta, gen)
+    if patterns == "at θ":  # a dead unit's weights: laws near this θ (strata), not saturation
+        zero = problem.whole_tensors(zero)
+    if bool(zero.any()):
+        zero = zero & ~problem.unread(theta, x[:1])
+    if bool(zero.all()):
+        return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, factor=factor)
+    return _Draw(theta, f, n_out, gen, stratum, patterns, zero if bool(zero.any()) else None, factor)
+
+
+def _probe_outputs(problem: _Problem, x: torch.Tensor, weights: torch.Tensor | None) -> Field:
+    """The outputs on the first ``SATURATION_PROBE`` inputs: where a softmax is saturated, a coordinate's gradient
+    can be nonzero on a few inputs of thousands (near-ties) and zero on all the others, which hides its laws."""
+    n = min(SATURATION_PROBE, len(x))
+    return problem.outputs(x[:n], None if weights is None else weights[:n])
 
 
 def _with_patterns(f: Field, patterns: list[torch.Tensor]) -> Field:
@@ -529,14 +624,15 @@ def _with_patterns(f: Field, patterns: list[torch.Tensor]) -> Field:
 def _rank_or_reason(problem: _Problem, d: _Draw, seed: int, k: int) -> _Rank | str:
     """:func:`_lie_rank` at the draw's θ, or why not: torch's derivatives of the model fail the check there."""
     check_gen = torch.Generator().manual_seed(1_000_003 * seed + 4999 + k)  # leaves d.gen as it was
-    directions = [problem.random_theta(check_gen) for _ in range(3)]
+    directions = [problem.random_theta(check_gen, d.factor) for _ in range(3)]
     mismatch = _derivative_mismatch(d.f, d.theta, directions, d.n_out, check_gen)
     if mismatch > DERIVATIVE_TOL:
         return (
             f"torch's higher derivatives of this model are wrong: two ways of computing D²f, D³f differ by "
             f"{mismatch:.1e} (relative): an op torch differentiates wrongly, see conslaw_lite.exact_ops"
         )
-    return _lie_rank(d.f, d.theta, d.n_out, d.gen, [math.prod(s) for s in problem.shapes.values()])
+    rank = _lie_rank(d.f, d.theta, d.n_out, d.gen, [math.prod(s) for s in problem.shapes.values()])
+    return replace(rank, noise=mismatch)
 
 
 def _ranks_at_points(
@@ -552,16 +648,25 @@ def _ranks_at_points(
     A θ where the output's gradient vanishes on every sampled input is passed over
     (the output can be constant on an open set of θ: a dead ReLU layer); an output
     constant at all ``MAX_DRAWS`` θ is an error.
+
+    So is a θ where a coordinate the output reads gets exactly zero gradient on every input: a
+    softmax or sigmoid saturated to exactly 0 or 1 (MHA with weights ×1000: each attention row
+    one-hot, Q and K frozen) would make each such coordinate a spurious law. The following θ are
+    drawn ten times smaller each time this happens, down to ``MIN_FACTOR``; zeros that persist are
+    an error naming their tensors. A tensor the output does not read at all (no autograd path) is
+    conserved entry by entry, and counted so.
     """
     if at is not None:
         drawn = [_draw(problem, 0, input_shape, inputs, seed, num_samples, at)]
         if drawn[0].stratum.constant:
             raise ValueError("the output's gradient in θ is zero at the given θ, on every sampled input")
     else:
-        drawn = []
+        drawn, factor = [], 1.0
         for index in range(MAX_DRAWS):
-            drawn.append(_draw(problem, index, input_shape, inputs, seed, num_samples))
-            if sum(not d.stratum.constant for d in drawn) == NUM_POINTS:
+            drawn.append(_draw(problem, index, input_shape, inputs, seed, num_samples, factor=factor))
+            if drawn[-1].zero is not None:
+                factor = max(factor / 10, MIN_FACTOR)
+            if sum(_usable(d) for d in drawn) == NUM_POINTS:
                 break
         else:
             if all(d.stratum.constant for d in drawn):
@@ -569,13 +674,33 @@ def _ranks_at_points(
                     f"the output's gradient in θ is zero at all {MAX_DRAWS} random θ tried, on every sampled "
                     "input: the model's output does not depend on θ"
                 )
+            if sum(_usable(d) for d in drawn) < NUM_POINTS:
+                raise _frozen_error(problem, drawn)
     results: list[tuple[_Draw, _Rank]] = []
-    for d in (d for d in drawn if not d.stratum.constant):
+    for d in (d for d in drawn if _usable(d) or at is not None):
         rank = _rank_or_reason(problem, d, seed, len(results))
         if isinstance(rank, str):
             return [], drawn, rank
         results.append((d, rank))
     return results, drawn, ""
+
+
+def _usable(d: _Draw) -> bool:
+    """The output moves with θ at this draw, and every coordinate's gradient is nonzero on some input."""
+    return not d.stratum.constant and d.zero is None
+
+
+def _frozen_error(problem: _Problem, drawn: list[_Draw]) -> ValueError:
+    """The error for coordinates that kept exactly zero gradient at every θ (:func:`_ranks_at_points`)."""
+    seen = torch.stack([d.zero for d in drawn if d.zero is not None]).any(dim=0)
+    names = [name for name, part in problem.split(seen) if bool(part.any())]
+    return ValueError(
+        f"parameter {', '.join(map(repr, names))} gets exactly zero gradient on every sampled input at "
+        f"{sum(d.zero is not None for d in drawn)} of {len(drawn)} random θ, down to {MIN_FACTOR:g} times the "
+        "model's scale, though the output reads it: an op whose derivative vanishes there (a softmax or sigmoid "
+        "saturated to exactly 0 or 1, a softmax over one element, a rounding) would make each entry a spurious "
+        "law; freeze it (requires_grad_(False)) or count the model at a smaller weight scale"
+    )
 
 
 def _strata(results: list[tuple[_Draw, _Rank]], drawn: list[_Draw]) -> tuple[Stratum, ...]:
@@ -651,6 +776,13 @@ def count_laws(
         reason = f"the rank was still growing at bracket depth {MAX_DEPTH}"
     if not reason and kept < GAP * dropped:
         reason = f"no clear gap: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
+    noise = max(max(r.noise for r in ranks), ROUNDOFF)
+    if not reason and kept < NOISE_MARGIN * noise:
+        reason = (
+            f"the smallest kept singular value {kept:.2e} is within {NOISE_MARGIN:g}× of the derivatives' round-off "
+            f"{noise:.1e} (two ways of computing D²f, D³f differ by that much): the directions it keeps may be "
+            "round-off; is part of the forward computed in lower precision (a cast to float32)?"
+        )
     rank = ranks[0].rank if not reason else None
     return LawCount(
         num_params=D,
@@ -729,8 +861,7 @@ def check_laws(
     for point in range(NUM_POINTS if laws else 0):  # no laws (e.g. a GELU FFN): nothing to check, 0 independent
         gen = torch.Generator().manual_seed(1_000_003 * seed + 7919 + point)  # not the counter's θ and inputs
         theta = problem.random_theta(gen)
-        x = _sample_inputs(input_shape, inputs, num_samples, gen)
-        _checked_outputs(problem, theta, x)
+        x, _ = _balanced_inputs(problem, theta, _sample_inputs(input_shape, inputs, num_samples, gen))
         grad_f = jacrev(problem.outputs(x))(theta)  # (S·out, D)
         grad_h = jacrev(h)(theta)  # (L, D)
         norms_h = grad_h.norm(dim=1)

@@ -14,6 +14,8 @@ derivative. In torch 2.14 (float64; checked on CPU) these do not have one:
   off by about 100 % of its size (a 6-wide LayerNorm, see ``tests/test_counting.py``),
   and differentiated that way a ``Linear → nn.LayerNorm → Linear`` net (3 → 4 → 2)
   counts 3 laws instead of 7 (4 instead of 8 with ε = 0), with a clear gap.
+* ``hardsigmoid``: its backward kernel has no forward-mode derivative (``NotImplementedError``),
+  so brackets of ``nn.Hardsigmoid`` (MobileNetV3's gate) could not be taken at all.
 * ``scaled_dot_product_attention`` on CPU dispatches to a flash kernel that has no
   forward-mode derivative at all (``NotImplementedError``).
 
@@ -122,16 +124,28 @@ def instance_norm(
     return _affine(_normalize(input, dims, eps), weight, bias, _channel_shape(input))
 
 
+def hardsigmoid(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+    """``clamp(z/6 + 1/2, 0, 1)`` (``F.hardsigmoid``, whose backward kernel has no forward-mode derivative).
+
+    Examples
+    ========
+    >>> z = torch.linspace(-5, 5, 11, dtype=torch.float64)
+    >>> torch.equal(hardsigmoid(z), F.hardsigmoid(z))
+    True
+    """
+    return (input / 6 + 0.5).clamp(0, 1)
+
+
 _TORCH = {"layer_norm": F.layer_norm, "batch_norm": F.batch_norm, "instance_norm": F.instance_norm}
-_ROUTES = [(F, "layer_norm", layer_norm), (torch, "layer_norm", layer_norm),
-           (F, "batch_norm", batch_norm), (F, "instance_norm", instance_norm)]  # fmt: skip
+_ROUTES = [(F, "layer_norm", layer_norm), (torch, "layer_norm", layer_norm), (F, "batch_norm", batch_norm),
+           (F, "instance_norm", instance_norm), (F, "hardsigmoid", hardsigmoid)]  # fmt: skip
 
 
 @contextmanager
 def exact_derivatives() -> Iterator[None]:
     """Within the block, the ops listed in the module docstring have exact derivatives of every order.
 
-    ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm`` and ``F.instance_norm`` are
+    ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm``, ``F.instance_norm`` and ``F.hardsigmoid`` are
     replaced by the elementary formulas of this module, and
     ``F.scaled_dot_product_attention`` runs torch's composite ``MATH`` backend
     (``softmax(QKᵀ/√k + mask) V`` in elementary ops). Everything is restored on exit.

@@ -75,7 +75,7 @@ def test_same_seed_same_evidence_and_other_seed_same_count() -> None:
 
 
 class WeakDirection(nn.Module):
-    """``f = a x₁ + (a + 10⁻⁶ b) x₂ + (a + 10⁻⁹ c) x₃``: c's direction is barely above round-off."""
+    """``f = a x₁ + (a + 10⁻⁷ b) x₂ + (a + 10⁻¹⁰ c) x₃``: c's direction is barely above round-off."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -83,7 +83,7 @@ class WeakDirection(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a, b, c = self.theta
-        coefficients = torch.stack([a, a + 1e-6 * b, a + 1e-9 * c])
+        coefficients = torch.stack([a, a + 1e-7 * b, a + 1e-10 * c])
         return (x * coefficients).sum(-1, keepdim=True)
 
 
@@ -400,3 +400,97 @@ def test_model_constant_for_every_theta_is_a_clear_error() -> None:
 def test_at_names_a_missing_parameter() -> None:
     with pytest.raises(ValueError, match="'0.weight'"):
         count_laws(relu_net(3, 2, 2), (3,), at={})
+
+
+class Activated(nn.Module):
+    """``A·ρ(Bx)`` written as users write it: ρ any callable, d = r = 3, m = 2, no biases."""
+
+    def __init__(self, act, scale: float = 1.0) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.B, self.A, self.act = nn.Linear(3, 3, bias=False), nn.Linear(3, 2, bias=False), act
+        with torch.no_grad():
+            self.B.weight.mul_(scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.A(self.act(self.B(x)))
+
+
+@pytest.mark.parametrize(
+    "act",
+    [nn.ReLU6(), nn.Hardtanh(), nn.Hardsigmoid(), nn.Hardswish(), lambda z: torch.clamp(z, -3, 3),
+     lambda z: z.clamp(min=40.0), lambda z: torch.minimum(z, torch.full_like(z, 0.002))],
+    ids=["relu6", "hardtanh", "hardsigmoid", "hardswish", "clamp3", "clamp_min40", "minimum_0.002"],
+)  # fmt: skip
+def test_a_cap_at_any_threshold_breaks_the_rescaling(act) -> None:
+    """A capped piece ``ρ = c ≠ 0`` is not a rescaling of the input: no law (standard-normal inputs alone
+    never reached relu6's cap at nn.Linear's scale, and the count was the 3 laws of A·relu(Bx))."""
+    count = count_laws(Activated(act), (3,))
+    assert_clear_gap(count)
+    assert count.num_laws == 0
+    per_unit = {"u": lambda p: (p["A.weight"] ** 2).sum(0) - (p["B.weight"] ** 2).sum(1)}
+    check = check_laws(Activated(act), per_unit, (3,), count=count)
+    assert not check.complete and check.max_residual > 1e-3  # the inputs reach the cap here too
+
+
+@pytest.mark.parametrize(
+    "act", [nn.Hardshrink(), nn.Threshold(0.5, 0.0), lambda z: torch.where(z > 2, z, 0.3 * z)],
+    ids=["hardshrink", "threshold", "where"],
+)  # fmt: skip
+def test_pieces_through_zero_keep_the_rescaling_laws(act) -> None:
+    """Every piece of these is ``c·z``: whichever piece a unit is on, (B_i, A_i) → (λB_i, A_i/λ) keeps it,
+    so the per-unit laws hold although ρ jumps (the flow only sees ∇f)."""
+    count = count_laws(Activated(act), (3,))
+    assert_clear_gap(count)
+    assert count.num_laws == 3
+
+
+@pytest.mark.parametrize("scale", [1.0, 1000.0])
+def test_saturated_attention_is_counted_at_a_smaller_scale(scale: float) -> None:
+    """Weights ×1000 make every attention row one-hot behind a LayerNorm (the inputs' scale cannot undo it):
+    Q and K get exactly zero gradient on almost every input, and were counted as 18 spurious laws."""
+    from conslaw_lite.blocks.attention import MultiHeadAttention
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.LayerNorm(4, elementwise_affine=False), MultiHeadAttention(4, 2, 2))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(scale)
+    count = count_laws(model, (3, 4))
+    assert_clear_gap(count)
+    assert count.num_laws == 24  # 12 of the heads + 12 of the direction LayerNorm removes (rows of Q, K, V)
+
+
+def test_a_parameter_the_output_never_reads_is_conserved() -> None:
+    """Exactly zero gradient at every θ, at every scale and on the same entries: structural, each entry a law."""
+
+    class Unused(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear, self.extra = nn.Linear(3, 2), nn.Parameter(torch.ones(2))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x)
+
+    count = count_laws(Unused(), (3,))
+    assert_clear_gap(count)
+    assert count.num_laws == 2
+
+
+def test_zeros_that_move_from_theta_to_theta_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A saturation that no smaller θ undoes: an error naming the tensor, never a count."""
+
+    def hard(p, x):  # a sigmoid gate saturated at every scale the counter tries: exactly 0 or 1
+        gate = torch.sigmoid(1e9 * (x @ p["G"].T))
+        return (gate * (x @ p["W"].T)).sum(-1, keepdim=True)
+
+    with pytest.raises(ValueError, match="'G'.*exactly zero gradient.*saturated"):
+        count_laws(hard, (3,), params={"G": torch.ones(2, 3), "W": torch.ones(2, 3)})
+
+
+def test_an_overflowing_large_input_is_left_out() -> None:
+    """Inputs far from the standard scale may overflow an exp; they are dropped, the count stays right."""
+    exp_net = lambda p, x: torch.exp(x @ p["B"].T) @ p["A"].T  # noqa: E731  no rescaling law; exp(10³·z) overflows
+    count = count_laws(exp_net, (2,), params={"B": torch.ones(2, 2), "A": torch.ones(2, 2)})
+    assert_clear_gap(count)
+    assert count.num_laws == 0
