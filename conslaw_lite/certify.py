@@ -41,6 +41,8 @@ class Certificate:
     ``num_laws`` and ``rank_lie`` are ``None`` when the count is inconclusive; ``known_laws``,
     ``max_residual``, ``complete`` and ``formula`` are ``None`` for a module of one's own. ``found``
     is :meth:`conslaw_lite.find_laws.FoundLaws.to_dict` of the laws found, when they were asked for.
+    ``conclusive`` is the count's; ``found["conclusive"]`` the laws' (each passes ``check_laws``,
+    no more than N, ``found["reason"]`` otherwise): the CLI exits with 0 only when both hold.
     """
 
     arch: str

@@ -8,8 +8,12 @@ and ``∇h(θ) = 2Mθ + b`` makes that condition *linear* in the unknown coeffic
 
 with ``W(θ) = span{∇_θ f_i(x; θ)}``. :func:`find_laws` writes one such row for each of many
 random θ (the model's scale, as :func:`~conslaw_lite.counting.count_laws` draws them) and random
-elements g of W(θ) (random combinations of the Jacobian's rows at random inputs), in float64,
-with at least twice as many rows as unknowns. The laws are the null space of that matrix.
+elements g of W(θ) (random combinations of the Jacobian's rows at random inputs), in float64.
+One θ gives at most rank W(θ) independent rows (a deep linear net: at most d·m, whatever its D),
+and fewer on one block's coordinates, so the first θ measures that rank on each block and enough
+θ are drawn for twice as many *independent* rows as unknowns: with fewer, the missing rank is
+an exactly-zero singular value, a spurious "law" that no gap can flag. The laws are the null
+space of that matrix.
 Rows and columns are scaled to unit length first; a singular value below ``CUT`` times the
 largest is dropped, and the search is *conclusive* only if the smallest kept one exceeds
 the largest dropped one by ``GAP`` = 10⁴ (the counter's evidence, for the same reason).
@@ -30,7 +34,8 @@ found: the comparison with the count says how many such laws there are. Chapter 
 The laws found are brought to reduced row-echelon form (each law has a pivot coefficient 1
 that no other law has: the fewest non-zeros an echelon basis can have when the laws' supports
 are disjoint, as they are per unit and per head), rounded to small rationals where the
-rounded law still passes :func:`~conslaw_lite.counting.check_laws`, and printed by
+rounded law still passes :func:`~conslaw_lite.counting.check_laws`, checked one by one (a law that
+fails is left out, and the result is then inconclusive), and printed by
 :mod:`conslaw_lite.law_text` with tensor names and indices, grouped into patterns.
 When linear laws ℓ exist (e.g. Σ_e W_e for a softmax gate), their products ℓ_i ℓ_j are
 quadratic laws too, but add nothing: they are left out of the basis.

@@ -16,7 +16,9 @@ The chain of chapter 1, each step computed, nothing typed in by hand:
    :mod:`conslaw_lite.shapes`), every coefficient of the condition set to 0 by the
    independence rule, the x-free PDE system (steps 3–4 above, generalized: :func:`pde` and
    :func:`characteristics` run the same code), its exact quadratic laws and the exact count
-   ``N = D − dim Lie`` (:mod:`conslaw_lite.lie_exact`). The blocks of the book, written for
+   ``N = D − dim Lie`` (:mod:`conslaw_lite.lie_exact`). What a rule assumes (an undefined ρ
+   satisfying the independence rule) is a typed hypothesis of the result, "N = 0 if ...";
+   a ρ given as ``sp.Lambda(z, expr)`` is checked instead. The blocks of the book, written for
    it, are in :mod:`conslaw_lite.symbolic_blocks`.
 
 How :func:`quadratic_laws` solves for the coefficients

@@ -205,6 +205,17 @@ def test_laws_that_fail_the_check_are_left_out_and_inconclusive(monkeypatch, one
     assert found.to_dict()["conclusive"] is False and found.to_dict()["reason"] == found.reason
 
 
+def test_more_laws_than_the_count_is_inconclusive(one_thread):
+    import dataclasses
+
+    model = relu_net()
+    count = count_laws(model, (3,))
+    short = dataclasses.replace(count, num_laws=count.num_laws - 1, rank_lie=count.rank_lie + 1)  # a wrong N
+    found = find_laws(model, (3,), count=short)
+    assert not found.conclusive and not found.complete
+    assert found.reason == "4 independent laws found, more than the count N = 3"
+
+
 def test_cli_laws_inconclusive_exits_1(monkeypatch, tmp_path, capsys, one_thread):
     path = tmp_path / "deep.py"
     path.write_text(
