@@ -1,7 +1,8 @@
 """The command line: ``python -m conslaw_lite {certify,drift,experiment} ...``.
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)``
-and ``run(args) -> int``. Bad input ends with one line on stderr and exit code 2.
+and ``run(args) -> int``. Exit codes: 0 a conclusive result, 1 an inconclusive one, 2 bad input
+(one line on stderr), 3 an internal error (a bug: the traceback on stderr).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 
 from conslaw_lite.flows import Diverged
 
@@ -22,7 +24,8 @@ SUBCOMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, and return its exit code.
 
-    0 success, 1 an inconclusive result, 2 bad input (one ``error: ...`` line on stderr).
+    0 success, 1 an inconclusive result, 2 bad input (one ``error: ...`` line on stderr),
+    3 an internal error (traceback on stderr): never 1, which scripts read as "inconclusive".
 
     Examples
     ========
@@ -54,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, FileNotFoundError, Diverged) as err:  # bad input; anything else is a bug: traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Exception:  # a bug: Python's own exit status would be 1, the code of an inconclusive result
+        traceback.print_exc()
+        return 3
+
 
 if __name__ == "__main__":
     sys.exit(main())

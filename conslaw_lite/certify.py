@@ -11,8 +11,10 @@ module of one's own (``FACTORY()`` returns it); nothing is known about its laws.
 ``--laws`` also finds them (:func:`conslaw_lite.find_laws.find_laws`): every law of
 degree ≤ 2, printed with tensor names and indices, and compared with the count.
 
-Exit codes: 0 a conclusive count, 1 inconclusive (no clear singular-value gap,
-or the random θ disagree: no number is printed as the count), 2 bad input.
+Exit codes: 0 a conclusive count (and, with ``--laws``, conclusive laws), 1 inconclusive
+(no clear singular-value gap, or the random θ disagree: no number is printed as the count;
+or the laws found are no certificate: :attr:`conslaw_lite.find_laws.FoundLaws.conclusive`),
+2 bad input (including a ``--module`` file or factory that fails), 3 an internal error.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class Certificate:
     ``num_laws`` and ``rank_lie`` are ``None`` when the count is inconclusive; ``known_laws``,
     ``max_residual``, ``complete`` and ``formula`` are ``None`` for a module of one's own. ``found``
     is :meth:`conslaw_lite.find_laws.FoundLaws.to_dict` of the laws found, when they were asked for.
+    ``conclusive`` is the count's; ``found["conclusive"]`` the laws' (each passes ``check_laws``,
+    no more than N, ``found["reason"]`` otherwise): the CLI exits with 0 only when both hold.
     """
 
     arch: str
@@ -127,11 +131,17 @@ def load_factory(spec: str) -> nn.Module:
     if module_spec is None or module_spec.loader is None:
         raise ValueError(f"--module: cannot import {path} (is it a .py file?)")
     source = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(source)
+    try:
+        module_spec.loader.exec_module(source)
+    except Exception as err:  # the user's file: its error is bad input, not a bug of ours
+        raise ValueError(f"--module: importing {path} failed: {type(err).__name__}: {err}") from err
     factory = getattr(source, factory_name, None)
     if not callable(factory):
         raise ValueError(f"--module: {path} has no function {factory_name!r}")
-    model = factory()
+    try:
+        model = factory()
+    except Exception as err:
+        raise ValueError(f"--module: {factory_name}() failed: {type(err).__name__}: {err}") from err
     if not isinstance(model, nn.Module):
         raise TypeError(f"--module: {factory_name}() returned a {type(model).__name__}, not an nn.Module")
     return model
@@ -250,8 +260,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Certify what ``args`` names, print the table (or JSON), and return the exit code.
 
-    0 when the count ``N = D − dim Lie(W)(θ)`` is conclusive, 1 when it is not;
-    bad input raises ``ValueError`` (the CLI turns it into exit code 2).
+    0 when the count ``N = D − dim Lie(W)(θ)`` is conclusive (and so are the laws found, with
+    ``--laws``), 1 when either is not; bad input raises ``ValueError`` (the CLI turns it into exit code 2).
 
     Examples
     ========
@@ -286,5 +296,8 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps(result.to_dict(), indent=2) if args.json else table(result))
     if not result.conclusive:
         print(f"inconclusive: {result.reason}; no count reported", file=sys.stderr)
+        return 1
+    if result.found is not None and not result.found["conclusive"]:
+        print(f"the laws found are inconclusive: {result.found['reason']}", file=sys.stderr)
         return 1
     return 0

@@ -8,8 +8,12 @@ and ``∇h(θ) = 2Mθ + b`` makes that condition *linear* in the unknown coeffic
 
 with ``W(θ) = span{∇_θ f_i(x; θ)}``. :func:`find_laws` writes one such row for each of many
 random θ (the model's scale, as :func:`~conslaw_lite.counting.count_laws` draws them) and random
-elements g of W(θ) (random combinations of the Jacobian's rows at random inputs), in float64,
-with at least twice as many rows as unknowns. The laws are the null space of that matrix.
+elements g of W(θ) (random combinations of the Jacobian's rows at random inputs), in float64.
+One θ gives at most rank W(θ) independent rows (a deep linear net: at most d·m, whatever its D),
+and fewer on one block's coordinates, so the first θ measures that rank on each block and enough
+θ are drawn for twice as many *independent* rows as unknowns: with fewer, the missing rank is
+an exactly-zero singular value, a spurious "law" that no gap can flag. The laws are the null
+space of that matrix.
 Rows and columns are scaled to unit length first; a singular value below ``CUT`` times the
 largest is dropped, and the search is *conclusive* only if the smallest kept one exceeds
 the largest dropped one by ``GAP`` = 10⁴ (the counter's evidence, for the same reason).
@@ -30,7 +34,8 @@ found: the comparison with the count says how many such laws there are. Chapter 
 The laws found are brought to reduced row-echelon form (each law has a pivot coefficient 1
 that no other law has: the fewest non-zeros an echelon basis can have when the laws' supports
 are disjoint, as they are per unit and per head), rounded to small rationals where the
-rounded law still passes :func:`~conslaw_lite.counting.check_laws`, and printed by
+rounded law still passes :func:`~conslaw_lite.counting.check_laws`, checked one by one (a law that
+fails is left out, and the result is then inconclusive), and printed by
 :mod:`conslaw_lite.law_text` with tensor names and indices, grouped into patterns.
 When linear laws ℓ exist (e.g. Σ_e W_e for a softmax gate), their products ℓ_i ℓ_j are
 quadratic laws too, but add nothing: they are left out of the basis.
@@ -74,6 +79,7 @@ EXTRA = 4  # ... together with this many more, whose exact singular values are t
 ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
 COLUMN_FLOOR = 1e-6  # columns are scaled to unit length, but by at most 1/(COLUMN_FLOOR·largest)
 COEFFICIENT_TOL = 1e-9  # relative size under which a coefficient of the echelon basis is zero
+RANK_CUT = 1e-6  # singular values of W(θ)'s samples below RANK_CUT·σ_max add no row (more θ are drawn, never fewer)
 
 
 @dataclass(frozen=True)
@@ -84,9 +90,15 @@ class FoundLaws:
     function of the parameter dict, as :func:`conslaw_lite.laws.law_functions` does (a pattern
     over many indices returns the vector of its laws): :func:`~conslaw_lite.counting.check_laws`
     and :class:`~conslaw_lite.monitor.Monitor` take it. ``basis`` holds every scalar law
-    with its coefficients; ``num_found`` how many are functionally independent; ``count`` the
-    :class:`~conslaw_lite.counting.LawCount`; ``complete`` that they are as many as the count
-    and pass ``check``. ``conclusive`` is False when a null space had no clear gap (``reason``).
+    with its coefficients; ``num_found`` how many are functionally independent (the rank of
+    their gradients: ``W₁W₁ᵀ − W₂ᵀW₂`` of a linear net 2 → 5 → 2 is 15 polynomials, 14 independent);
+    ``count`` the :class:`~conslaw_lite.counting.LawCount`; ``check`` the laws' ``check_laws``.
+
+    ``conclusive`` is the certificate: the null space had a clear gap, every law returned
+    passes ``check_laws`` (residual ≤ ``RESIDUAL_TOL``; a law that fails is left out of
+    ``laws`` and ``basis``, and makes the result inconclusive) and, when the count is
+    conclusive, ``num_found ≤ N``. Otherwise ``reason`` names what failed. ``complete``:
+    conclusive and ``num_found == N``.
     """
 
     laws: dict[str, Callable[[Params], torch.Tensor]]
@@ -112,11 +124,11 @@ class FoundLaws:
     def message(self) -> str:
         """One line: how many laws were found against the count ``N``, and what that means."""
         kind = "quadratic" if self.degree == 2 else "linear"
-        found = f"{self.num_found} {kind} law{'' if self.num_found == 1 else 's'} found"
+        found = f"{len(self.basis)} {kind} law{'' if len(self.basis) == 1 else 's'} found"
+        if len(self.basis) > self.num_found:  # e.g. W₁W₁ᵀ − W₂ᵀW₂ when W₁ has more rows than columns
+            found += f" ({self.num_found} independent)"
         if not self.conclusive:
             return f"inconclusive: {self.reason}"
-        if self.check.max_residual > RESIDUAL_TOL:
-            return f"{found}, but they fail check_laws (max residual {self.check.max_residual:.1e}): inconclusive"
         if not self.count.conclusive:
             return f"{found}; the count is inconclusive ({self.count.reason})"
         n, missing = self.count.num_laws, self.count.num_laws - self.num_found
@@ -140,6 +152,7 @@ class FoundLaws:
             "num_found": self.num_found,
             "complete": self.complete,
             "conclusive": self.conclusive,
+            "reason": self.reason,
             "searched": self.searched,
             "sigma_kept": self.sigma_kept,
             "sigma_dropped": self.sigma_dropped,
@@ -192,31 +205,55 @@ def find_laws(
     if count is None:
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
     blocks, skipped = _pair_blocks(problem)
-    samples = _Samples.draw(problem, input_shape, inputs, seed, max(map(len, blocks)), degree)
+    samples = _Samples.draw(problem, input_shape, inputs, seed, blocks, degree)
     search = _search(samples, blocks, degree, "pairs of layers" + skipped)
     basis = _reduced_basis(search.vectors, search.columns, degree)
     if search.conclusive and _short(basis, count) and D <= MAX_FULL:
-        samples = _Samples.draw(problem, input_shape, inputs, seed + 1, D, degree)
+        samples = _Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
         search = _search(samples, [list(range(D))], degree, "all of θ")
         basis = _reduced_basis(search.vectors, search.columns, degree)
     laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
-    grouped = group_laws(laws)
+    each = check_laws(
+        model, {str(n): law for n, law in enumerate(laws)}, input_shape, inputs=inputs, params=params, seed=seed,
+        count=count,
+    )  # fmt: skip
+    passing = [law for n, law in enumerate(laws) if each.residuals[str(n)] <= RESIDUAL_TOL]
+    grouped = group_laws(passing)
     check = check_laws(model, grouped, input_shape, inputs=inputs, params=params, seed=seed, count=count)
+    reason = _verdict(search, len(laws) - len(passing), len(laws), each.max_residual, check, count)
     return FoundLaws(
         laws=grouped,
-        basis=tuple(laws),
+        basis=tuple(passing),
         num_found=check.independent,
         count=count,
         check=check,
-        complete=search.conclusive and check.complete,
-        conclusive=search.conclusive,
-        reason=search.reason,
+        complete=not reason and check.complete,
+        conclusive=not reason,
+        reason=reason,
         searched=search.searched,
         sigma_kept=search.sigma_kept,
         sigma_dropped=search.sigma_dropped,
         degree=degree,
         seconds=time.perf_counter() - start,
     )
+
+
+def _verdict(search: _Search, failed: int, total: int, residual: float, check: LawCheck, count: LawCount) -> str:
+    """Why the laws found are no certificate, ``""`` when they are one.
+
+    Conclusive means: the null space had a clear gap, every law returned passes
+    check_laws (those that fail are left out, and the search is then not trusted either),
+    and they are no more independent laws than the count's N.
+    """
+    reasons = [search.reason] if search.reason else []
+    if failed:
+        reasons.append(
+            f"{failed} of the {total} laws found fail check_laws (max residual {residual:.1e} > {RESIDUAL_TOL:.0e}) "
+            "and are left out"
+        )
+    if count.conclusive and check.independent > count.num_laws:
+        reasons.append(f"{check.independent} independent laws found, more than the count N = {count.num_laws}")
+    return "; ".join(reasons)
 
 
 def _short(basis: list[dict], count: LawCount) -> bool:
@@ -236,23 +273,46 @@ class _Samples:
     g: torch.Tensor
 
     @classmethod
-    def draw(cls, problem: _Problem, input_shape, inputs, seed: int, n_max: int, degree: int) -> _Samples:
-        """Enough θ that the largest system (n_max coordinates) gets twice as many rows as unknowns."""
+    def draw(cls, problem: _Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int) -> _Samples:
+        """Enough θ that each block's system gets twice as many *independent* rows as unknowns.
+
+        One θ gives at most rank W(θ) independent rows on a block (fewer on its coordinates
+        alone), however many elements of W(θ) are drawn: a deep linear net has rank W(θ) ≤ d·m
+        whatever its D. Counting m = (largest block) rows per θ left the pair systems short
+        of rows, and the missing rank came out as spurious "laws" that a gap could not flag
+        (their singular values are exactly 0). So the first θ measures each block's rank r_b,
+        P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements.
+        """
         gen = torch.Generator().manual_seed(1_000_003 * seed + 31337)  # not the counter's θ and inputs
-        D = problem.num_params
-        m = n_max  # random elements of W(θ) per θ: as many as the largest system has coordinates
-        points = math.ceil(2 * _unknowns(n_max, degree) / m) + 4
-        thetas, gs = [], []
-        for _ in range(points):
-            theta = problem.random_theta(gen)
-            probe = _sample_inputs(input_shape, inputs, 1, gen)
-            per_input = max(_checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
-            x = _sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen)
-            out, pullback = vjp(problem.outputs(x), theta)
-            g = _pull(pullback, torch.randn(m, out.numel(), generator=gen, dtype=torch.float64))
+        n_max = max(map(len, blocks))
+        first_theta, first_g = cls._point(problem, input_shape, inputs, gen, n_max)
+        ranks = [_rank(first_g[:, coords]) for coords in blocks]
+        m = max(_rank(first_g), 1)
+        points = max((math.ceil(2 * _unknowns(len(c), degree) / r) for c, r in zip(blocks, ranks) if r), default=1) + 4
+        thetas, gs = [first_theta], [first_g[:m]]
+        for _ in range(points - 1):
+            theta, g = cls._point(problem, input_shape, inputs, gen, m)
             thetas.append(theta)
-            gs.append(g / g.norm(dim=1, keepdim=True).clamp_min(1e-300))  # unit rows over all of θ
+            gs.append(g)
         return cls(torch.stack(thetas), torch.stack(gs))
+
+    @staticmethod
+    def _point(problem: _Problem, input_shape, inputs, gen: torch.Generator, m: int):
+        """A random θ and m random unit elements of W(θ) there."""
+        D = problem.num_params
+        theta = problem.random_theta(gen)
+        probe = _sample_inputs(input_shape, inputs, 1, gen)
+        per_input = max(_checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
+        x = _sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen)
+        out, pullback = vjp(problem.outputs(x), theta)
+        g = _pull(pullback, torch.randn(m, out.numel(), generator=gen, dtype=torch.float64))
+        return theta, g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)  # unit rows over all of θ
+
+
+def _rank(g: torch.Tensor) -> int:
+    """Numerical rank of g's rows; an overestimate would draw too few θ, so the cut is generous (RANK_CUT)."""
+    s = torch.linalg.svdvals(g)
+    return int((s > RANK_CUT * s[0]).sum()) if len(s) and float(s[0]) > 0 else 0
 
 
 def _pull(pullback: Callable, cotangents: torch.Tensor) -> torch.Tensor:

@@ -19,11 +19,22 @@ of :func:`conslaw_lite.symbolic.derive` into rules:
 * ``sp.Eq(ρ(z), rhs)``: any identity of that form, ``rhs`` in z and ``ρ′(z)``;
 * ``"softmax"``: entries ``φ(s, z_0, ..., z_{n−1})`` of a softmax over the logits z
   (the first argument is the entry's index);
-* ``"normalized_sigmoid"``: gates ``φ(e, z_0, ...) = ρ(z_e) / Σ_j ρ(z_j)``.
+* ``"normalized_sigmoid"``: gates ``φ(e, z_0, ...) = ρ(z_e) / Σ_j ρ(z_j)``;
+* ``sp.Lambda(z, expr)``: ρ *is* ``expr``. A polynomial is substituted (no shape remains, exact);
+  a ρ homogeneous of degree p (``z·ρ′ = p·ρ``, checked symbolically on z > 0 and z < 0: z·|z|,
+  ReLU as ``Max(z, 0)``) gets the identity ``ρ(z) = z·ρ′(z)/p``, which keeps one law per unit;
+  any other ρ (tanh, erf-GELU, SiLU) gets independent shapes. Either way the independence of the
+  shapes that remain is then *checked* for that ρ on the block (:func:`conslaw_lite.symbolic.derive`).
+
+What a rule leaves unproved is a :class:`Hypothesis` (``ShapeRule.hypothesis``): an undefined ρ
+with no identity is *assumed* to satisfy the independence rule, which fails for a homogeneous ρ
+(ρ = z² keeps one law per hidden unit, where the rule gives none), so a count derived under it
+holds only if ρ does.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -78,10 +89,26 @@ class Shapes:
 
 
 @dataclass(frozen=True)
+class Hypothesis:
+    """What a derived count assumes about one undefined function: it holds only if ``statement`` does.
+
+    ``function`` is the function's name (``"rho"``), ``rule`` the :class:`ShapeRule`'s name.
+    """
+
+    function: str
+    rule: str
+    statement: str
+
+
+@dataclass(frozen=True)
 class ShapeRule:
     """What ``φ(args)`` and ``∂_a φ(args)`` become (:class:`Shapes` allocates the symbols), and why.
 
-    ``text`` is the independence rule used, with its source (proved in the paper, or assumed).
+    ``text`` is the independence rule used, with its source (proved in the paper, or assumed);
+    ``hypothesis`` what of it is assumed (``None``: nothing, the rule is exact); ``concrete``, for a
+    ρ given as an expression, the functions that evaluate the shapes' meanings (ρ and ρ′ as
+    ``sp.Lambda``), with which :func:`conslaw_lite.symbolic.derive` checks the hypothesis
+    instead of assuming it.
     """
 
     name: str
@@ -89,6 +116,8 @@ class ShapeRule:
     value: Callable[[AppliedUndef, Shapes], sp.Expr]
     derivative: Callable[[AppliedUndef, int, Shapes], sp.Expr]
     needs_single_argument: bool = field(default=True)
+    hypothesis: Hypothesis | None = None
+    concrete: dict[sp.FunctionClass, sp.Lambda] = field(default_factory=dict)
 
 
 def _prime(app: AppliedUndef) -> sp.Expr:
@@ -178,6 +207,97 @@ def _normalized_sigmoid() -> ShapeRule:
     return ShapeRule("normalized_sigmoid", NORMALIZED_SIGMOID, value, derivative, needs_single_argument=False)
 
 
+def _hypothesis(fn: sp.FunctionClass, rule: str) -> Hypothesis | None:
+    """What the named rule leaves assumed about ``fn`` (its text says "stated assumption" or "proved for")."""
+    statements = {
+        "independent": f"{fn} satisfies the independence rule: {fn}(B_i·x) and {fn}′(B_i·x) are linearly "
+        "independent over the polynomials in x (proved for GELU and SiLU; false for a homogeneous "
+        f"{fn} such as z², z·|z| or ReLU, which keep one law per unit; give {fn} as sp.Lambda(z, ...) to "
+        "have it checked)",
+        "relu": f"the shapes {fn}′(B_i·x) left by ReLU's identity are linearly independent over the "
+        "polynomials in x (stated assumption)",
+        "identity": f"the shapes left by the identity given for {fn} are linearly independent over the "
+        "polynomials in x (assumed)",
+        "softmax": f"the monomials in the softmax entries {fn} are linearly independent over the polynomials "
+        "in x (stated assumption)",
+        "normalized_sigmoid": f"the monomials in the sigmoids of the gates {fn} are linearly independent over "
+        "the polynomials in x (stated assumption)",
+    }
+    return Hypothesis(str(fn), rule, statements[rule]) if rule in statements else None
+
+
+def _with_hypothesis(rule: ShapeRule, fn: sp.FunctionClass) -> ShapeRule:
+    return ShapeRule(rule.name, rule.text, rule.value, rule.derivative, rule.needs_single_argument,
+                     _hypothesis(fn, rule.name))  # fmt: skip
+
+
+def _concrete(fn: sp.FunctionClass, given: sp.Lambda) -> ShapeRule:
+    """ρ given as ``sp.Lambda(z, expr)``: substituted if a polynomial, else shapes whose independence is checked."""
+    z = _Z
+    expr = given(z)
+    slope = sp.diff(expr, z)
+    prime = sp.Function(f"{fn}′")
+    concrete = {fn: sp.Lambda(z, expr), prime: sp.Lambda(z, slope)}
+    if expr.is_polynomial(z):
+        text = f"{fn}(z) = {expr} (given), a polynomial, substituted: no shape left, the condition is polynomial in x"
+        return ShapeRule("polynomial", text, lambda app, sh: expr.subs(z, app.args[0]),
+                         lambda app, a, sh: slope.subs(z, app.args[0]))  # fmt: skip
+    p = homogeneous_degree(expr, z)
+    statement = (
+        f"the shapes {fn}(B_i·x), {fn}′(B_i·x) of {fn}(z) = {expr} are linearly independent over the "
+        "polynomials in x"
+    )
+    if p is not None:
+        identity = sp.Eq(fn(z), z * sp.Derivative(fn(z), z) / p)
+        text = (
+            f"{fn}(z) = {expr} (given) is homogeneous of degree {p}: identity {fn}(z) = z·{fn}′(z)/{p} "
+            f"(checked: z·{fn}′ − {p}·{fn} simplifies to 0 for z > 0 and z < 0); the shapes {fn}′(B_i·x) "
+            "that remain are checked linearly independent over the polynomials in x on the block"
+        )
+        base = _from_identity(identity, fn, "homogeneous", text)
+    else:
+        text = (
+            f"{fn}(z) = {expr} (given), not homogeneous: the shapes {fn}(B_i·x), {fn}′(B_i·x) are checked "
+            "linearly independent over the polynomials in x on the block"
+        )
+        base = ShapeRule("checked", text, _independent().value, _independent().derivative)
+    return ShapeRule(base.name, base.text, base.value, base.derivative, True,
+                     Hypothesis(str(fn), base.name, statement), concrete)  # fmt: skip
+
+
+def homogeneous_degree(expr: sp.Expr, z: sp.Symbol) -> sp.Rational | None:
+    """The degree p of a ρ(z) with ``z·ρ′(z) = p·ρ(z)`` (Euler's identity), checked symbolically; else ``None``.
+
+    p is read off ``z·ρ′/ρ`` at a few points, then ``z·ρ′ − p·ρ`` must simplify to 0 for z > 0
+    and for z < 0 (so |z|, sign, Max and Heaviside resolve).
+
+    Examples
+    ========
+    >>> z = sp.Symbol("z", real=True)
+    >>> homogeneous_degree(z * sp.Abs(z), z), homogeneous_degree(sp.Max(z, 0), z), homogeneous_degree(sp.tanh(z), z)
+    (2, 1, None)
+    """
+    slope = z * sp.diff(expr, z)
+    values = []
+    for v in (sp.Rational(7, 10), sp.Rational(13, 10), sp.Rational(-9, 5), sp.Rational(-1, 3)):
+        try:
+            num, den = complex(slope.subs(z, v).evalf()), complex(expr.subs(z, v).evalf())
+        except (TypeError, ValueError, ZeroDivisionError):
+            return None
+        if den != 0:  # ReLU is 0 for z < 0: no ratio there, the symbolic check below covers it
+            values.append(num / den)
+    if not values or any(not math.isfinite(v.real) or abs(v.imag) > 1e-12 for v in values):
+        return None
+    p = sp.nsimplify(values[0].real, rational=True, tolerance=1e-12)
+    if p == 0 or any(abs(v.real - float(p)) > 1e-9 * abs(float(p)) for v in values):
+        return None
+    u = sp.Symbol("u", positive=True)
+    residual = z * sp.diff(expr, z) - p * expr
+    if all(sp.simplify(residual.subs(z, side)) == 0 for side in (u, -u)):
+        return p
+    return None
+
+
 _NAMED: dict[str, Callable[[sp.FunctionClass], ShapeRule]] = {
     "independent": lambda fn: _independent(),
     "relu": lambda fn: _from_identity(sp.Eq(fn(_Z), _Z * sp.Derivative(fn(_Z), _Z)), fn, "relu", RELU),
@@ -191,8 +311,9 @@ _Z = sp.Symbol("z", real=True)
 def rule_for(fn: sp.FunctionClass, identity: object = None) -> ShapeRule:
     """The :class:`ShapeRule` of the undefined function ``fn`` under ``identity``.
 
-    ``identity`` is ``None`` (independent shapes), one of ``"relu"``, ``"linear"``,
-    ``"softmax"``, ``"normalized_sigmoid"``, or ``sp.Eq(fn(z), rhs)``.
+    ``identity`` is ``None`` (independent shapes, an assumption: ``.hypothesis``), one of
+    ``"relu"``, ``"linear"``, ``"softmax"``, ``"normalized_sigmoid"``, ``sp.Eq(fn(z), rhs)``,
+    or ``sp.Lambda(z, expr)``: fn is that function, and what it implies is checked.
 
     Examples
     ========
@@ -205,15 +326,26 @@ def rule_for(fn: sp.FunctionClass, identity: object = None) -> ShapeRule:
     rho′(2*x)
     >>> rule_for(rho).value(rho(2 * x), sh)
     s_1
+    >>> rule_for(rho).hypothesis.statement[:40]
+    'rho satisfies the independence rule: rho'
+    >>> z = sp.Symbol("z")
+    >>> rule_for(rho, sp.Lambda(z, z**2)).value(rho(2 * x), sh), rule_for(rho, sp.Lambda(z, z**2)).hypothesis
+    (4*x**2, None)
     """
     if identity is None:
         identity = "independent"
+    if isinstance(identity, sp.Lambda):
+        if len(identity.variables) != 1 or not identity.expr.free_symbols <= set(identity.variables):
+            raise ValueError(f"an expression for {fn} must be sp.Lambda(z, expr) in the one variable z, got {identity}")
+        return _concrete(fn, identity)
     if isinstance(identity, sp.Eq):
-        return _from_identity(
+        rule = _from_identity(
             identity, fn, "identity", f"identity {identity} (given), remaining shapes assumed independent"
         )
+        return _with_hypothesis(rule, fn)
     if isinstance(identity, str) and identity in _NAMED:
-        return _NAMED[identity](fn)
+        return _with_hypothesis(_NAMED[identity](fn), fn)
     raise ValueError(
-        f"identity for {fn} must be None, one of {sorted(_NAMED)} or sp.Eq({fn}(z), rhs), got {identity!r}"
+        f"identity for {fn} must be None, one of {sorted(_NAMED)}, sp.Eq({fn}(z), rhs) or sp.Lambda(z, expr), "
+        f"got {identity!r}"
     )

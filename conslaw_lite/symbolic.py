@@ -16,7 +16,9 @@ The chain of chapter 1, each step computed, nothing typed in by hand:
    :mod:`conslaw_lite.shapes`), every coefficient of the condition set to 0 by the
    independence rule, the x-free PDE system (steps 3–4 above, generalized: :func:`pde` and
    :func:`characteristics` run the same code), its exact quadratic laws and the exact count
-   ``N = D − dim Lie`` (:mod:`conslaw_lite.lie_exact`). The blocks of the book, written for
+   ``N = D − dim Lie`` (:mod:`conslaw_lite.lie_exact`). What a rule assumes (an undefined ρ
+   satisfying the independence rule) is a typed hypothesis of the result, "N = 0 if ...";
+   a ρ given as ``sp.Lambda(z, expr)`` is checked instead. The blocks of the book, written for
    it, are in :mod:`conslaw_lite.symbolic_blocks`.
 
 How :func:`quadratic_laws` solves for the coefficients
@@ -77,11 +79,12 @@ from sympy.polys.constructor import construct_domain
 from sympy.polys.matrices import DomainMatrix
 
 from conslaw_lite.lie_exact import jacobian_rank, lie_rank, random_point
-from conslaw_lite.shapes import Shapes, rule_for
+from conslaw_lite.shapes import Hypothesis, Shapes, rule_for
 
 _PRIME = 2_147_483_629  # largest prime below 2³¹: products of two residues fit in int64
 _MAX_DENOMINATOR = 1000
 _ROUNDS = 4  # numeric path: solve with P, 2P, 4P, 8P points before giving up
+INDEPENDENCE_TOL = 1e-7  # σ_min/σ_max of a concrete ρ's monomials below which they are not independent
 
 
 # ---------------------------------------------------------------- input checks
@@ -313,6 +316,7 @@ class _System:
     relations: list[sp.Expr]
     fields: list[list[sp.Expr]]
     reduced: bool
+    hypotheses: tuple[Hypothesis, ...] = ()
 
 
 def _check_through(through: object, theta: list[sp.Symbol], x: list[sp.Symbol]) -> dict[sp.Symbol, sp.Expr]:
@@ -342,8 +346,10 @@ def _rules(outputs: list[sp.Expr], identities: object) -> dict:
     return rules
 
 
-def _coefficient_rows(grads: list[sp.Expr], x: list[sp.Symbol], shapes: Shapes, i: int) -> list[list[sp.Expr]]:
-    """One row per monomial in (shapes, x): the coefficients of ``Σ_u ∂f/∂u · L_u`` in the L_u."""
+def _coefficient_rows(
+    grads: list[sp.Expr], x: list[sp.Symbol], shapes: Shapes, i: int
+) -> tuple[list[list[sp.Expr]], list[sp.Expr]]:
+    """One row per monomial in (shapes, x): the coefficients of ``Σ_u ∂f/∂u · L_u`` in the L_u; and the monomials."""
     grads = [g.xreplace(shapes.eliminate) for g in grads]
     fractions = [sp.fraction(sp.together(g)) for g in grads]
     common = sp.lcm_list([den for _, den in fractions]) if any(den != 1 for _, den in fractions) else 1
@@ -361,7 +367,62 @@ def _coefficient_rows(grads: list[sp.Expr], x: list[sp.Symbol], shapes: Shapes, 
             ) from err
         for monomial, coefficient in terms:
             rows.setdefault(monomial, [sp.S.Zero] * len(grads))[j] = coefficient
-    return list(rows.values())
+    monomials = [sp.Mul(*(g**e for g, e in zip(gens, exps))) for exps in rows]
+    return list(rows.values()), monomials
+
+
+def _independence(
+    monomials: list[sp.Expr], shapes: Shapes, concrete: dict, values: dict, x: list[sp.Symbol], seed: int
+) -> float:
+    """σ_min/σ_max of the monomials in (shapes, x) as functions of x, ρ concrete, at one random θ₀.
+
+    Full column rank at sample points proves the functions linearly independent (a relation
+    Σ c_k m_k = 0 would be a null vector), at θ₀ and so, the rank being generic, at almost every θ.
+    Columns are scaled to unit length; θ₀ and x are standard normal (×1.5 for x), so that the
+    arguments B_i·x spread over a few units, where tanh or GELU are far from any polynomial.
+    """
+    rng = np.random.default_rng(seed)
+    mapping = {}
+    for s_, meaning in shapes.meaning.items():
+        for fn, lam in concrete.items():
+            meaning = meaning.replace(fn, lam)
+        mapping[s_] = meaning.xreplace(values)
+    exprs = [m.xreplace(mapping) for m in monomials]
+    samples = max(8 * len(exprs), 256)
+    X = rng.standard_normal((samples, len(x))) * 1.5
+    evaluate = sp.lambdify(x, exprs, modules=["scipy", "numpy"])
+    columns = np.column_stack([np.broadcast_to(np.asarray(v, dtype=float), (samples,)) for v in evaluate(*X.T)])
+    norms = np.linalg.norm(columns, axis=0)
+    if not np.all(np.isfinite(columns)) or np.any(norms == 0):
+        return 0.0
+    s = np.linalg.svd(columns / norms, compute_uv=False)
+    return float(s[-1] / s[0])
+
+
+def _hypotheses(
+    rules: dict, monomials: list[list[sp.Expr]], shapes: Shapes, theta: list[sp.Symbol], through: dict,
+    x: list[sp.Symbol], seed: int,
+) -> tuple[Hypothesis, ...]:  # fmt: skip
+    """The rules' hypotheses, each concrete ρ's checked (and dropped) when every function of f is concrete."""
+    assumed = [r.hypothesis for r in rules.values() if r.hypothesis is not None]
+    concrete = {fn: lam for r in rules.values() for fn, lam in r.concrete.items()}
+    if not concrete or any(r.hypothesis is not None and not r.concrete for r in rules.values()):
+        return tuple(assumed)  # an undefined function's shapes share the monomials: nothing can be evaluated
+    rng = np.random.default_rng(seed)
+    point = {t: sp.Float(rng.standard_normal()) for t in theta}
+    values = {**point, **{u: sp.sympify(v).xreplace(point) for u, v in through.items()}}
+    for i, monos in enumerate(monomials):
+        if not monos or not any(m.free_symbols & set(shapes.meaning) for m in monos):
+            continue
+        ratio = _independence(monos, shapes, concrete, values, x, seed)
+        if ratio < INDEPENDENCE_TOL:
+            given = ", ".join(f"{fn}(z) = {lam.expr}" for fn, lam in concrete.items() if not str(fn).endswith("′"))
+            raise ValueError(
+                f"{given}: the independence rule fails on this block: the monomials in its shapes and x of output "
+                f"{i} are linearly dependent over the polynomials in x (σ_min/σ_max = {ratio:.1e} at random x); "
+                "give the identity that relates them as sp.Eq(rho(z), rhs)"
+            )
+    return ()
 
 
 def _irrational_factor(column: list[sp.Expr]) -> sp.Expr:
@@ -415,11 +476,14 @@ def _x_free_system(
     shapes = Shapes()
     h = generic_law(theta)
     L = [_placeholder(u, theta, h) for u in variables]
-    rows, conditions = [], []
+    rows, conditions, monomials = [], [], []
     for i, fi in enumerate(outputs):
         grads = _shape_gradient(fi, variables, rules, shapes)
         conditions.append(sp.Add(*(g.xreplace(shapes.eliminate) * l for g, l in zip(grads, L))))
-        rows += _coefficient_rows(grads, x, shapes, i)
+        rows_i, monomials_i = _coefficient_rows(grads, x, shapes, i)
+        rows += rows_i
+        monomials.append(monomials_i)
+    hypotheses = _hypotheses(rules, monomials, shapes, theta, through, x, seed)
     rows = [r for r in rows if any(c != 0 for c in r)]
     grad_u = [[sp.diff(value_of[u], t) for t in theta] for u in variables]
     R = None
@@ -445,7 +509,7 @@ def _x_free_system(
     absent = [str(t) for t in theta if t not in reached]
     if absent:  # e.g. the gate rows under top-1 routing, whose gate is the constant 1
         rule += f"\n{', '.join(absent)} do not reach f: nothing constrains them, each is a law"
-    return _System(theta, shapes, rule, conditions, relations, fields, R is not None)
+    return _System(theta, shapes, rule, conditions, relations, fields, R is not None, hypotheses)
 
 
 def _components(fields: list[list[sp.Expr]], theta: list[sp.Symbol]) -> list[list[int]]:
@@ -504,6 +568,13 @@ class Derivation:
     or ``⟨∇h, ∇u(θ)⟩`` for a ``through`` quantity); ``pde``: the same as PDEs
     ``Σ_k V_k(θ) ∂_k h = 0``; ``laws``: every quadratic law, exactly; ``num_laws``: N from the
     exact Lie rank, ``None`` when the two bounds of :mod:`conslaw_lite.lie_exact` do not meet.
+
+    ``hypotheses``: what the count assumes (:class:`~conslaw_lite.shapes.Hypothesis`), e.g. that an
+    undefined ρ satisfies the independence rule; ``num_laws`` is then N *if* they hold, and
+    :attr:`message` says so ("N = 0 if rho satisfies the independence rule: ..."). The laws hold
+    either way (each is a law of the x-free system, which implies the condition); only their
+    completeness rests on the hypotheses. Empty when nothing is assumed: a polynomial f, or
+    every ρ given as an expression and its rule checked on the block.
     """
 
     params: list[sp.Symbol]
@@ -519,6 +590,20 @@ class Derivation:
     ranks_by_depth: list[int]
     num_laws: int | None
     seconds: float
+    hypotheses: tuple[Hypothesis, ...] = ()
+
+    @property
+    def conditional(self) -> bool:
+        """Whether ``num_laws`` holds only under :attr:`hypotheses`."""
+        return bool(self.hypotheses)
+
+    @property
+    def message(self) -> str:
+        """``"N = 2"``, or ``"N = 0 if rho satisfies the independence rule: ..."`` when the count is conditional."""
+        verdict = f"N = {self.num_laws}" if self.num_laws is not None else "N not certified"
+        if not self.hypotheses:
+            return verdict
+        return f"{verdict} if " + "; and if ".join(h.statement for h in self.hypotheses)
 
     def report(self, items: int = 4, width: int = 400) -> str:
         """The chain as text, every line from the computation: condition (output 1), shapes, rule,
@@ -557,7 +642,7 @@ class Derivation:
     def certificate(self) -> str:
         """The two bounds behind ``num_laws``, in words."""
         D = len(self.params)
-        verdict = f"N = {self.num_laws}" if self.num_laws is not None else "the bounds do not meet: N not certified"
+        verdict = self.message if self.num_laws is not None else "the bounds do not meet: N not certified"
         return (
             f"D = {D}; brackets give dim Lie ≥ {self.lie_rank} (ranks by depth {self.ranks_by_depth}); "
             f"{self.law_rank} independent laws give dim Lie ≤ {D - self.law_rank}: {verdict}"
@@ -594,10 +679,13 @@ def derive(
     2. every undefined sympy ``Function`` ρ in f is an activation: ``ρ(B_i·x) → s_i``,
        ``ρ′(B_i·x) → t_i`` (shapes), after the identities given in ``identities``
        (``{ρ: "relu"}``: ρ(z) = ρ′(z)·z; ``"linear"``: ρ(z) = z; ``"softmax"`` and
-       ``"normalized_sigmoid"`` for entries ``φ(index, z_0, ...)``; or ``sp.Eq(ρ(z), rhs)``);
-       see :mod:`conslaw_lite.shapes`;
+       ``"normalized_sigmoid"`` for entries ``φ(index, z_0, ...)``; ``sp.Eq(ρ(z), rhs)``; or
+       ρ itself, ``sp.Lambda(z, expr)``); see :mod:`conslaw_lite.shapes`;
     3. independence of the shapes over the polynomials in x: the coefficient of every
-       monomial in (shapes, x) vanishes (``.rule`` says which rule, proved or assumed);
+       monomial in (shapes, x) vanishes (``.rule`` says which rule). An undefined ρ is a
+       *hypothesis* (``.hypotheses``, ``.message``: "N = 0 if rho satisfies the independence
+       rule"); a ρ given as an expression is checked: its monomials' values at random x, at a
+       random θ₀, have full rank (``INDEPENDENCE_TOL``), or a ``ValueError`` says the rule fails;
     4. an x-free system polynomial in θ. When the coefficient rows span a constant space
        (checked exactly) it is replaced by a basis of that space: for attention, written
        with ``through={M_ab: (Q Kᵀ)_ab, ...}``, this is ``⟨∇h, ∇M_ab⟩ = 0``, i.e.
@@ -612,9 +700,17 @@ def derive(
     >>> import sympy as sp
     >>> a, b, x = sp.symbols("a b x")
     >>> rho = sp.Function("rho")  # an activation ρ
-    >>> d = derive(a * rho(b * x), [a, b], [x])  # GELU-like: shapes independent
+    >>> d = derive(a * rho(b * x), [a, b], [x])  # GELU-like: shapes independent, if ρ is
     >>> d.pde, d.num_laws
     ([Derivative(h(a, b), a), Derivative(h(a, b), b)], 0)
+    >>> d.message.split(":")[0], [h.rule for h in d.hypotheses]
+    ('N = 0 if rho satisfies the independence rule', ['independent'])
+    >>> z = sp.Symbol("z")
+    >>> d = derive(a * rho(b * x), [a, b], [x], {rho: sp.Lambda(z, z**2)})  # ρ = z²: checked, not assumed
+    >>> d.laws, d.message
+    ([a**2 - b**2/2], 'N = 1')
+    >>> derive(a * rho(b * x), [a, b], [x], {rho: sp.Lambda(z, sp.tanh(z))}).message  # rule checked for tanh
+    'N = 0'
     >>> d = derive(a * rho(b * x), [a, b], [x], {rho: "relu"})  # ρ(z) = ρ'(z) z
     >>> d.pde, d.laws, d.num_laws
     ([a*Derivative(h(a, b), b) + b*Derivative(h(a, b), a)], [a**2 - b**2], 1)
@@ -643,6 +739,7 @@ def derive(
         ranks_by_depth=ranks,
         num_laws=D - rank if rank == D - law_rank else None,
         seconds=time.perf_counter() - start,
+        hypotheses=system.hypotheses,
     )
 
 

@@ -52,6 +52,10 @@ def weak():
 
 
 not_a_module = 3
+
+
+def broken():
+    raise RuntimeError("no weights file")
 '''
 
 
@@ -135,9 +139,24 @@ def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> N
         (("--module", "{dir}/mine.py:relu_net"), "needs --input-shape"),
         (("toy", "--module", "{dir}/mine.py:relu_net", "--input-shape", "4"), "not both"),
         (("toy", "--dim", "0"), "--dim must be a positive integer"),
+        (("--module", "{dir}/mine.py:broken", "--input-shape", "4"), "broken() failed: RuntimeError: no weights"),
+        (("--module", "{dir}/syntax.py:make", "--input-shape", "4"), "importing"),
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(run_cli, factories: Path, argv: tuple[str, ...], words: str) -> None:
+    (factories.parent / "syntax.py").write_text("def make(:\n")
     code, out, err = run_cli(*(a.format(dir=factories.parent) for a in argv))
     assert code == 2 and out == ""
     assert words in err and err.count("\n") == 1
+
+
+def test_cli_internal_error_exits_3_never_1(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1 means "inconclusive" to a script; a bug (here: the counter raising) must not read as one."""
+    import conslaw_lite.certify as certify_module
+
+    def bug(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(certify_module, "count_laws", bug)
+    code, out, err = run_cli("toy")
+    assert code == 3 and out == "" and "ZeroDivisionError: a bug" in err

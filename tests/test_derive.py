@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import pytest
 import sympy as sp
+import torch
+from torch import nn
 
 from conslaw_lite.config import scale
 from conslaw_lite.counting import count_laws
 from conslaw_lite.symbolic import derive, orthogonality_condition
-from conslaw_lite.symbolic_blocks import CASES, case, compare_with_closed_form, moe_block
+from conslaw_lite.symbolic_blocks import CASES, RHO, case, compare_with_closed_form, ffn_block, moe_block
 
 large = pytest.mark.skipif(scale().name == "ci", reason="larger sizes run at the cpu and gpu scales")
 SIZES = [pytest.param(name, "small", id=f"{name}-small") for name in CASES] + [
@@ -122,3 +124,75 @@ def test_glu_variants() -> None:
     assert reglu.num_laws == 4
     A11, B11, B12 = (sp.Symbol(n, real=True) for n in ("A_11", "B_11", "B_12"))
     assert A11**2 - B11**2 - B12**2 in reglu.laws
+
+
+Z = sp.Symbol("z")
+
+
+class _Activated(nn.Module):
+    """A·act(Bx) with any torch activation: the torch side of ``ffn_block(..., d, r, m)`` with ρ = act."""
+
+    def __init__(self, d: int, r: int, m: int, act) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.B, self.A, self.act = nn.Linear(d, r, bias=False), nn.Linear(r, m, bias=False), act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.A(self.act(self.B(x)))
+
+
+def test_an_undefined_activation_is_a_hypothesis() -> None:
+    """ρ undefined: N = 0 only *if* ρ satisfies the independence rule, and the result says so in a typed field."""
+    block = ffn_block("gelu", 2, 2, 2)
+    d = block.derive()
+    assert d.num_laws == 0 and d.conditional
+    assert [(h.function, h.rule) for h in d.hypotheses] == [("rho", "independent")]
+    assert d.message.startswith("N = 0 if rho satisfies the independence rule: rho(B_i·x) and rho′(B_i·x)")
+    assert d.message in d.certificate and "N = 0 if" in d.report()
+    a, b, x = sp.symbols("a b x")
+    assert not derive(a * b * x, [a, b], [x]).conditional  # no undefined function: nothing assumed
+    assert derive(a * b * x, [a, b], [x]).message == "N = 1"
+
+
+@pytest.mark.parametrize(
+    ("rho", "act", "p"),
+    [(Z**2, torch.square, 2), (Z * sp.Abs(Z), lambda z: z * z.abs(), 2), (Z**3, lambda z: z**3, 3),
+     (sp.Max(Z, 0), torch.relu, 1)],
+    ids=["z²", "z·|z|", "z³", "Max(z, 0)"],
+)  # fmt: skip
+def test_a_homogeneous_activation_keeps_one_law_per_unit(rho, act, p, one_thread) -> None:
+    """Where the assumed rule says N = 0, ρ = z² (and any ρ homogeneous of degree p) has r = 2 laws
+    ‖A_{:,i}‖² − ‖B_{i,:}‖²/p, found by checking ρ, not assuming: and count_laws agrees on the torch block."""
+    block = ffn_block("gelu", 2, 2, 2)
+    d = derive(block.f, block.params, block.inputs, {RHO: sp.Lambda(Z, rho)})
+    assert d.num_laws == 2 and not d.conditional and d.message == "N = 2"
+    A = sp.Matrix(2, 2, lambda j, i: sp.Symbol(f"A_{j + 1}{i + 1}", real=True))
+    B = sp.Matrix(2, 2, lambda i, k: sp.Symbol(f"B_{i + 1}{k + 1}", real=True))
+    expected = [sp.expand(A.col(i).dot(A.col(i)) - B.row(i).dot(B.row(i)) / p) for i in range(2)]
+    assert [sp.expand(h) for h in d.laws] == expected
+    counted = count_laws(_Activated(2, 2, 2, act).double(), (2,))
+    assert counted.conclusive and counted.num_laws == d.num_laws
+
+
+@pytest.mark.parametrize(
+    ("rho", "act"),
+    [(sp.tanh(Z), torch.tanh), (Z / 2 * (1 + sp.erf(Z / sp.sqrt(2))), nn.functional.gelu),
+     (Z / (1 + sp.exp(-Z)), nn.functional.silu)],
+    ids=["tanh", "erf-gelu", "silu"],
+)  # fmt: skip
+def test_the_independence_rule_is_checked_for_a_given_activation(rho, act, one_thread) -> None:
+    block = ffn_block("gelu", 2, 2, 2)
+    d = derive(block.f, block.params, block.inputs, {RHO: sp.Lambda(Z, rho)})
+    assert d.num_laws == 0 and d.hypotheses == () and d.message == "N = 0"  # checked, not assumed
+    assert "checked" in d.rule
+    counted = count_laws(_Activated(2, 2, 2, act).double(), (2,))
+    assert counted.conclusive and counted.num_laws == 0
+
+
+def test_an_activation_that_breaks_the_rule_is_refused() -> None:
+    """ρ = z + z·|z| obeys 2ρ − zρ′ = z: with a skip term c·x the shapes are dependent; no count is given."""
+    a, b, c, x = sp.symbols("a b c x")
+    with pytest.raises(ValueError, match="independence rule fails on this block.*sp.Eq"):
+        derive(a * RHO(b * x) + c * x, [a, b, c], [x], {RHO: sp.Lambda(Z, Z + Z * sp.Abs(Z))})
+    with pytest.raises(ValueError, match="sp.Lambda\\(z, expr\\) in the one variable"):
+        derive(a * RHO(b * x), [a, b], [x], {RHO: sp.Lambda((Z, c), Z * c)})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 
@@ -14,7 +15,10 @@ from conslaw_lite import Monitor, check_laws, count_laws, find_laws
 from conslaw_lite.blocks.attention import MultiHeadAttention
 from conslaw_lite.blocks.ffn import SwiGLU
 from conslaw_lite.blocks.toy import ToyProduct
+from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.find_laws import MAX_PARAMS
+
+fl = importlib.import_module("conslaw_lite.find_laws")  # the module: the package exports the function
 
 
 def relu_net(d: int = 3, r: int = 4, m: int = 2) -> nn.Module:
@@ -157,3 +161,73 @@ class _Unused(nn.Module):
 def test_a_parameter_f_ignores_is_all_laws(one_thread):
     found = find_laws(_Unused().double(), (2,))
     assert list(found.laws) == ["for i in 0..1: u[i]"] and found.complete and found.gap > 1e4
+
+
+def mlp(widths: tuple[int, ...], relu: bool = False, bias: bool = False) -> nn.Module:
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for d_in, d_out in zip(widths[:-1], widths[1:]):
+        layers += [nn.Linear(d_in, d_out, bias=bias), nn.ReLU()] if relu else [nn.Linear(d_in, d_out, bias=bias)]
+    return nn.Sequential(*(layers[:-1] if relu else layers)).double()
+
+
+# Each of these returned more "laws" than N, most failing check_laws (residual ~0.5), or missed
+# laws the net has, while calling itself conclusive: one θ gave rank W(θ) (≤ d·m for a linear net)
+# independent rows, not the m counted, so the systems of pairs of layers were short of rows.
+@pytest.mark.parametrize(
+    ("widths", "relu"),
+    [((3, 4, 3), False), ((3, 4, 2, 3), False), ((2, 5, 2), False), ((4, 3, 4, 3), False), ((5, 2, 3, 1, 1), False),
+     ((2, 5, 1, 3), True), ((2, 3, 2, 2, 4), True)],
+)  # fmt: skip
+def test_deep_nets_find_exactly_their_laws(widths, relu, one_thread):
+    model = mlp(widths, relu=relu, bias=relu)
+    found = find_laws(model, (widths[0],))
+    assert found.count.conclusive and found.num_found == found.count.num_laws, found.message
+    assert found.conclusive and found.complete and found.check.max_residual <= RESIDUAL_TOL
+    assert check_laws(model, found.laws, (widths[0],), count=found.count).complete
+
+
+def test_dependent_polynomials_are_counted_once(one_thread):
+    # 2 → 5 → 2: W₁W₁ᵀ − W₂ᵀW₂ is 15 polynomials, but W₁ (5×2) has rank 2: 14 independent laws
+    found = find_laws(mlp((2, 5, 2)), (2,))
+    assert (len(found.basis), found.num_found, found.count.num_laws) == (15, 14, 14)
+    assert found.message == "15 quadratic laws found (14 independent); N = 14: the list is complete"
+
+
+def test_laws_that_fail_the_check_are_left_out_and_inconclusive(monkeypatch, one_thread):
+    # an overestimated rank of W(θ) draws too few θ, as before the fix: the null space holds spurious laws
+    monkeypatch.setattr(fl, "_rank", lambda g: g.shape[1])
+    model = mlp((3, 4, 3))
+    found = find_laws(model, (3,))
+    assert not found.conclusive and not found.complete
+    assert "fail check_laws" in found.reason and found.message == f"inconclusive: {found.reason}"
+    assert found.check.max_residual <= RESIDUAL_TOL  # what is returned still holds
+    assert found.to_dict()["conclusive"] is False and found.to_dict()["reason"] == found.reason
+
+
+def test_more_laws_than_the_count_is_inconclusive(one_thread):
+    import dataclasses
+
+    model = relu_net()
+    count = count_laws(model, (3,))
+    short = dataclasses.replace(count, num_laws=count.num_laws - 1, rank_lie=count.rank_lie + 1)  # a wrong N
+    found = find_laws(model, (3,), count=short)
+    assert not found.conclusive and not found.complete
+    assert found.reason == "4 independent laws found, more than the count N = 3"
+
+
+def test_cli_laws_inconclusive_exits_1(monkeypatch, tmp_path, capsys, one_thread):
+    path = tmp_path / "deep.py"
+    path.write_text(
+        "from torch import nn\n\ndef make():\n"
+        "    return nn.Sequential(nn.Linear(3, 4, bias=False), nn.Linear(4, 3, bias=False))\n"
+    )
+    argv = ["certify", "--module", f"{path}:make", "--input-shape", "3", "--laws", "--json"]
+    assert cli.main(argv) == 0
+    found = json.loads(capsys.readouterr().out)["found"]
+    assert found["conclusive"] and found["complete"] and found["num_found"] == 10
+    monkeypatch.setattr(fl, "_rank", lambda g: g.shape[1])
+    assert cli.main(argv) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["found"]["conclusive"] is False
+    assert "laws found are inconclusive" in captured.err
