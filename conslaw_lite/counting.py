@@ -82,6 +82,7 @@ from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
 from conslaw_lite.exact_ops import exact_derivatives
 from conslaw_lite.laws.registry import Law, Params
+from conslaw_lite.module_checks import PROBE_SAMPLES, check_countable, check_dtypes
 from conslaw_lite.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, realized_patterns
 
 Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
@@ -210,12 +211,13 @@ class _Problem:
 
 
 def _problem(model: Model, params: Params | None) -> _Problem:
-    """Validate the model and its parameters; the module is copied to float64 and set to eval mode."""
+    """Validate the model and its parameters; the module is copied to float64, in the mode it is in."""
     module = None
     if isinstance(model, nn.Module):
         if params is not None:
             raise TypeError("params is only for a model given as a function f(params, x); a module has its own")
-        module = copy.deepcopy(model).to(torch.float64).eval()
+        check_dtypes(dict(model.named_parameters()), model)
+        module = copy.deepcopy(model).to(torch.float64)
         params = {n: p for n, p in module.named_parameters() if p.requires_grad}
 
         def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
@@ -225,6 +227,7 @@ def _problem(model: Model, params: Params | None) -> _Problem:
         if params is None:
             raise TypeError("a model given as a function f(params, x) needs params={name: tensor}")
         apply = model
+        check_dtypes(params)
     else:
         raise TypeError(f"model must be an nn.Module or a function f(params, x), got {type(model).__name__}")
     if not params:
@@ -634,6 +637,10 @@ def count_laws(
     """
     start = time.perf_counter()
     problem = _problem(model, params)
+    probe_gen = torch.Generator().manual_seed(1_000_003 * seed + 6007)  # not a stream the count draws from
+    probe_theta, probe = problem.random_theta(probe_gen), _sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
+    _checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
+    check_countable(problem.apply, problem.unflatten(probe_theta), probe[:PROBE_SAMPLES], problem.module)
     D = problem.num_params
     theta = None if at is None else problem.flatten(at)
     with exact_derivatives() if exact_ops else nullcontext():
