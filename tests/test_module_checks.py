@@ -1,4 +1,4 @@
-"""Forwards the counter must refuse, not count: lower precision, randomness, train mode, batch coupling, no derivative."""
+"""Forwards the counter refuses: lower precision, randomness, train mode, batch coupling, no derivative."""
 
 from __future__ import annotations
 
