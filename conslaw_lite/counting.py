@@ -625,6 +625,12 @@ def count_laws(
     A θ where the output's gradient is zero on every input is passed over (listed
     in ``strata``); an output with zero gradient at every θ tried is an error.
 
+    A module is counted in the mode it is in (train mode, for a fresh one). A forward that would
+    be counted wrongly is refused first, with one line naming the layer
+    (:func:`conslaw_lite.module_checks.check_countable`): one that computes in float32, float16 or
+    bfloat16, is random (dropout in train mode), computes otherwise in train than in eval mode
+    (BatchNorm), couples the inputs of a batch, or has no derivative in θ (``round``).
+
     Examples
     ========
     >>> import torch
