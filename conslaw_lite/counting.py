@@ -82,6 +82,7 @@ from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
 from conslaw_lite.exact_ops import exact_derivatives
 from conslaw_lite.laws.registry import Law, Params
+from conslaw_lite.module_checks import PROBE_SAMPLES, check_countable, check_dtypes
 from conslaw_lite.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, realized_patterns
 
 Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
@@ -240,12 +241,13 @@ class _Problem:
 
 
 def _problem(model: Model, params: Params | None) -> _Problem:
-    """Validate the model and its parameters; the module is copied to float64 and set to eval mode."""
+    """Validate the model and its parameters; the module is copied to float64, in the mode it is in."""
     module = None
     if isinstance(model, nn.Module):
         if params is not None:
             raise TypeError("params is only for a model given as a function f(params, x); a module has its own")
-        module = copy.deepcopy(model).to(torch.float64).eval()
+        check_dtypes(dict(model.named_parameters()), model)
+        module = copy.deepcopy(model).to(torch.float64)
         params = {n: p for n, p in module.named_parameters() if p.requires_grad}
 
         def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
@@ -255,6 +257,7 @@ def _problem(model: Model, params: Params | None) -> _Problem:
         if params is None:
             raise TypeError("a model given as a function f(params, x) needs params={name: tensor}")
         apply = model
+        check_dtypes(params)
     else:
         raise TypeError(f"model must be an nn.Module or a function f(params, x), got {type(model).__name__}")
     if not params:
@@ -747,6 +750,12 @@ def count_laws(
     A θ where the output's gradient is zero on every input is passed over (listed
     in ``strata``); an output with zero gradient at every θ tried is an error.
 
+    A module is counted in the mode it is in (train mode, for a fresh one). A forward that would
+    be counted wrongly is refused first, with one line naming the layer
+    (:func:`conslaw_lite.module_checks.check_countable`): one that computes in float32, float16 or
+    bfloat16, is random (dropout in train mode), computes otherwise in train than in eval mode
+    (BatchNorm), couples the inputs of a batch, or has no derivative in θ (``round``).
+
     Examples
     ========
     >>> import torch
@@ -759,6 +768,10 @@ def count_laws(
     """
     start = time.perf_counter()
     problem = _problem(model, params)
+    probe_gen = torch.Generator().manual_seed(1_000_003 * seed + 6007)  # not a stream the count draws from
+    probe_theta, probe = problem.random_theta(probe_gen), _sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
+    _checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
+    check_countable(problem.apply, problem.unflatten(probe_theta), probe[:PROBE_SAMPLES], problem.module)
     D = problem.num_params
     theta = None if at is None else problem.flatten(at)
     with exact_derivatives() if exact_ops else nullcontext():

@@ -1,0 +1,434 @@
+"""Is a forward countable: float64 throughout, deterministic, one input at a time, differentiable, in its own mode.
+
+The counter (:func:`conslaw_lite.counting.count_laws`) ranks ``N = D − dim Lie(W)(θ)`` for the
+function it evaluates, in float64, one sample per row of its inputs. A forward can defeat that in
+ways that give a count with a clear gap which is nevertheless wrong, so they are refused with a
+one-line ``ValueError`` naming the layer (its name in ``named_modules`` and its class) and what to do:
+
+* **Lower precision.** An op that turns a float64 tensor into float32, float16 or bfloat16
+  (``h.float().to(x.dtype)`` around a softmax or a norm, as mixed-precision code does) adds
+  round-off of about 10⁻⁷ relative to every vector the counter stacks; that fills the law
+  directions far above ``CUT`` = 10⁻⁸, and a two-layer ReLU net counts N = 0 instead of 3. Found by
+  running one forward under a dispatch mode that sees every aten op. A float32 *constant* (a factory
+  such as ``full_like`` or ``torch.arange(..., dtype=torch.float32)``) is not data and passes.
+  Parameters in float16 or bfloat16 mean a model trained in that precision: the counter would count
+  the float64 function instead (it casts a module's copy to float64), so it asks for ``.double()``.
+* **Randomness.** Two calls with the same θ and inputs must agree (``dropout`` in train mode does not).
+* **Train mode.** A module is counted in the mode it is in, which for a fresh module is train
+  mode. Where train and eval mode compute different functions (BatchNorm's batch statistics, any
+  forward that reads ``self.training``), the eval-mode laws are not those of train-mode training
+  (a BatchNorm makes the rows before it scale-invariant: other laws), so neither is counted silently.
+* **Batch coupling.** The outputs of the first k inputs must not change when the batch is cut to
+  those k: the counter's W is spanned by per-input gradients ∇_θ f_i(x; θ).
+* **No derivative.** An output whose gradient in θ is zero at every θ tried, behind an op whose
+  derivative is zero wherever it exists (``round``, ``floor``, ``sign``, a comparison, ``argmax``),
+  has no gradient flow to count.
+
+The differing layer is the first submodule, in the order their calls finish, whose output differs
+between the two runs compared (train vs eval, call vs call, the whole batch vs its first rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+Params = Mapping[str, torch.Tensor]
+
+PROBE_SAMPLES = 6  # inputs of the probe batch: ≥ 2 for batch statistics, cut to half of them for coupling
+TOL = 1e-9  # relative difference of two float64 outputs that is more than round-off
+GRADIENT_DRAWS = 4  # random θ at which an output's gradient must vanish before its op is blamed
+LOWER_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# Ops whose float output takes only the shape (or nothing) of their float64 input: a constant, not a downcast.
+_FACTORIES = frozenset(
+    "zeros_like ones_like empty_like full_like rand_like randn_like randint_like new_zeros new_ones "
+    "new_empty new_full new_empty_strided scalar_tensor".split()
+)
+# Ops whose derivative is zero wherever it exists: the output behind them does not move with θ.
+_FLAT = frozenset(
+    "round floor ceil trunc sign sgn signbit heaviside floor_divide bucketize searchsorted argmax argmin "
+    "gt lt ge le eq ne".split()
+)
+
+
+def check_dtypes(params: Params, module: nn.Module | None = None) -> None:
+    """Refuse parameters in float16 or bfloat16: a model trained in that precision is not its float64 function.
+
+    ``module`` (the model the parameters belong to) lets the message name the layer.
+
+    Examples
+    ========
+    >>> check_dtypes(dict(nn.Linear(2, 2).named_parameters()))  # float32: cast to float64 and counted
+    >>> check_dtypes(dict(nn.Linear(2, 2).half().named_parameters()))
+    Traceback (most recent call last):
+    ...
+    ValueError: parameter 'weight' is float16: ...
+    """
+    for name, p in params.items():
+        if isinstance(p, torch.Tensor) and p.dtype in (torch.float16, torch.bfloat16):
+            owner = name.rpartition(".")[0]
+            where = f" of {_describe(owner, module.get_submodule(owner))}" if module is not None and owner else ""
+            raise ValueError(
+                f"parameter {name!r}{where} is {_dtype(p.dtype)}: the counter would count its float64 function, not "
+                f"the {_dtype(p.dtype)} one that trains; call model.double() to count the exact function's laws"
+            )
+
+
+def check_countable(
+    apply: Callable[[Params, torch.Tensor], torch.Tensor],
+    params: Params,
+    inputs: torch.Tensor,
+    module: nn.Module | None = None,
+) -> None:
+    """Refuse, with a one-line ``ValueError``, a forward that the counter would count wrongly.
+
+    ``apply(params, inputs)`` is the model (float64 ``params`` by name, a batch of ``inputs``);
+    ``module`` is the ``nn.Module`` it calls, if any, which names the layer at fault and whose mode
+    is checked. See the module docstring for the five checks. Global random state, the module's
+    buffers (a BatchNorm's running statistics) and each submodule's mode are left as they were.
+
+    Examples
+    ========
+    >>> import torch
+    >>> from torch import nn
+    >>> from torch.func import functional_call
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.1), nn.Linear(4, 2)).double()
+    >>> apply = lambda p, x: functional_call(net, p, (x,))
+    >>> x = torch.randn(6, 3, dtype=torch.float64)
+    >>> check_countable(apply, dict(net.named_parameters()), x, net)  # a fresh module is in train mode
+    Traceback (most recent call last):
+    ...
+    ValueError: `1` (Dropout, p=0.1) is random in train mode: call model.eval() to count the deterministic function
+    >>> check_countable(apply, dict(net.eval().named_parameters()), x, net)  # eval mode: countable, no error
+    """
+    leaves = {n: p.detach().to(torch.float64).requires_grad_() for n, p in params.items()}
+    with _restored(module):
+        first = _run(apply, leaves, inputs, module, dispatch=True)
+        if first.downcast is not None:
+            name, op, dtype = first.downcast
+            raise ValueError(
+                f"{_where(name, module)} computes in {_dtype(dtype)} (aten.{op} of a float64 tensor): its round-off "
+                f"fills the directions of the laws and the count would be wrong; cast up, not down "
+                f"(h.to(torch.promote_types(h.dtype, torch.float32))), to count the exact function"
+            )
+        _check_deterministic(first, _run(apply, leaves, inputs, module), module)
+        if module is not None and any(m.training for m in module.modules()):
+            _check_train_is_eval(first, apply, leaves, inputs, module)
+        _check_per_input(first, apply, leaves, inputs, module)
+        _check_differentiable(first, apply, leaves, inputs, module)
+
+
+def mode_dependent_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The submodules (name, module) in train mode that compute otherwise in eval mode, known by type alone.
+
+    A BatchNorm (or an InstanceNorm with running statistics) uses batch statistics in train mode;
+    a Dropout with p > 0 (or a DropPath with ``drop_prob`` > 0) draws random masks. Other modules
+    may read ``self.training`` too: :func:`check_countable` finds those by running the model.
+
+    Examples
+    ========
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Dropout(0.0))
+    >>> [name for name, _ in mode_dependent_layers(net)], mode_dependent_layers(net.eval())
+    (['1'], [])
+    """
+    return [(name, m) for name, m in model.named_modules() if m.training and is_mode_dependent(m)]
+
+
+def is_mode_dependent(module: nn.Module) -> bool:
+    """A BatchNorm, an InstanceNorm with running statistics, a Dropout with p > 0 or a DropPath with drop_prob > 0.
+
+    Those compute otherwise in train mode than in eval mode, whatever mode ``module`` is in now.
+
+    Examples
+    ========
+    >>> [is_mode_dependent(m) for m in (nn.BatchNorm2d(3).eval(), nn.Dropout(0.0), nn.Linear(2, 2))]
+    [True, False, False]
+    """
+    return _mode_dependent(module)
+
+
+def describe_layer(name: str, module: nn.Module | None) -> str:
+    """```name`` (Class, p=…)`` for a submodule, ``the model (Class)`` for the root (``name == ""``).
+
+    Examples
+    ========
+    >>> describe_layer("drop", nn.Dropout(0.25)), describe_layer("", nn.ReLU())
+    ('`drop` (Dropout, p=0.25)', 'the model (ReLU)')
+    """
+    return _describe(name, module)
+
+
+# ---------------------------------------------------------------- runs of the forward
+
+
+@dataclass
+class _Run:
+    """One forward: its output, every submodule call (name, output tensors) in the order they finished."""
+
+    output: torch.Tensor
+    calls: list[tuple[str, list[torch.Tensor]]] = field(default_factory=list)
+    downcast: tuple[str, str, torch.dtype] | None = None  # (innermost module, aten op, dtype) of the first one
+    flat: list[tuple[str, str]] = field(default_factory=list)  # (module, op) of ops with zero derivative
+
+
+class _Calls:
+    """Forward hooks on every submodule: the innermost one running, and each call's output when it finishes."""
+
+    def __init__(self, module: nn.Module | None) -> None:
+        self.stack: list[str] = []
+        self.calls: list[tuple[str, list[torch.Tensor]]] = []
+        self.hooks = []
+        for name, sub in module.named_modules() if module is not None else ():
+            self.hooks.append(sub.register_forward_pre_hook(lambda _m, _x, name=name: self.stack.append(name)))
+            self.hooks.append(sub.register_forward_hook(self._finished, always_call=True))
+
+    def _finished(self, _module: nn.Module, _inputs: object, output: object) -> None:
+        name = self.stack.pop() if self.stack else ""
+        self.calls.append((name, [t.detach() for t in _tensors(output)]))
+
+    def where(self) -> str | None:
+        return self.stack[-1] if self.stack else None
+
+    def remove(self) -> None:
+        for hook in self.hooks:
+            hook.remove()
+
+
+class _Watch(TorchDispatchMode):
+    """Notes the first op that turns float64 data into a lower precision, and every op with zero derivative."""
+
+    def __init__(self, where: Callable[[], str | None]) -> None:
+        super().__init__()
+        self.where = where
+        self.downcast: tuple[str, str, torch.dtype] | None = None
+        self.flat: list[tuple[str, str]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        op = func.overloadpacket.__name__
+        inputs = _tensors((args, kwargs))
+        if op in _FACTORIES or not any(t.dtype == torch.float64 for t in inputs):
+            return out
+        outputs = _tensors(out)
+        lower = [t.dtype for t in outputs if t.dtype in LOWER_DTYPES]
+        if lower and self.downcast is None:
+            self.downcast = (self.where(), op, lower[0])
+        if op.rstrip("_") in _FLAT or (op == "_to_copy" and any(not t.is_floating_point() for t in outputs)):
+            self.flat.append((self.where(), op if op != "_to_copy" else f"a cast to {outputs[0].dtype}"))
+        return out
+
+
+def _run(
+    apply: Callable, params: Params, inputs: torch.Tensor, module: nn.Module | None, dispatch: bool = False
+) -> _Run:
+    calls = _Calls(module)
+    watch = _Watch(calls.where)
+    try:
+        if dispatch:
+            with watch:
+                out = apply(params, inputs)
+        else:
+            out = apply(params, inputs)
+    finally:
+        calls.remove()
+    return _Run(out, calls.calls, watch.downcast, watch.flat)
+
+
+@contextmanager
+def _restored(module: nn.Module | None) -> Iterator[None]:
+    """Global random state, buffers and modes as they were (a train-mode BatchNorm updates its statistics)."""
+    buffers = [(b, b.detach().clone()) for b in module.buffers()] if module is not None else []
+    modes = [(m, m.training) for m in module.modules()] if module is not None else []
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for b, saved in buffers:
+                    b.copy_(saved)
+            for m, training in modes:
+                m.training = training
+
+
+# ---------------------------------------------------------------- the checks
+
+
+def _check_deterministic(first: _Run, second: _Run, module: nn.Module | None) -> None:
+    name = _first_difference(first, second)
+    if name is None:
+        return
+    layer = _layer(module, name)
+    if layer is not None and layer.training and _is_dropout(layer):
+        raise ValueError(
+            f"{_where(name, module)} is random in train mode: call model.eval() to count the deterministic function"
+        )
+    raise ValueError(
+        f"{_where(name, module)} gives another output on a second call with the same θ and inputs (random numbers "
+        f"in forward): the counter needs a deterministic function; fix its randomness to count it"
+    )
+
+
+def _check_train_is_eval(first: _Run, apply: Callable, params: Params, inputs: torch.Tensor, module: nn.Module):
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        evaluated = _run(apply, params, inputs, module)
+    finally:
+        for m, training in modes:
+            m.training = training
+    name = _first_difference(first, evaluated)
+    if name is None:
+        return
+    layer = _layer(module, name)
+    if _is_batch_norm(layer):
+        raise ValueError(
+            f"{_where(name, module)} normalizes with batch statistics in train mode: the laws of batch-coupled "
+            f"training are not those of one input; call model.eval() to count the eval-mode function (fixed running "
+            f"statistics)"
+        )
+    raise ValueError(
+        f"{_where(name, module)} computes another function in train mode than in eval mode (it reads self.training): "
+        f"the laws of one are not those of the other; call model.eval() to count the eval-mode function"
+    )
+
+
+def _check_per_input(first: _Run, apply: Callable, params: Params, inputs: torch.Tensor, module: nn.Module | None):
+    n = len(inputs) if inputs.dim() else 0
+    k = n // 2
+    if k < 1 or first.output.dim() == 0 or len(first.output) != n:
+        return  # no batch of inputs to cut, or an output without a batch dimension first
+    part = _run(apply, params, inputs[:k], module)
+    name = _first_difference(first, part, rows=(n, k))
+    if name is None:
+        return
+    layer = _layer(module, name)
+    what = "mixes the inputs of a batch"
+    if _is_batch_norm(layer):
+        what = "normalizes with batch statistics" + (
+            "" if layer.training else " in eval mode too (no running statistics)"
+        )
+    raise ValueError(
+        f"{_where(name, module)} {what}: the output for one input depends on the others, and the counter counts the "
+        f"laws of a function of one input (a row of the batch); make each row's output depend on that row alone"
+    )
+
+
+def _check_differentiable(first: _Run, apply: Callable, params: Params, inputs: torch.Tensor, module: nn.Module | None):
+    if not first.output.is_floating_point():
+        return  # the counter refuses a non-floating output itself
+    culprit = f"{_where(first.flat[0][0], module)} applies {first.flat[0][1]}" if first.flat else ""
+    if not first.output.requires_grad:
+        cause = f"{culprit}, whose derivative is zero where it exists" if culprit else "no autograd path from θ"
+        raise ValueError(
+            f"the output does not depend differentiably on θ ({cause}; a .detach() or torch.no_grad() in forward?): "
+            f"there is no gradient flow to count"
+        )
+    if not culprit:
+        return  # a zero gradient here may be a dead ReLU layer at this θ: the counter tries more θ itself
+    gen = torch.Generator().manual_seed(0)
+    out = first.output
+    for draw in range(GRADIENT_DRAWS):
+        if draw:
+            params = {
+                n: (torch.randn(p.shape, generator=gen, dtype=p.dtype) * _rms(p)).requires_grad_()
+                for n, p in params.items()
+            }
+            out = apply(params, inputs)
+        a = torch.randn(out.shape, generator=gen, dtype=out.dtype)
+        grads = torch.autograd.grad((a * out).sum(), list(params.values()), allow_unused=True)
+        if any(g is not None and bool(g.abs().max() > 0) for g in grads):
+            return
+    raise ValueError(
+        f"{culprit}, whose derivative is zero where it exists: the output's gradient in θ is zero at all "
+        f"{GRADIENT_DRAWS} random θ tried, there is no gradient flow to count; give the forward a differentiable "
+        f"path (a straight-through estimator x + (round(x) − x).detach(), say) to count what it trains"
+    )
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _first_difference(a: _Run, b: _Run, rows: tuple[int, int] | None = None) -> str | None:
+    """The first submodule call whose output differs between two runs; ``""`` if only the output does; else None.
+
+    ``rows = (n, k)``: run b saw the first k of run a's n inputs; only tensors with the batch first are compared.
+    """
+    for (name_a, out_a), (name_b, out_b) in zip(a.calls, b.calls):
+        if name_a != name_b:  # the calls themselves differ: the module that ran in one and not the other
+            return name_a
+        if any(_differ(x, y, rows) for x, y in zip(out_a, out_b)) or len(out_a) != len(out_b):
+            return name_a
+    if len(a.calls) != len(b.calls) or _differ(a.output, b.output, rows):
+        return ""
+    return None
+
+
+def _differ(x: torch.Tensor, y: torch.Tensor, rows: tuple[int, int] | None = None) -> bool:
+    if rows is not None:
+        n, k = rows
+        if x.dim() == 0 or y.dim() == 0 or len(x) != n or len(y) != k or x.shape[1:] != y.shape[1:]:
+            return False  # no batch dimension first: nothing to compare row by row
+        x = x[:k]
+    x, y = x.detach(), y.detach()
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return True
+    if not x.is_floating_point():
+        return not torch.equal(x, y)
+    size = float(torch.maximum(x.abs().max(), y.abs().max())) if x.numel() else 0.0
+    return bool(((x - y).abs() > TOL * size).any()) or bool((x.isnan() != y.isnan()).any())
+
+
+def _tensors(obj: object) -> list[torch.Tensor]:
+    """The tensors in a (nested) tuple, list or dict."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for item in obj for t in _tensors(item)]
+    if isinstance(obj, dict):
+        return [t for item in obj.values() for t in _tensors(item)]
+    return []
+
+
+def _rms(p: torch.Tensor) -> float:
+    return float(p.detach().pow(2).mean().sqrt()) or 1.0
+
+
+def _layer(module: nn.Module | None, name: str | None) -> nn.Module | None:
+    if module is None or name is None:
+        return None
+    return module.get_submodule(name) if name else module
+
+
+def _where(name: str | None, module: nn.Module | None) -> str:
+    if module is None or name is None:
+        return "the model function" if module is None else f"the model ({type(module).__name__})"
+    return _describe(name, _layer(module, name))
+
+
+def _describe(name: str, module: nn.Module | None) -> str:
+    cls = type(module).__name__ if module is not None else "?"
+    detail = f", p={module.p:g}" if _is_dropout(module) and hasattr(module, "p") else ""
+    return f"`{name}` ({cls}{detail})" if name else f"the model ({cls})"
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _is_dropout(m: nn.Module | None) -> bool:
+    return m is not None and ("Dropout" in type(m).__name__ or "DropPath" in type(m).__name__)
+
+
+def _is_batch_norm(m: nn.Module | None) -> bool:
+    return m is not None and "BatchNorm" in type(m).__name__
+
+
+def _mode_dependent(m: nn.Module) -> bool:
+    if _is_batch_norm(m) or ("InstanceNorm" in type(m).__name__ and getattr(m, "track_running_stats", False)):
+        return True
+    return _is_dropout(m) and float(getattr(m, "p", getattr(m, "drop_prob", 0.0)) or 0.0) > 0

@@ -1,0 +1,234 @@
+"""Forwards the counter refuses: lower precision, randomness, train mode, batch coupling, no derivative."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from conslaw_lite import check_laws, count_laws
+from conslaw_lite.blocks.ffn import SwiGLU
+from conslaw_lite.find_laws import find_laws
+from conslaw_lite.module_checks import check_countable, check_dtypes, mode_dependent_layers
+from conslaw_lite.monitor import Monitor
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+HIDDEN = 3  # a bias-free ReLU net 3 → HIDDEN → 2 has one law per hidden unit
+
+
+class ReLUNet(nn.Module):
+    """``W2 mid(relu(W1 x))``, ``mid`` an optional layer on the hidden units."""
+
+    def __init__(self, mid: nn.Module | None = None) -> None:
+        super().__init__()
+        self.W1 = nn.Linear(3, HIDDEN, bias=False)
+        self.mid = mid if mid is not None else nn.Identity()
+        self.W2 = nn.Linear(HIDDEN, 2, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.W2(self.mid(torch.relu(self.W1(x))))
+
+
+class CastNet(ReLUNet):
+    """The issue's net: the hidden units rounded to a lower precision and back, in the model's own forward."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.W2(torch.relu(self.W1(x)).to(self.dtype).to(x.dtype))
+
+
+class Float32Softmax(nn.Module):
+    """A mixed-precision softmax, as library attention kernels write it."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(h.float(), dim=-1).to(h.dtype)
+
+
+class Rounded(nn.Module):
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.round(h)
+
+
+class TrainScaled(nn.Module):
+    """Reads ``self.training``: doubles its input in train mode."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return 2 * h if self.training else h
+
+
+class Noise(nn.Module):
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + 0.1 * torch.randn_like(h)
+
+
+def relu_count(model: nn.Module) -> int:
+    count = count_laws(model, (3,))
+    assert count.conclusive, count.reason
+    return count.num_laws
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_cast_to_lower_precision_in_forward_is_refused(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    name = str(dtype).removeprefix("torch.")
+    with pytest.raises(ValueError, match=rf"^the model \(CastNet\) computes in {name} .*cast up, not down"):
+        count_laws(CastNet(dtype).double(), (3,))
+
+
+def test_the_downcast_is_named_by_its_layer_and_a_float32_constant_is_not_one() -> None:
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match=r"^`mid` \(Float32Softmax\) computes in float32 \(aten\._to_copy"):
+        count_laws(ReLUNet(Float32Softmax()), (3,))
+
+    class Shifted(nn.Module):  # adds a float32 constant: the sum is float64, no data rounded
+        def forward(self, h: torch.Tensor) -> torch.Tensor:
+            return h * torch.full_like(h, 1.5, dtype=torch.float32)
+
+    torch.manual_seed(0)
+    assert relu_count(ReLUNet(Shifted())) == relu_count(ReLUNet())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_parameters_are_refused(dtype: torch.dtype) -> None:
+    name = str(dtype).removeprefix("torch.")
+    message = rf"^parameter 'W1.weight' of `W1` \(Linear\) is {name}: .*call model.double\(\)"
+    with pytest.raises(ValueError, match=message):
+        count_laws(ReLUNet().to(dtype), (3,))
+    with pytest.raises(ValueError, match=rf"^parameter 'B' is {name}"):
+        check_dtypes({"B": torch.ones(2, 3, dtype=dtype)})
+
+
+def test_a_plain_mlp_in_its_default_train_mode_is_counted_as_before() -> None:
+    torch.manual_seed(0)
+    model = ReLUNet()
+    assert model.training and not mode_dependent_layers(model)
+    assert relu_count(model) == HIDDEN == relu_count(model.eval())
+
+
+def test_dropout_in_train_mode_is_refused_and_counted_in_eval_mode() -> None:
+    torch.manual_seed(0)
+    model = ReLUNet(nn.Dropout(0.1))
+    message = r"^`mid` \(Dropout, p=0.1\) is random in train mode: call model.eval\(\) to count the deterministic"
+    with pytest.raises(ValueError, match=message):
+        count_laws(model, (3,))
+    with pytest.raises(ValueError, match=message):  # find_laws and check_laws count through count_laws
+        find_laws(model, (3,))
+    assert relu_count(model.eval()) == relu_count(ReLUNet())
+    assert relu_count(ReLUNet(nn.Dropout(0.0))) == relu_count(ReLUNet())  # p = 0: deterministic in train mode
+
+
+def test_batch_norm_in_train_mode_is_refused_and_counted_in_eval_mode() -> None:
+    torch.manual_seed(0)
+    model = ReLUNet(nn.BatchNorm1d(HIDDEN))
+    message = r"^`mid` \(BatchNorm1d\) normalizes with batch statistics in train mode: .*call model.eval\(\)"
+    with pytest.raises(ValueError, match=message):
+        count_laws(model, (3,))
+    with pytest.raises(ValueError, match=message):
+        check_laws(model, {"W1": lambda p: p["W1.weight"].sum()}, (3,))
+    eval_count = count_laws(model.eval(), (3,))
+    assert eval_count.conclusive and eval_count.num_laws is not None
+    stateless = ReLUNet(nn.BatchNorm1d(HIDDEN, track_running_stats=False)).eval()  # batch statistics in eval too
+    with pytest.raises(ValueError, match=r"^`mid` \(BatchNorm1d\) normalizes with batch statistics in eval mode too"):
+        count_laws(stateless, (3,))
+
+
+def test_a_module_reading_self_training_or_drawing_noise_is_refused() -> None:
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match=r"^`mid` \(TrainScaled\) computes another function in train mode"):
+        count_laws(ReLUNet(TrainScaled()), (3,))
+    assert relu_count(ReLUNet(TrainScaled()).eval()) == relu_count(ReLUNet())
+    with pytest.raises(ValueError, match=r"^`mid` \(Noise\) gives another output on a second call"):
+        count_laws(ReLUNet(Noise()).eval(), (3,))
+
+
+def test_a_rounding_op_is_named() -> None:
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match=r"^`1` \(Rounded\) applies round, whose derivative is zero"):
+        count_laws(nn.Sequential(nn.Linear(3, 2), Rounded()).double(), (3,))
+
+
+def test_a_function_model_with_float32_params_is_counted_and_one_that_casts_is_not() -> None:
+    net = lambda p, x: torch.relu(x @ p["W1"].T) @ p["W2"].T  # noqa: E731
+    shapes = {"W1": (HIDDEN, 3), "W2": (2, HIDDEN)}
+    single = {n: torch.ones(s) for n, s in shapes.items()}
+    double = {n: torch.ones(s, dtype=torch.float64) for n, s in shapes.items()}
+    assert count_laws(net, (3,), params=single).num_laws == count_laws(net, (3,), params=double).num_laws == HIDDEN
+    cast = lambda p, x: net({n: v.float() for n, v in p.items()}, x.float()).double()  # noqa: E731
+    with pytest.raises(ValueError, match=r"^the model function computes in float32"):
+        count_laws(cast, (3,), params=double)
+
+
+def test_the_check_leaves_random_state_modes_and_statistics_as_they_were() -> None:
+    torch.manual_seed(0)
+    model = ReLUNet(nn.BatchNorm1d(HIDDEN)).double()
+    model.mid.eval()  # the rest in train mode: a mixed state, kept as it was
+    stats = model.mid.running_mean.clone()
+    apply = lambda p, x: functional_call(model, p, (x,))  # noqa: E731
+    x = torch.randn(6, 3, dtype=torch.float64)
+    state = torch.random.get_rng_state()
+    check_countable(apply, dict(model.named_parameters()), x, model)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert model.training and not model.mid.training and torch.equal(model.mid.running_mean, stats)
+
+
+# ---------------------------------------------------------------- the monitor agrees with the count
+
+
+def sgd_drift(model: nn.Module, lr: float, steps: int, laws=None) -> dict[str, float]:
+    """ε at the end of minibatch SGD on a random regression, in the model's own mode."""
+    torch.manual_seed(1)
+    monitor = Monitor(model, laws=laws)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    monitor.attach(opt)
+    X, Y = torch.randn(256, 4, dtype=torch.float64), torch.randn(256, 3, dtype=torch.float64)
+    for _ in range(steps):
+        batch = torch.randint(0, 256, (32,))
+        opt.zero_grad()
+        ((model(X[batch]) - Y[batch]) ** 2).mean().backward()
+        opt.step()
+    return {group.key: float(monitor.epsilon(group.key)[-1]) for group in monitor.groups}
+
+
+def test_a_train_mode_batch_norm_beside_a_block_keeps_its_laws() -> None:
+    """The SwiGLU's laws are a symmetry of its own parameters: a law drifts O(τ) at fixed τk, a control does not."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), SwiGLU(6, 5, 3)).double()
+    start = {n: p.detach().clone() for n, p in model.state_dict().items()}
+    coarse = sgd_drift(model, 0.05, 200)
+    model.load_state_dict(start)
+    fine = sgd_drift(model, 0.0125, 800)
+    assert coarse["swiglu"] / fine["swiglu"] > 2.5  # τ → τ/4: the law's drift falls with τ
+    assert fine["swiglu:control"] > 10 * fine["swiglu"]
+
+
+def test_the_monitor_refuses_a_train_mode_dropout_inside_a_linear_block(timm) -> None:
+    from timm.layers import Mlp
+
+    torch.manual_seed(0)
+    model = Mlp(4, 5, 3, act_layer=nn.Identity, drop=0.3).double()
+    with pytest.raises(ValueError, match=r"^Monitor: `drop1` \(Dropout, p=0.3\) is in train mode.*linear block"):
+        Monitor(model)
+    monitor = Monitor(model.eval())
+    model.train()  # switched after the start: a warning at the next record
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor.step()
+    assert any("`drop1` (Dropout, p=0.3) is in train mode" in str(w.message) for w in caught)
+
+
+def test_the_monitor_refuses_laws_found_in_eval_mode_for_a_train_mode_batch_norm() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5, bias=False), nn.BatchNorm1d(5), nn.ReLU(), nn.Linear(5, 3, bias=False))
+    found = find_laws(model.double().eval(), (4,))
+    assert found.complete
+    eval_drift = sgd_drift(model, 0.05, 200, laws=found.laws)["found"]
+    with pytest.raises(ValueError, match=r"^Monitor: `1` \(BatchNorm1d\) is in train mode.*eval-mode function"):
+        Monitor(model.train(), laws=found.laws)
+    assert eval_drift < 0.05  # trained in eval mode, the found laws are what it keeps
