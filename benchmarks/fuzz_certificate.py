@@ -26,7 +26,7 @@ from conslaw_lite.fuzz import FAMILIES, make_case  # noqa: E402
 from conslaw_lite.fuzz_oracle import OUTCOMES, CaseResult, run_case  # noqa: E402
 
 COLUMNS = {"right": "right", "inconclusive": "inconcl.", "refused": "refused", "wrong": "WRONG",
-           "undecided": "undecided", "error": "error"}  # fmt: skip
+           "undecided": "undecided", "error": "error", "oracle-error": "orac.err"}  # fmt: skip
 
 
 def _one(args: tuple[int, str | None]) -> CaseResult:
@@ -62,19 +62,21 @@ def main(argv: list[str] | None = None) -> int:
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
         for r in pool.imap_unordered(_one, work):  # one line a case as it ends: a partial run still tells
             results.append(r)
+            seconds = r.counter_seconds + r.oracle_seconds
             print(f"[{len(results)}/{len(work)}] seed {r.seed} {r.family}: {r.outcome} counted {r.counted} "
-                  f"oracle [{r.lower}, {r.upper}] {r.counter_seconds + r.oracle_seconds:.1f} s", file=sys.stderr, flush=True)  # fmt: skip
+                  f"oracle [{r.lower}, {r.upper}] {seconds:.1f} s", file=sys.stderr, flush=True)  # fmt: skip
     results.sort(key=lambda r: r.seed)
     wall = time.perf_counter() - start
     print(table(results))
     for r in results:
-        if r.outcome in ("wrong", "error"):
+        if r.outcome in ("wrong", "error", "oracle-error"):
             bounds = "must refuse" if r.lower is None else f"oracle N ∈ [{r.lower}, {r.upper}]"
             print(f"{r.outcome.upper()} seed {r.seed}: {r.description} (D = {r.num_params}): counted {r.counted}, "
                   f"{bounds}; {r.reason}")  # fmt: skip
     n = Counter(r.outcome for r in results)
     print(f"cases {len(results)}, right {n['right']}, inconclusive {n['inconclusive']}, refused {n['refused']}, "
           f"wrong-but-conclusive {n['wrong']} (must be 0), oracle-undecided {n['undecided']}, error {n['error']}, "
+          f"oracle-error {n['oracle-error']}, "
           f"time {wall:.0f} s ({wall / max(len(results), 1):.2f} s a case, {args.jobs} processes)")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "seconds": wall,

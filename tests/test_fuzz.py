@@ -85,19 +85,19 @@ def known_failures() -> list[Case]:
 
 
 def small_cases(count: int, seed: int = 7) -> list[Case]:
-    """The first ``count`` generated cases of the seed with at most 40 parameters (a cheap, seeded slice)."""
+    """The first ``count`` generated cases of the seed with at most 25 parameters (a cheap, seeded slice)."""
     cases, i = [], 0
     while len(cases) < count:
         case = make_case(seed * 100_000 + i)
-        if sum(p.numel() for p in case.model.parameters()) <= 40:
+        if sum(p.numel() for p in case.model.parameters()) <= 25:
             cases.append(case)
         i += 1
     return cases
 
 
-@pytest.mark.parametrize("index", range(9))
+@pytest.mark.parametrize("index", range(6))
 def test_no_count_is_conclusive_and_wrong(index: int) -> None:
-    case = (known_failures() + small_cases(6))[index]
+    case = (known_failures() + small_cases(3))[index]
     result = run_case(case)
     assert result.outcome != "wrong", (
         f"{case.description}: counted {result.counted}, oracle [{result.lower}, {result.upper}]"
