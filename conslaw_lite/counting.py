@@ -124,6 +124,8 @@ NOISE_MARGIN = 100.0
 ROUNDOFF = 1e-13
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
 SATURATION_PROBE = 64  # inputs on which a coordinate with exactly zero gradient makes a θ suspect (_probe_outputs)
+CONFIRM_DRAWS = 2  # more θ drawn to confirm the highest of two ranks that disagree (_confirm_highest)
+SECOND_FACTOR = 1e-2  # the second θ's scale relative to the first's (_ranks_at_points)
 MIN_FACTOR = 1e-3  # the smallest scale, relative to the model's, of θ drawn after a tensor's gradient vanished
 MAX_DRAWS = 16  # random θ tried for NUM_POINTS where the output moves with θ
 PATTERN_DRAWS = 32  # random θ' whose activation patterns a ReLU model's inputs take (strata.realized_patterns)
@@ -588,7 +590,7 @@ def _draw(
     n_out = _checked_outputs(problem, theta, x).numel()
     f, patterns, stratum = problem.outputs(x, weights), "", Stratum(index)
     if calls and not own:
-        thetas = [problem.random_theta(gen) for _ in range(min(PATTERN_DRAWS, len(x)))]
+        thetas = [problem.random_theta(gen, _pattern_factor(gen)) for _ in range(min(PATTERN_DRAWS, len(x)))]
         masks = realized_patterns(forward, thetas, x)
         f, patterns = _with_patterns(problem.outputs(x, weights), masks), "realizable"
     elif own:
@@ -605,6 +607,16 @@ def _draw(
     if bool(zero.all()):
         return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, factor=factor)
     return _Draw(theta, f, n_out, gen, stratum, patterns, zero if bool(zero.any()) else None, factor)
+
+
+def _pattern_factor(gen: torch.Generator) -> float:
+    """The scale of a θ' whose patterns the inputs take: ``10^u``, u uniform in ``INPUT_DECADES``.
+
+    Any θ' will do (a law holds at every θ), and behind a norm the inputs' scale cannot reach a
+    cap: θ' over six decades do (relu6 after an RMSNorm at nn.Linear's scale is never capped).
+    """
+    low, high = INPUT_DECADES
+    return 10.0 ** (low + (high - low) * float(torch.rand((), generator=gen, dtype=torch.float64)))
 
 
 def _probe_outputs(problem: _Problem, x: torch.Tensor, weights: torch.Tensor | None) -> Field:
@@ -648,6 +660,10 @@ def _ranks_at_points(
 ) -> tuple[list[tuple[_Draw, _Rank]], list[_Draw], str]:
     """Ranks at ``NUM_POINTS`` θ of the seed's sequence (``at``: that θ alone), every θ drawn, and why no ranks.
 
+    The second θ is drawn at ``SECOND_FACTOR`` times the first one's scale. Both must give the same
+    rank; a model saturated at its own scale (a GELU or softmax of large pre-activations behind a
+    norm, which the inputs' scale cannot undo: GELU ×245 counted the 3 ReLU laws) is not at both.
+
     A θ where the output's gradient vanishes on every sampled input is passed over
     (the output can be constant on an open set of θ: a dead ReLU layer); an output
     constant at all ``MAX_DRAWS`` θ is an error.
@@ -666,7 +682,8 @@ def _ranks_at_points(
     else:
         drawn, factor = [], 1.0
         for index in range(MAX_DRAWS):
-            drawn.append(_draw(problem, index, input_shape, inputs, seed, num_samples, factor=factor))
+            scale = factor * (SECOND_FACTOR if sum(_usable(d) for d in drawn) == 1 else 1.0)
+            drawn.append(_draw(problem, index, input_shape, inputs, seed, num_samples, factor=scale))
             if drawn[-1].zero is not None:
                 factor = max(factor / 10, MIN_FACTOR)
             if sum(_usable(d) for d in drawn) == NUM_POINTS:
@@ -685,6 +702,31 @@ def _ranks_at_points(
         if isinstance(rank, str):
             return [], drawn, rank
         results.append((d, rank))
+    if at is None and len({r.rank for _, r in results}) > 1:
+        return _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn)
+    return results, drawn, ""
+
+
+def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn):
+    """Two θ that agree on the highest rank met, or the disagreement (:func:`_ranks_at_points`).
+
+    In exact arithmetic no θ has a larger dim Lie(W)(θ) than a generic one: a lower rank is a θ
+    where something saturates (a GELU acting as a ReLU, a one-hot softmax). Up to ``CONFIRM_DRAWS``
+    more θ are drawn at the scale of the one with the highest rank; the first that reaches it (with
+    its own gap) confirms it, and the two are the result.
+    """
+    best = max(results, key=lambda dr: dr[1].rank)
+    for index in range(len(drawn), len(drawn) + CONFIRM_DRAWS):
+        d = _draw(problem, index, input_shape, inputs, seed, num_samples, factor=best[0].factor)
+        drawn.append(d)
+        if not _usable(d):
+            continue
+        rank = _rank_or_reason(problem, d, seed, len(results))
+        if isinstance(rank, str):
+            return [], drawn, rank
+        results.append((d, rank))
+        if rank.rank == best[1].rank:
+            return [best, (d, rank)], drawn, ""
     return results, drawn, ""
 
 

@@ -13,7 +13,11 @@ leaves on one piece for the sampled inputs.
 
 Recorded: ``torch.relu``, ``F.relu``, ``Tensor.relu`` (hence ``nn.ReLU``) and
 ``F.leaky_relu`` (``nn.LeakyReLU``), the activations with one kink at 0, applied
-to a tensor whose first dimension is the batch of inputs. A unit is an index of
+to a tensor whose first dimension is the batch of inputs. The laws of the whole
+parameter space are also taken with the pieces of ``|z|`` and of every clamp at
+number bounds (``torch.clamp``/``clip``, ``clamp_min``, ``clamp_max``, ``F.hardtanh``,
+``F.relu6``, hence ``nn.ReLU6``, ``nn.Hardtanh`` and ``nn.Hardsigmoid``): a unit that
+one θ leaves below its cap for every input is capped for others (:data:`PIECEWISE`). A unit is an index of
 the last dimension (a feature in ``nn.Linear`` layout); the other dimensions
 (inputs, tokens) are its samples.
 
@@ -45,6 +49,79 @@ from torch.overrides import TorchFunctionMode
 KINKED_AT_ZERO = frozenset(
     {torch.relu, torch.relu_, F.relu, F.relu_, torch.Tensor.relu, torch.Tensor.relu_, F.leaky_relu, F.leaky_relu_}
 )
+ABS = frozenset({torch.abs, torch.abs_, torch.Tensor.abs, torch.Tensor.abs_})
+CLAMPS = frozenset(
+    {torch.clamp, torch.clamp_, torch.clip, torch.clip_, torch.Tensor.clamp, torch.Tensor.clamp_, torch.Tensor.clip,
+     torch.Tensor.clip_, torch.clamp_min, torch.clamp_min_, torch.Tensor.clamp_min, torch.Tensor.clamp_min_,
+     torch.clamp_max, torch.clamp_max_, torch.Tensor.clamp_max, torch.Tensor.clamp_max_, F.hardtanh, F.hardtanh_,
+     F.relu6}
+)  # fmt: skip
+# Every piecewise-linear primitive whose pattern the counter records and forces: units kinked at 0 (their pieces
+# z and αz), |z| (z and −z), and clamps at any bounds (lo, z, hi; hardsigmoid is routed to a clamp by exact_ops).
+PIECEWISE = KINKED_AT_ZERO | ABS | CLAMPS
+
+
+def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None] | None:
+    """``(lo, hi)`` of a clamp-like call (``None`` for a missing side); ``None`` if a bound is a tensor."""
+    if func is F.relu6:
+        return 0.0, 6.0
+    if func in (F.hardtanh, F.hardtanh_):
+        lo = args[1] if len(args) > 1 else kwargs.get("min_val", -1.0)
+        return lo, args[2] if len(args) > 2 else kwargs.get("max_val", 1.0)
+    name = func.__name__.rstrip("_")
+    first = args[1] if len(args) > 1 else kwargs.get("min")
+    if name == "clamp_min":
+        lo, hi = first, None
+    elif name == "clamp_max":
+        lo, hi = None, (args[1] if len(args) > 1 else kwargs.get("max"))
+    else:
+        lo, hi = first, args[2] if len(args) > 2 else kwargs.get("max")
+    if isinstance(lo, torch.Tensor) or isinstance(hi, torch.Tensor):
+        return None
+    return lo, hi
+
+
+def _is_piecewise(func, args: tuple, kwargs: dict) -> bool:
+    """A call of a piecewise-linear primitive on a tensor (a clamp with number bounds)."""
+    if func not in PIECEWISE or not args or not isinstance(args[0], torch.Tensor):
+        return False
+    return func not in CLAMPS or _bounds(func, args, kwargs) is not None
+
+
+def _piece(func, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The piece each entry of a piecewise-linear call's input is on: ``z > 0`` for a kink at 0 or |z|,
+    0/1/2 (below lo, between, above hi) for a clamp; ``None`` for any other call."""
+    if not _is_piecewise(func, args, kwargs):
+        return None
+    z = args[0]
+    if func not in CLAMPS:
+        return z.detach() > 0
+    lo, hi = _bounds(func, args, kwargs)
+    code = torch.ones_like(z.detach(), dtype=torch.int64)
+    if lo is not None:
+        code = code - (z.detach() < lo).long()
+    if hi is not None:
+        code = code + (z.detach() > hi).long()
+    return code
+
+
+def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor) -> torch.Tensor:
+    """The call's output with each entry on its recorded piece ``m`` (0/1 or 0/1/2, as :func:`_piece` gives)."""
+    z = args[0]
+    if func in ABS:
+        return z * (2 * m - 1)
+    if func in CLAMPS:
+        lo, hi = _bounds(func, args, kwargs)
+        middle = (m == 1).to(z.dtype)
+        out = z * middle
+        if lo is not None:
+            out = out + lo * (m == 0).to(z.dtype)
+        if hi is not None:
+            out = out + hi * (m == 2).to(z.dtype)
+        return out
+    leaky = func in (F.leaky_relu, F.leaky_relu_)
+    slope = (args[1] if len(args) > 1 else kwargs.get("negative_slope", 0.01)) if leaky else 0.0
+    return z * (m + slope * (1 - m))
 
 
 @dataclass(frozen=True)
@@ -167,15 +244,16 @@ def activation_pattern(
 
 
 class _Signs(TorchFunctionMode):
-    """Keeps ``z > 0`` for the input z of every activation kinked at 0, in the order of the calls."""
+    """Keeps the piece of every entry of every piecewise-linear call's input (:func:`_piece`), in call order."""
 
     def __init__(self) -> None:
         super().__init__()
         self.on: list[torch.Tensor] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in KINKED_AT_ZERO and args and isinstance(args[0], torch.Tensor):
-            self.on.append(args[0].detach() > 0)
+        piece = _piece(func, args, kwargs or {})
+        if piece is not None:
+            self.on.append(piece)
         return func(*args, **(kwargs or {}))
 
 
@@ -238,7 +316,9 @@ def realized_patterns(
 
 
 class _Forced(TorchFunctionMode):
-    """Applies the j-th activation kinked at 0 as ``z · (m_j + α (1 − m_j))`` (α: the leaky slope, 0 for ReLU)."""
+    """Applies the j-th piecewise-linear call on its recorded pieces ``m_j`` (:func:`_on_piece`): a unit kinked
+    at 0 as ``z · (m_j + α (1 − m_j))`` (α: the leaky slope, 0 for ReLU), |z| as ``z (2m_j − 1)``, a clamp as
+    lo, z or hi entry by entry."""
 
     def __init__(self, patterns: Sequence[torch.Tensor]) -> None:
         super().__init__()
@@ -246,7 +326,7 @@ class _Forced(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func not in KINKED_AT_ZERO or not args or not isinstance(args[0], torch.Tensor):
+        if not _is_piecewise(func, args, kwargs):
             return func(*args, **kwargs)
         if self.calls == len(self.patterns):
             raise ValueError(f"the model applies more than the {len(self.patterns)} ReLUs whose patterns were recorded")
@@ -256,9 +336,7 @@ class _Forced(TorchFunctionMode):
             raise ValueError(
                 f"ReLU #{self.calls}: input of shape {tuple(z.shape)}, pattern recorded for {tuple(m.shape)}"
             )
-        leaky = func in (F.leaky_relu, F.leaky_relu_)
-        slope = (args[1] if len(args) > 1 else kwargs.get("negative_slope", 0.01)) if leaky else 0.0
-        return z * (m + slope * (1 - m))
+        return _on_piece(func, args, kwargs, m)
 
 
 @contextmanager
