@@ -44,8 +44,25 @@ How the rank is computed, in float64 with ``torch.func``:
 θ is drawn at random, each parameter tensor standard normal times the root mean
 square of the model's own tensor (of all its parameters where that tensor is
 zero, e.g. a bias initialized to 0): the model's scale, but a generic point (no
-accidental symmetry of an initialization). Inputs are standard normal, enough
-of them (``MIN_OUTPUTS``) that piecewise-linear units see both of their pieces often.
+accidental symmetry of an initialization); the second θ at a hundredth of that
+scale. Half the inputs are standard normal, the other half are scaled by
+``10^u``, u uniform in ``INPUT_DECADES`` = (−3, 3), enough of them (``MIN_OUTPUTS``)
+that every unit meets every piece: a cap or threshold at any height, a softmax or
+sigmoid both saturated and not. Each input's outputs are divided by their norm so
+that no scale buries the others.
+
+**Soundness guards.** A wrong count marked conclusive is the worst failure this
+counter can have, and what fooled naive sampling is guarded against by what the
+forward computes, not by a list of activations: a forward in lower precision,
+random, train-mode dependent or batch-coupled is refused before counting
+(:mod:`conslaw_lite.module_checks`); a coordinate the output reads whose gradient is
+exactly zero on every input makes the next θ smaller, and is refused by name if
+that persists; a kept direction must stand ``NOISE_MARGIN`` above the derivatives'
+round-off measured at each θ (a float32 rounding otherwise fills the law
+directions, nothing is dropped, and the gap test passes trivially); two θ that
+disagree are settled only when another θ confirms the higher rank (a lower rank
+is a θ where something saturates). ``benchmarks/fuzz_certificate.py`` checks all of
+it against an independent oracle on a thousand random modules.
 
 Torch's own derivatives are not trusted blindly. Brackets of depth 3 run the
 model's forward pass under two forward-mode levels, and some fused kernels
