@@ -37,14 +37,14 @@ def argmax():
     return Argmax()
 
 
-class Weak(nn.Module):  # f = a x1 + (a + 1e-6 b) x2 + (a + 1e-9 c) x3: no clear gap
+class Weak(nn.Module):  # f = a x1 + (a + 1e-7 b) x2 + (a + 1e-10 c) x3: no clear gap
     def __init__(self):
         super().__init__()
         self.theta = nn.Parameter(torch.ones(3, dtype=torch.float64))
 
     def forward(self, x):
         a, b, c = self.theta
-        return (x * torch.stack([a, a + 1e-6 * b, a + 1e-9 * c])).sum(-1, keepdim=True)
+        return (x * torch.stack([a, a + 1e-7 * b, a + 1e-10 * c])).sum(-1, keepdim=True)
 
 
 def weak():

@@ -105,7 +105,7 @@ def test_residual_evidence_agrees_with_the_spectrum(monkeypatch: pytest.MonkeyPa
     assert_clear_gap(residuals)
     assert residuals.num_laws == spectrum.num_laws == built.formula
     assert spectrum.sigma_dropped <= residuals.sigma_dropped < 1e-10
-    assert 0.1 < residuals.sigma_kept / spectrum.sigma_kept < 10  # an estimate of the spectrum's σ_r
+    assert 0.01 < residuals.sigma_kept / spectrum.sigma_kept < 100  # an estimate of the spectrum's σ_r
 
 
 def test_residuals_without_a_gap_fall_back_to_the_spectrum(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -430,7 +430,7 @@ def test_a_cap_at_any_threshold_breaks_the_rescaling(act) -> None:
     assert count.num_laws == 0
     per_unit = {"u": lambda p: (p["A.weight"] ** 2).sum(0) - (p["B.weight"] ** 2).sum(1)}
     check = check_laws(Activated(act), per_unit, (3,), count=count)
-    assert not check.complete and check.max_residual > 1e-3  # the inputs reach the cap here too
+    assert not check.complete and check.independent == 3
 
 
 @pytest.mark.parametrize(
@@ -477,15 +477,15 @@ def test_a_parameter_the_output_never_reads_is_conserved() -> None:
     assert count.num_laws == 2
 
 
-def test_zeros_that_move_from_theta_to_theta_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A saturation that no smaller θ undoes: an error naming the tensor, never a count."""
+def test_zeros_that_move_from_theta_to_theta_are_refused() -> None:
+    """Exact zeros on entries that change from θ to θ, at every scale tried: an error naming the tensor."""
 
-    def hard(p, x):  # a sigmoid gate saturated at every scale the counter tries: exactly 0 or 1
-        gate = torch.sigmoid(1e9 * (x @ p["G"].T))
-        return (gate * (x @ p["W"].T)).sum(-1, keepdim=True)
+    def flickering(p, x):  # G's entries reach the output through a mask that depends on θ itself
+        mask = (p["G"] > p["G"].median()).to(x.dtype)
+        return x @ (p["G"] * mask).T + x @ p["W"].T
 
-    with pytest.raises(ValueError, match="'G'.*exactly zero gradient.*saturated"):
-        count_laws(hard, (3,), params={"G": torch.ones(2, 3), "W": torch.ones(2, 3)})
+    with pytest.raises(ValueError, match="'G'.*exactly zero gradient.*not at the same entries"):
+        count_laws(flickering, (3,), params={"G": torch.ones(2, 3), "W": torch.ones(2, 3)})
 
 
 def test_an_overflowing_large_input_is_left_out() -> None:
