@@ -49,6 +49,7 @@ def _makefile_flags() -> list[str]:
     return re.search(r"jupyter-book build \. ((?:--\S+ ?)*)", (ROOT / "Makefile").read_text()).group(1).split()
 
 
+@pytest.mark.slow  # jupyter-book build
 def test_book_builds_without_warnings(tmp_path: Path) -> None:
     """The Sphinx side of the whole book (labels, references, citations, toc), with execution off.
 
@@ -81,6 +82,7 @@ def _build(book: Path, cell: str, timeout: int | None = None) -> subprocess.Comp
     return subprocess.run(args, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # jupyter-book build
 def test_a_failing_cell_fails_the_build(tmp_path: Path) -> None:
     good = _build(tmp_path / "good", "print(1 + 1)")
     assert good.returncode == 0, good.stdout[-2000:] + good.stderr[-2000:]
@@ -92,6 +94,7 @@ def test_a_failing_cell_fails_the_build(tmp_path: Path) -> None:
 SLEEPER = "import time\ntime.sleep(60)  # the stalled cell"
 
 
+@pytest.mark.slow  # jupyter-book build
 def test_a_cell_past_the_timeout_fails_the_build_by_name(tmp_path: Path) -> None:
     """A stalled or slow cell fails ``make book`` within the timeout, naming the notebook and the cell."""
     done = _build(tmp_path / "slow", SLEEPER, timeout=3)

@@ -14,6 +14,7 @@ import pytest
 from tests.notebooks import NotebookCellError, book_cell_timeout, execute, slowest_cell, toc_notebooks
 
 MARGIN = 10  # the book's per-cell timeout is at least this many times the slowest cell at ci scale
+pytestmark = pytest.mark.slow  # a fresh kernel per chapter: `pytest -m 'not slow'` is the unit suite alone
 
 
 @pytest.mark.parametrize("path", toc_notebooks(), ids=lambda p: p.name)
