@@ -34,6 +34,8 @@ def main() -> None:
     parser.add_argument("--slowest-cell", action="store_true")
     args = parser.parse_args()
     os.environ.update(CONSLAW_SCALE=args.scale, MPLBACKEND="Agg")
+    if args.scale == "ci":  # as tests/test_notebooks.py runs them: one torch thread per kernel
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
     print(f"scale={args.scale}, R={args.repeats}, per-cell timeout {book_cell_timeout()} s", flush=True)
     header = ["notebook", "min s", "median", "max s", "max/med", "stalls"] + (["slowest"] if args.slowest_cell else [])
     print(f"{header[0]:26} " + " ".join(f"{h:>7}" for h in header[1:]))

@@ -21,6 +21,9 @@ pytestmark = pytest.mark.slow  # a fresh kernel per chapter: `pytest -m 'not slo
 def test_notebook_executes_with_a_tenfold_margin_under_the_timeout(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONSLAW_SCALE", os.environ.get("CONSLAW_SCALE", "ci"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    # One torch thread per kernel (read by torch at import): the ci models are tiny, and CI shares two cores with
+    # other jobs, where two threads spinning on each small op ran a 2 s count for minutes.
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
     try:
         times = execute(path)
     except NotebookCellError as err:
