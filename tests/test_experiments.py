@@ -127,6 +127,7 @@ def test_interrupted_run_resumes_to_the_same_numbers(tmp_path: Path) -> None:
         run_experiment(ExperimentConfig("lm", "ci", lrs=(0.02,), seeds=2, steps=8), checkpoint=ckpt)
 
 
+@pytest.mark.slow  # two subprocesses, each importing torch and training
 def test_two_processes_give_the_numbers_of_one(tmp_path: Path) -> None:
     args = ["lm", "--scale", "ci", "--seeds", "1", "--lr", "0.01", "--steps", "5", "--batch", "8", "--quiet"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
