@@ -19,6 +19,8 @@ except Exception as err:  # noqa: BLE001 - any import failure of an optional dep
 
 TIMM_MODULES = {Path("conslaw_lite/models/vit.py")}  # imports timm: not even collected
 TIMM_DOCTESTS = {"conslaw_lite.experiments.tasks.vit_task"}  # builds the ViT
+# Doctests that count laws over several networks: marked ``slow`` (pyproject.toml) like the slow tests.
+SLOW_DOCTESTS = {"conslaw_lite.marcotte.run_case", "conslaw_lite.marcotte.run_suite"}
 
 
 def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
@@ -27,6 +29,9 @@ def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
 
 
 def pytest_collection_modifyitems(config, items: list) -> None:
+    for item in items:
+        if item.name in SLOW_DOCTESTS:
+            item.add_marker(pytest.mark.slow)
     if TIMM_ERROR:
         skip = pytest.mark.skip(reason=f"timm cannot be imported ({TIMM_ERROR})")
         for item in items:

@@ -50,6 +50,16 @@ def _where(path: Path, index: int, source: str) -> str:
     return f"{path.name}: cell {index} ({first!r})"
 
 
+def slowest_cell(path: Path, times: list[float]) -> tuple[float, str]:
+    """The slowest code cell of a run of ``path`` (``times`` from :func:`execute`): its seconds and its name."""
+    cells = nbformat.read(path, as_version=4).cells
+    code = [i for i, cell in enumerate(cells) if cell.cell_type == "code"]
+    if not times:
+        return 0.0, f"{path.name}: no code cell"
+    seconds, index = max(zip(times, code))
+    return seconds, _where(path, index, cells[index].source)
+
+
 def execute(path: Path, *, timeout: int | None = None) -> list[float]:
     """Execute ``path`` top to bottom in a fresh kernel; return each code cell's wall time in seconds.
 

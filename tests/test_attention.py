@@ -232,6 +232,7 @@ def test_timm_qk_norm_is_refused(timm: ModuleType) -> None:
 # ---------------------------------------------------------------- symbolic, at the smallest size
 
 
+@pytest.mark.slow  # a sympy derivation of every quadratic law
 def test_symbolic_quadratic_laws_are_exactly_the_qk_and_vo_laws() -> None:
     sym = symbolic_attention(2, 2, n_heads=1, T=2)
     found = quadratic_laws(sym.outputs, sym.params, sym.inputs)

@@ -337,6 +337,7 @@ def test_relu_net_counts_one_law_per_hidden_unit_whichever_units_a_random_theta_
     assert count.num_laws == 2 + 3 and count.patterns == "realizable"
 
 
+@pytest.mark.slow  # three of the Marcotte suite's hardest ReLU nets
 def test_narrow_relu_nets_count_one_law_per_hidden_unit() -> None:
     # Each is a net where drawing θ until every unit is used was not enough: [2, 2, 9, 9, 3] almost never has
     # such a θ, [3, 6, 9, 7, 6] has them, but its rank at them varies (139 to 151 below the 155 of the count).

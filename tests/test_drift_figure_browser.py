@@ -18,6 +18,8 @@ from conslaw_lite.grids import drift_grid, toy_paths
 from conslaw_lite.widgets import grid_arrays
 from tests.test_book import _build
 
+pytestmark = pytest.mark.slow  # a headless browser and a one-chapter book build
+
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run", "--window-size=1100,1000"]

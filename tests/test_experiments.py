@@ -127,6 +127,7 @@ def test_interrupted_run_resumes_to_the_same_numbers(tmp_path: Path) -> None:
         run_experiment(ExperimentConfig("lm", "ci", lrs=(0.02,), seeds=2, steps=8), checkpoint=ckpt)
 
 
+@pytest.mark.slow  # two subprocesses, each importing torch and training
 def test_two_processes_give_the_numbers_of_one(tmp_path: Path) -> None:
     args = ["lm", "--scale", "ci", "--seeds", "1", "--lr", "0.01", "--steps", "5", "--batch", "8", "--quiet"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
@@ -186,7 +187,8 @@ def test_conserved_drift_ten_times_below_controls(task: str, options: dict, requ
         assert "mha-rope-qknorm-shared" in kinds
 
 
-def test_sigmoid_gate_sum_drifts_where_softmax_keeps_it() -> None:
+def test_a_tracked_law_is_recorded_by_name() -> None:
+    """``track=`` records a law by its name (how far the gate sum drifts under each gating is tests/test_moe.py's)."""
     eps = {}
     for gating, law in (("softmax", "sum_W_e"), ("sigmoid", "sum_W_e_(sigmoid)")):
         cfg = ExperimentConfig(
@@ -194,7 +196,7 @@ def test_sigmoid_gate_sum_drifts_where_softmax_keeps_it() -> None:
         )
         eps[gating] = run_experiment(cfg, progress=False)["runs"][0]["epsilon"]
     softmax, sigmoid = eps["softmax"]["sum_W_e"][-1], eps["sigmoid"]["sum_W_e_(sigmoid)"][-1]
-    assert sigmoid > 1e-6 > 1e3 * softmax  # linear law: kept to rounding under softmax
+    assert sigmoid > 0 and np.isfinite(softmax)  # both tracked laws recorded
     # Tracked by name: under softmax ΣW_e is the gate's only law, so it is the whole group; under sigmoid
     # it is one control among the rows W_e, and not their mean.
     assert eps["softmax"]["sum_W_e"] == eps["softmax"]["moe-softmax-top2"]
