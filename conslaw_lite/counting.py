@@ -142,7 +142,6 @@ ROUNDOFF = 1e-13
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
 SATURATION_PROBE = 64  # inputs on which a coordinate with exactly zero gradient makes a θ suspect (_probe_outputs)
 CONFIRM_DRAWS = 2  # more θ drawn to confirm the highest of two ranks that disagree (_confirm_highest)
-SECOND_FACTOR = 1e-2  # the second θ's scale relative to the first's (_ranks_at_points)
 MIN_FACTOR = 1e-3  # the smallest scale, relative to the model's, of θ drawn after a tensor's gradient vanished
 MAX_DRAWS = 16  # random θ tried for NUM_POINTS where the output moves with θ
 PATTERN_DRAWS = 32  # random θ' whose activation patterns a ReLU model's inputs take (strata.realized_patterns)
@@ -230,9 +229,11 @@ class _Problem:
                 raise ValueError(f"at: parameter {name!r} of shape {tuple(shape)} is missing or has another shape")
         return torch.cat([values[n].detach().to(torch.float64).reshape(-1) for n in self.shapes])
 
-    def random_theta(self, gen: torch.Generator, factor: float = 1.0) -> torch.Tensor:
-        """Each tensor standard normal times ``factor`` times its scale (:func:`_scales`)."""
-        parts = [torch.randn(s, generator=gen, dtype=torch.float64) * self.scales[n] for n, s in self.shapes.items()]
+    def random_theta(self, gen: torch.Generator, factor: float = 1.0, standard: bool = False) -> torch.Tensor:
+        """Each tensor standard normal times ``factor`` times its scale (:func:`_scales`), or with ``standard``
+        times ``1/√(last dimension)`` (``nn.Linear``'s scale for a weight, 1 for a vector)."""
+        scale = {n: s[-1] ** -0.5 if len(s) > 1 else 1.0 for n, s in self.shapes.items()} if standard else self.scales
+        parts = [torch.randn(s, generator=gen, dtype=torch.float64) * scale[n] for n, s in self.shapes.items()]
         return torch.cat([p.reshape(-1) for p in parts]) * factor
 
     def unread(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -348,13 +349,15 @@ def _checked_outputs(problem: _Problem, theta: torch.Tensor, inputs: torch.Tenso
 def _balanced_inputs(
     problem: _Problem, theta: torch.Tensor, x: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The inputs whose outputs are finite at θ, and for each ``1/‖f(x_s; θ)‖`` (``None``: outputs not per input).
+    """The inputs whose outputs are finite at θ, and for each ``1/‖J_s v‖`` (``None``: outputs not per input).
 
-    Inputs far from the standard scale (:func:`_input_scales`) have outputs up to 10⁶ times
-    larger or smaller; unweighted, their gradients would bury the others' in round-off (MHA's
-    smallest kept singular value fell from 5·10⁻² to 4·10⁻⁸). A constant positive factor per
-    output does not change the span of the gradients. An input whose output overflows (an
-    ``exp`` of a large input) is left out; one of standard scale must not overflow.
+    ``J_s v`` is the derivative of input s's outputs along a random direction v of θ: the size of
+    its gradients. Inputs far from the standard scale (:func:`_input_scales`) have gradients up
+    to 10⁶ times larger or smaller; unweighted, they would bury the others' in round-off (MHA's
+    smallest kept singular value fell from 5·10⁻² to 4·10⁻⁸). The size of the outputs would not
+    do: a residual block's output is mostly its input, which no parameter moves. A constant
+    positive factor per output does not change the span of the gradients. An input whose output
+    overflows (an ``exp`` of a large input) is left out; one of standard scale must not overflow.
     """
     try:
         out = problem.apply(problem.unflatten(theta), x)
@@ -368,10 +371,23 @@ def _balanced_inputs(
     if not finite[::2].all():  # every other input is standard normal (_input_scales)
         raise ValueError("the model's output is NaN or infinite at a random θ")
     x, rows = x[finite], rows[finite]
-    norms = rows.norm(dim=1)
+    norms = _gradient_sizes(problem, theta, x)
+    if norms is None:
+        norms = rows.norm(dim=1)
     if not bool((norms > 0).any()):
         return x, torch.ones_like(norms)
     return x, 1 / norms.clamp_min(1e-6 * float(norms[norms > 0].median()))  # an output of ~0 is not blown up
+
+
+def _gradient_sizes(problem: _Problem, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
+    """``‖J_s v‖`` per input for one random v of θ's size (``None`` where torch has no forward derivative)."""
+    v = torch.randn(theta.shape, generator=torch.Generator().manual_seed(len(x)), dtype=theta.dtype)
+    try:
+        _, tangent = jvp(problem.outputs(x), (theta,), (v * theta.abs().mean(),))
+    except (NotImplementedError, RuntimeError):
+        return None
+    sizes = tangent.detach().reshape(len(x), -1).norm(dim=1)
+    return sizes if bool(torch.isfinite(sizes).all()) else None
 
 
 def _gradient_field(f: Field, a: torch.Tensor) -> Field:
@@ -577,7 +593,8 @@ class _Draw:
     stratum: Stratum
     patterns: str  # LawCount.patterns
     zero: torch.Tensor | None = None  # (D,) coordinates whose gradient is exactly zero on every input
-    factor: float = 1.0  # θ's scale relative to the model's
+    factor: float = 1.0  # θ's scale relative to the model's (or to the standard scale)
+    standard: bool = False  # θ drawn at nn.Linear's standard scale, not the model's (Problem.random_theta)
 
 
 def _draw(
@@ -589,6 +606,7 @@ def _draw(
     num_samples: int | None,
     at: torch.Tensor | None = None,
     factor: float = 1.0,
+    standard: bool = False,
 ) -> _Draw:
     """θ number ``index`` of the seed's sequence (or ``at``), fresh inputs, and the output map to rank there.
 
@@ -600,7 +618,7 @@ def _draw(
     ReLU acts on a tensor without the inputs' batch (its pattern cannot be paired with an input).
     """
     gen = torch.Generator().manual_seed(1_000_003 * seed + index)
-    theta = problem.random_theta(gen, factor) if at is None else at
+    theta = problem.random_theta(gen, factor, standard) if at is None else at
     forward = lambda t, x: problem.apply(problem.unflatten(t), x)  # noqa: E731
     probe = _sample_inputs(input_shape, inputs, 1, gen)
     n_out_one = _checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
@@ -622,15 +640,15 @@ def _draw(
         dead, linear, _ = activation_pattern(lambda: forward(tracked, x), len(x), problem.module)
         stratum, patterns = Stratum(index, dead, linear), "at θ"
     if _zero_gradient(f, theta, gen).all():
-        return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, factor=factor)
+        return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, None, factor, standard)
     zero = _zero_gradient(_probe_outputs(problem, x, weights) if not patterns else f, theta, gen)
     if patterns == "at θ":  # a dead unit's weights: laws near this θ (strata), not saturation
         zero = problem.whole_tensors(zero)
     if bool(zero.any()):
         zero = zero & ~problem.unread(theta, x[:1])
     if bool(zero.all()):
-        return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, factor=factor)
-    return _Draw(theta, f, n_out, gen, stratum, patterns, zero if bool(zero.any()) else None, factor)
+        return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, None, factor, standard)
+    return _Draw(theta, f, n_out, gen, stratum, patterns, zero if bool(zero.any()) else None, factor, standard)
 
 
 def _pattern_factor(gen: torch.Generator) -> float:
@@ -663,7 +681,7 @@ def _with_patterns(f: Field, patterns: list[torch.Tensor]) -> Field:
 def _rank_or_reason(problem: _Problem, d: _Draw, seed: int, k: int) -> _Rank | str:
     """:func:`_lie_rank` at the draw's θ, or why not: torch's derivatives of the model fail the check there."""
     check_gen = torch.Generator().manual_seed(1_000_003 * seed + 4999 + k)  # leaves d.gen as it was
-    directions = [problem.random_theta(check_gen, d.factor) for _ in range(3)]
+    directions = [problem.random_theta(check_gen, d.factor, d.standard) for _ in range(3)]
     mismatch = _derivative_mismatch(d.f, d.theta, directions, d.n_out, check_gen)
     if mismatch > DERIVATIVE_TOL:
         return (
@@ -684,9 +702,10 @@ def _ranks_at_points(
 ) -> tuple[list[tuple[_Draw, _Rank]], list[_Draw], str]:
     """Ranks at ``NUM_POINTS`` θ of the seed's sequence (``at``: that θ alone), every θ drawn, and why no ranks.
 
-    The second θ is drawn at ``SECOND_FACTOR`` times the first one's scale. Both must give the same
-    rank; a model saturated at its own scale (a GELU or softmax of large pre-activations behind a
-    norm, which the inputs' scale cannot undo: GELU ×245 counted the 3 ReLU laws) is not at both.
+    The second θ is drawn at ``nn.Linear``'s standard scale, the first at the model's own. Both must
+    give the same rank; a model saturated at its own scale (a GELU or softmax of large pre-activations
+    behind a norm, which the inputs' scale cannot undo: GELU ×245 counted the 3 ReLU laws), or so
+    small that its brackets fall to round-off (a residual net ×10⁻³), is not at both.
 
     A θ where the output's gradient vanishes on every sampled input is passed over
     (the output can be constant on an open set of θ: a dead ReLU layer); an output
@@ -707,8 +726,8 @@ def _ranks_at_points(
     else:
         drawn, factor = [], 1.0
         for index in range(MAX_DRAWS):
-            scale = factor * (SECOND_FACTOR if sum(_usable(d) for d in drawn) == 1 else 1.0)
-            drawn.append(_draw(problem, index, input_shape, inputs, seed, num_samples, factor=scale))
+            standard = sum(_usable(d) for d in drawn) == 1
+            drawn.append(_draw(problem, index, input_shape, inputs, seed, num_samples, None, factor, standard))
             if drawn[-1].zero is not None:
                 factor = max(factor / 10, MIN_FACTOR)
             elif drawn[-1].stratum.constant:  # too small for the output to move (a threshold): back up
@@ -747,7 +766,7 @@ def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, d
     """
     best = max(results, key=lambda dr: dr[1].rank)
     for index in range(len(drawn), len(drawn) + CONFIRM_DRAWS):
-        d = _draw(problem, index, input_shape, inputs, seed, num_samples, factor=best[0].factor)
+        d = _draw(problem, index, input_shape, inputs, seed, num_samples, None, best[0].factor, best[0].standard)
         drawn.append(d)
         if not _usable(d):
             continue
