@@ -14,8 +14,9 @@ derivative. In torch 2.14 (float64; checked on CPU) these do not have one:
   off by about 100 % of its size (a 6-wide LayerNorm, see ``tests/test_counting.py``),
   and differentiated that way a ``Linear → nn.LayerNorm → Linear`` net (3 → 4 → 2)
   counts 3 laws instead of 7 (4 instead of 8 with ε = 0), with a clear gap.
-* ``hardsigmoid``: its backward kernel has no forward-mode derivative (``NotImplementedError``),
-  so brackets of ``nn.Hardsigmoid`` (MobileNetV3's gate) could not be taken at all.
+* ``hardsigmoid`` and ``hardswish``: their backward kernels have no forward-mode derivative
+  (``NotImplementedError``), so brackets of ``nn.Hardsigmoid`` and ``nn.Hardswish`` (MobileNetV3's
+  gate and activation) could not be taken at all.
 * ``scaled_dot_product_attention`` on CPU dispatches to a flash kernel that has no
   forward-mode derivative at all (``NotImplementedError``).
 
@@ -136,16 +137,30 @@ def hardsigmoid(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     return (input / 6 + 0.5).clamp(0, 1)
 
 
+def hardswish(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+    """``z · clamp(z + 3, 0, 6) / 6`` (``F.hardswish``, whose backward kernel has no forward-mode derivative).
+
+    Examples
+    ========
+    >>> z = torch.linspace(-5, 5, 11, dtype=torch.float64)
+    >>> torch.allclose(hardswish(z), F.hardswish(z))
+    True
+    """
+    return input * (input + 3).clamp(0, 6) / 6
+
+
 _TORCH = {"layer_norm": F.layer_norm, "batch_norm": F.batch_norm, "instance_norm": F.instance_norm}
 _ROUTES = [(F, "layer_norm", layer_norm), (torch, "layer_norm", layer_norm), (F, "batch_norm", batch_norm),
-           (F, "instance_norm", instance_norm), (F, "hardsigmoid", hardsigmoid)]  # fmt: skip
+           (F, "instance_norm", instance_norm), (F, "hardsigmoid", hardsigmoid),
+           (F, "hardswish", hardswish)]  # fmt: skip
 
 
 @contextmanager
 def exact_derivatives() -> Iterator[None]:
     """Within the block, the ops listed in the module docstring have exact derivatives of every order.
 
-    ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm``, ``F.instance_norm`` and ``F.hardsigmoid`` are
+    ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm``, ``F.instance_norm``, ``F.hardsigmoid`` and
+    ``F.hardswish`` are
     replaced by the elementary formulas of this module, and
     ``F.scaled_dot_product_attention`` runs torch's composite ``MATH`` backend
     (``softmax(QKᵀ/√k + mask) V`` in elementary ops). Everything is restored on exit.
