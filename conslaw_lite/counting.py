@@ -132,7 +132,8 @@ MIN_OUTPUTS = 4096  # output entries per θ: every ReLU unit is on for many inpu
 OUTPUTS_PER_PARAM = 1.25
 MAX_SAMPLES = 512
 PIECEWISE_SAMPLES = 16  # times more inputs for a ReLU model at a given θ: W(θ) needs inputs in each small region
-# A kept direction must stand this far above the derivatives' own round-off, measured at each θ by how much two
+# Where the rank reaches D (nothing dropped, so the gap test says nothing), the smallest kept direction must stand
+# this far above the derivatives' own round-off, measured at each θ by how much two
 # ways of computing D²f, D³f differ: about 1e-15 in float64, 1e-8 where the forward casts to float32, whose
 # rounding otherwise fills every law direction (a ReLU net counted N = 0 instead of 3, nothing dropped).
 NOISE_MARGIN = 100.0
@@ -376,7 +377,9 @@ def _balanced_inputs(
         norms = rows.norm(dim=1)
     if not bool((norms > 0).any()):
         return x, torch.ones_like(norms)
-    return x, 1 / norms.clamp_min(1e-6 * float(norms[norms > 0].median()))  # an output of ~0 is not blown up
+    # at most 10³ times up, like WEIGHT_FLOOR: a saturated softmax's gradient is round-off, and blown up further its
+    # round-off would pass CUT as directions (a softmax gate's 2 laws lost to rank 6 = D)
+    return x, 1 / norms.clamp_min(WEIGHT_FLOOR * float(norms[norms > 0].median()))
 
 
 def _gradient_sizes(problem: _Problem, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
@@ -885,7 +888,7 @@ def count_laws(
     if not reason and kept < GAP * dropped:
         reason = f"no clear gap: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
     noise = max(max(r.noise for r in ranks), ROUNDOFF)
-    if not reason and kept < NOISE_MARGIN * noise:
+    if not reason and dropped == 0 and kept < NOISE_MARGIN * noise:  # nothing dropped: the gap test is vacuous
         reason = (
             f"the smallest kept singular value {kept:.2e} is within {NOISE_MARGIN:g}× of the derivatives' round-off "
             f"{noise:.1e} (two ways of computing D²f, D³f differ by that much): the directions it keeps may be "
