@@ -331,8 +331,8 @@ def _input_scales(batch: int, gen: torch.Generator) -> torch.Tensor:
     return torch.where(torch.arange(batch) % 2 == 0, torch.ones(batch, dtype=torch.float64), 10.0**u)
 
 
-def _checked_outputs(problem: _Problem, theta: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-    """f(θ) on ``inputs``, after checking it is a finite, floating, differentiable tensor."""
+def _checked_outputs(problem: _Problem, theta: torch.Tensor, inputs: torch.Tensor, finite: bool = True) -> torch.Tensor:
+    """f(θ) on ``inputs``, after checking it is a floating, differentiable tensor (and finite, with ``finite``)."""
     try:
         out = problem.apply(problem.unflatten(theta), inputs)
     except (RuntimeError, ValueError, IndexError, TypeError) as err:
@@ -342,15 +342,16 @@ def _checked_outputs(problem: _Problem, theta: torch.Tensor, inputs: torch.Tenso
         raise TypeError(f"the model must return one tensor, got {type(out).__name__}")
     if not out.is_floating_point():
         raise TypeError(f"the model's output has dtype {out.dtype} (argmax?): it is not differentiable in θ")
-    if not torch.isfinite(out).all():
+    if finite and not torch.isfinite(out).all():
         raise ValueError("the model's output is NaN or infinite at a random θ")
     return out
 
 
 def _balanced_inputs(
     problem: _Problem, theta: torch.Tensor, x: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The inputs whose outputs are finite at θ, and for each ``1/‖J_s v‖`` (``None``: outputs not per input).
+) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+    """The inputs whose outputs are finite at θ, for each ``1/‖J_s v‖`` (``None``: outputs not per input), and
+    the number of outputs on them.
 
     ``J_s v`` is the derivative of input s's outputs along a random direction v of θ: the size of
     its gradients. Inputs far from the standard scale (:func:`_input_scales`) have gradients up
@@ -360,13 +361,9 @@ def _balanced_inputs(
     positive factor per output does not change the span of the gradients. An input whose output
     overflows (an ``exp`` of a large input) is left out; one of standard scale must not overflow.
     """
-    try:
-        out = problem.apply(problem.unflatten(theta), x)
-    except (RuntimeError, ValueError, IndexError, TypeError):
-        out = None  # _checked_outputs names the error
-    if not isinstance(out, torch.Tensor) or out.dim() == 0 or len(out) != len(x) or not out.is_floating_point():
-        _checked_outputs(problem, theta, x)
-        return x, None
+    out = _checked_outputs(problem, theta, x, finite=False)
+    if out.dim() == 0 or len(out) != len(x):
+        return x, None, _checked_outputs(problem, theta, x).numel()
     rows = out.detach().reshape(len(x), -1)
     finite = torch.isfinite(rows).all(dim=1)
     if not finite[::2].all():  # every other input is standard normal (_input_scales)
@@ -376,10 +373,10 @@ def _balanced_inputs(
     if norms is None:
         norms = rows.norm(dim=1)
     if not bool((norms > 0).any()):
-        return x, torch.ones_like(norms)
+        return x, torch.ones_like(norms), rows.numel()
     # at most 10³ times up, like WEIGHT_FLOOR: a saturated softmax's gradient is round-off, and blown up further its
     # round-off would pass CUT as directions (a softmax gate's 2 laws lost to rank 6 = D)
-    return x, 1 / norms.clamp_min(WEIGHT_FLOOR * float(norms[norms > 0].median()))
+    return x, 1 / norms.clamp_min(WEIGHT_FLOOR * float(norms[norms > 0].median())), rows.numel()
 
 
 def _gradient_sizes(problem: _Problem, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
@@ -631,8 +628,7 @@ def _draw(
     own = calls > 0 and (at is not None or not per_input)  # ranked with the patterns θ realizes itself
     if own and num_samples is None:
         batch *= PIECEWISE_SAMPLES
-    x, weights = _balanced_inputs(problem, theta, _sample_inputs(input_shape, inputs, batch, gen))
-    n_out = _checked_outputs(problem, theta, x).numel()
+    x, weights, n_out = _balanced_inputs(problem, theta, _sample_inputs(input_shape, inputs, batch, gen))
     f, patterns, stratum = problem.outputs(x, weights), "", Stratum(index)
     if calls and not own:
         thetas = [problem.random_theta(gen, _pattern_factor(gen)) for _ in range(min(PATTERN_DRAWS, len(x)))]
