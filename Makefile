@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: book test compat browser clean
+.PHONY: book test compat browser problems clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,13 @@ book: $(STAMP)
 	@sed -nE 's|.*/(book/[^/:]+\.ipynb): Executed notebook in ([0-9.]+) seconds.*|  \2\t\1|p' _build/book.log | grep . \
 	  || echo "  (none executed: no page changed since the last build; 'make clean book' executes them all)"
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+## make problems: the book without its solutions (every exercise kept, nothing executed), to hand out;
+## conslaw_lite.autograde.problems_only writes the copy, which jupyter-book then builds
+problems: $(STAMP)
+	$(BIN)/python -m conslaw_lite.autograde --problems _build/problems
+	$(BIN)/jupyter-book build _build/problems --warningiserror
+	@echo "The problems are at $(CURDIR)/_build/problems/_build/html/index.html"
 
 ## make test: lint, unit tests and doctests, then every notebook of _toc.yml at CI scale
 test: $(STAMP) browser
