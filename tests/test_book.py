@@ -98,7 +98,9 @@ def _build(book: Path, cell: str, timeout: int | None = None) -> subprocess.Comp
 def test_the_build_reads_what_make_book_executed_into_the_cache(tmp_path: Path) -> None:
     """``make book`` executes the chapters first, several at once; Jupyter Book then shows their outputs."""
     chapter = _write_book(tmp_path / "cached", "print('made by', 'the cache run')")
-    seconds = execute_into_cache([chapter], tmp_path / "cached" / "_build" / ".jupyter_cache", jobs=2)
+    cache = tmp_path / "cached" / "_build" / ".jupyter_cache"
+    seconds = execute_into_cache([chapter], cache, jobs=2)
+    assert execute_into_cache([chapter], cache, jobs=2) == {}, "an unchanged chapter is not executed again"
     done = _jupyter_book(tmp_path / "cached")
     log = done.stdout + done.stderr
     assert done.returncode == 0 and list(seconds) == [chapter], log[-3000:]
