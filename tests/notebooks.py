@@ -98,7 +98,9 @@ def run(path: Path, *, timeout: int | None = None) -> tuple[nbformat.NotebookNod
         ),
     )
     try:
-        client.execute()
+        # The kernel imports this checkout's package, whichever one an editable install points at.
+        path_dirs = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        client.execute(env=os.environ | {"PYTHONPATH": os.pathsep.join(path_dirs)})
     except CellTimeoutError as err:
         index = max(started)
         raise NotebookCellError(
