@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from conslaw_lite.autograde import HOMEWORK, grade_notebook, main, problems_only
 
@@ -76,3 +77,18 @@ def test_the_problems_copy_keeps_every_exercise_and_no_solution(tmp_path: Path) 
     import yaml
 
     assert yaml.safe_load((out / "_config.yml").read_text())["execute"]["execute_notebooks"] == "off"
+
+
+@pytest.mark.slow  # a jupyter-book build of every page, nothing executed
+def test_make_problems_builds_a_book_with_exercises_and_no_solutions(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.notebooks import ROOT
+
+    out = problems_only(ROOT, tmp_path / "problems")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    done = subprocess.run([str(jb), "build", str(out), "--warningiserror"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    page = (out / "_build" / "html" / "book" / "12_homework.html").read_text()
+    assert page.count('class="exercise') >= 5 and 'class="solution' not in page
