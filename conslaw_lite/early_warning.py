@@ -1,0 +1,213 @@
+"""Drift as an early warning: the laws outrun their τ² budget before the loss blows up.
+
+A gradient step moves each quadratic law by exactly ``τ² h(g)`` (chapter 07), so while training is
+stable the drift ε_block(k) grows at most like k times its first steps' rate, and slower as the
+gradient shrinks. When τ is too large for the curvature the iterates oscillate with growing
+amplitude, ‖g_k‖ grows geometrically and so does the drift, by ``‖g_k‖²``. :func:`warning_step` flags
+the first record where
+
+    ε(k) > factor · k · r,      r = max_{1 ≤ j ≤ window} ε(j)/j,
+
+i.e. where the drift is ``factor`` times what the first steps' τ²-rate allows in k steps. It reads
+only θ (no loss), so it runs inside an optimizer hook: :class:`DriftAlarm` wraps a
+:class:`~conslaw_lite.Monitor` and calls back (by default: a :class:`DriftWarning`) once.
+:func:`sweep` trains over a range of τ up to divergence and reports, per τ, the step of the warning,
+the step of the divergence, and the lead between them.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from conslaw_lite import Monitor
+
+LossFn = Callable[[nn.Module, int], torch.Tensor]
+Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, its loss)
+
+
+class DriftWarning(UserWarning):
+    """The laws drift far faster than the τ² budget of the first steps: the step size is likely too large."""
+
+
+def _check(factor: float, window: int) -> None:
+    if not (factor > 1 and math.isfinite(factor)):
+        raise ValueError(f"factor must be a finite number > 1, got {factor}")
+    if not (isinstance(window, int) and window >= 1):
+        raise ValueError(f"window must be a positive integer, got {window!r}")
+
+
+def warning_step(steps: np.ndarray, epsilon: np.ndarray, *, factor: float = 30.0, window: int = 2) -> int | None:
+    """The first step k (after the first ``window`` records) with ``ε(k) > factor · k · max_{j ≤ window} ε(j)/j``.
+
+    ``steps`` and ``epsilon`` are a monitor's records (``Monitor.steps``, ``Monitor.epsilon(key)``; the record
+    at k = 0 is the start). ``None``: no warning, or too few records, or no drift in the first steps to scale by.
+
+    Examples
+    ========
+    Drift growing like k, then doubling each step from k = 6:
+
+    >>> eps = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 40.0, 160.0, 640.0, 2560.0])
+    >>> warning_step(np.arange(11), eps, factor=20.0)  # 640 > 20 · 9 · 1
+    9
+    >>> warning_step(np.arange(11), np.arange(11.0)) is None  # ε ∝ k: the budget, no warning
+    True
+    """
+    _check(factor, window)
+    steps, epsilon = np.asarray(steps), np.asarray(epsilon, dtype=np.float64)
+    early = (steps >= 1) & (np.arange(len(steps)) <= window)
+    if not early.any():
+        return None
+    rate = np.nanmax(epsilon[early] / steps[early])
+    if not (rate > 0 and math.isfinite(rate)):
+        return None
+    late = np.flatnonzero((np.arange(len(steps)) > window) & (epsilon > factor * steps * rate))
+    return int(steps[late[0]]) if late.size else None
+
+
+class DriftAlarm:
+    """Steps a :class:`~conslaw_lite.Monitor` and warns once when any law group's ε outruns its first steps' rate.
+
+    ``callback(step, group_key, ratio)`` is called at the first warning, ``ratio = ε(k) / (k · r)``; the default
+    issues a :class:`DriftWarning`. ``warned_at`` keeps the step (``None`` until then). Call :meth:`step` after
+    each optimizer step, or :meth:`attach` it to the optimizer (in place of ``monitor.attach``).
+
+    Examples
+    ========
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> toy = ToyProduct(a=1.0, b=0.5)
+    >>> alarm = DriftAlarm(Monitor(toy), factor=10.0, callback=lambda k, key, ratio: None)
+    >>> opt = torch.optim.SGD(toy.parameters(), lr=1.2)  # past 2/(a² + b²): each step overshoots more
+    >>> handle = alarm.attach(opt)
+    >>> for _ in range(12):
+    ...     opt.zero_grad(); ((toy(torch.ones(1, 1, dtype=torch.float64)) - 1) ** 2).sum().backward(); opt.step()
+    >>> alarm.warned_at is not None and alarm.warned_at < 12
+    True
+    """
+
+    def __init__(
+        self,
+        monitor: Monitor,
+        *,
+        factor: float = 30.0,
+        window: int = 2,
+        callback: Callable[[int, str, float], None] | None = None,
+    ) -> None:
+        _check(factor, window)
+        self.monitor, self.factor, self.window = monitor, factor, window
+        self.callback = callback or self._warn
+        self.keys = [g.key for g in monitor.groups if g.kind == "law"]
+        self.rates = dict.fromkeys(self.keys, 0.0)  # max ε(j)/j over the first `window` records
+        self.records = 0
+        self.warned_at: int | None = None
+
+    @staticmethod
+    def _warn(step: int, key: str, ratio: float) -> None:
+        warnings.warn(
+            f"step {step}: the laws of {key} drift {ratio:.0f} times faster than the τ² rate of the first steps; "
+            "the step size is likely too large (the loss tends to blow up soon after)",
+            DriftWarning,
+            stacklevel=3,
+        )
+
+    def step(self) -> bool:
+        """Step the monitor; True if this step raised the (first) warning."""
+        if not self.monitor.step():
+            return False
+        self.records += 1
+        k = int(self.monitor.steps[-1])
+        for key in self.keys:
+            relative = self.monitor.last_relative_drift(key)
+            finite = relative[np.isfinite(relative)]
+            eps = float(finite.mean()) if finite.size else math.nan
+            if self.records <= self.window:
+                self.rates[key] = max(self.rates[key], eps / k) if math.isfinite(eps) else self.rates[key]
+            elif self.warned_at is None and self.rates[key] > 0 and eps > self.factor * k * self.rates[key]:
+                self.warned_at = k
+                self.callback(k, key, eps / (k * self.rates[key]))
+                return True
+        return False
+
+    def attach(self, optimizer: torch.optim.Optimizer) -> torch.utils.hooks.RemovableHandle:
+        """Call :meth:`step` after every ``optimizer.step()``."""
+        return optimizer.register_step_post_hook(lambda *_: self.step())
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One τ of :func:`sweep`: the step the loss diverged at (``None``: it did not), the step of the drift warning,
+    and, for comparison, the first step whose loss exceeded ``loss_factor · L_0`` (an alarm that reads the loss)."""
+
+    lr: float
+    diverged_at: int | None
+    warned_at: int | None
+    loss_warned_at: int | None
+
+    @property
+    def lead(self) -> int | None:
+        """Steps of warning before the divergence (``None`` unless both happened)."""
+        return _lead(self.diverged_at, self.warned_at)
+
+    @property
+    def loss_lead(self) -> int | None:
+        """Steps of the loss alarm's warning before the divergence (``None`` unless both happened)."""
+        return _lead(self.diverged_at, self.loss_warned_at)
+
+
+def _lead(diverged_at: int | None, warned_at: int | None) -> int | None:
+    return None if diverged_at is None or warned_at is None else diverged_at - warned_at
+
+
+def sweep(
+    setup: Setup,
+    lrs: Sequence[float],
+    *,
+    steps: int,
+    seed: int = 0,
+    factor: float = 30.0,
+    window: int = 2,
+    loss_factor: float = 3.0,
+    max_loss_ratio: float = 1e6,
+) -> list[SweepPoint]:
+    """Train ``setup(seed)`` with SGD at each τ in ``lrs`` for ``steps`` steps, a :class:`DriftAlarm` attached.
+
+    Divergence is a loss that is not finite or exceeds ``max_loss_ratio · L_0`` (as in
+    :func:`conslaw_lite.train`); the run stops there. ``loss_factor`` sets the loss alarm compared with.
+
+    Examples
+    ========
+    >>> from conslaw_lite import mse_loss
+    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> one = torch.ones(1, 1, dtype=torch.float64)
+    >>> toy = lambda seed: (ToyProduct(a=1.0, b=0.5), mse_loss(one, one))
+    >>> [(p.lr, p.diverged_at, p.warned_at, p.loss_warned_at) for p in sweep(toy, [0.5, 1.85], steps=60)]
+    [(0.5, None, None, None), (1.85, 6, 5, 1)]
+    """
+    points = []
+    for lr in lrs:
+        model, loss_fn = setup(seed)
+        alarm = DriftAlarm(Monitor(model), factor=factor, window=window, callback=lambda *_: None)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        alarm.attach(optimizer)
+        diverged_at, loss_warned_at, loss0 = None, None, None
+        for k in range(steps + 1):
+            loss = loss_fn(model, k)
+            value = float(loss.detach())
+            loss0 = value if loss0 is None else loss0
+            if loss_warned_at is None and not value <= loss_factor * loss0:
+                loss_warned_at = k
+            if not math.isfinite(value) or value > max_loss_ratio * max(loss0, 1e-300):
+                diverged_at = k
+                break
+            if k < steps:
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        points.append(SweepPoint(lr, diverged_at, alarm.warned_at, loss_warned_at))
+    return points
