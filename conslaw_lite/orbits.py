@@ -7,20 +7,22 @@ coordinates ξ of the group near the identity (ξ = 0 leaves θ as it is):
 * toy ``a·b·x``: ``a → e^{ξ}a, b → e^{−ξ}b`` (``a → e^{Σ_j ξ_j}a, θ_j → e^{−ξ_j}θ_j`` with more factors);
 * ReLU FFN and SwiGLU, per hidden unit i: ``A_{:,i} → e^{ξ_i}A_{:,i}``, ``B_{i,:} → e^{−ξ_i}B_{i,:}``
   (C for SwiGLU; the bias of the rescaled row goes with it);
-* linear FFN: ``A → A Eᵀ``, ``[B, b] → E^{−ᵀ}[B, b]`` with ``E = exp(X) ∈ GL(r)``;
+* linear FFN: ``A → A Eᵀ``, ``[B, b] → E^{−ᵀ}[B, b]`` with ``E ∈ GL(r)``;
 * attention, per head: ``Q_i → Q_i Eᵀ, K_i → K_i E^{−1}`` and ``V_i → V_i Fᵀ, O_i → O_i F^{−1}``
   (``G = Eᵀ`` is the book's ``Q → QG, K → KG^{−ᵀ}``); with RoPE one scale per 2×2 block of Q/K;
 * softmax MoE gate: ``W_e → W_e + v`` for every expert e.
 
 An :class:`Orbit` is one block's action, made of independent :class:`Piece` s. Each piece knows
 its laws ``h`` (the registry's, entry for entry) and how to reach a level ``h = t`` along the
-orbit: in closed form for rescalings and the shift, by Newton's method for ``GL(k)``
-(:func:`newton`). :func:`orbits_of` refuses any block whose laws are known but whose action
+orbit: in closed form for rescalings and the shift, by Newton's method for ``GL(k)`` (each step
+a k×k eigendecomposition) and for products of three or more factors (:func:`newton`).
+:func:`orbits_of` refuses any block whose laws are known but whose action
 is not written here: a guessed action would move θ off the orbit.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -156,16 +158,17 @@ class Rescaling:
     def level(self, p: Params, target: torch.Tensor) -> torch.Tensor:
         return 0.5 * torch.log(balance_root(self._squares(p, self.up), self._squares(p, self.down), target))
 
-    def dilation(self) -> torch.Tensor:
-        return torch.ones(self.n, dtype=torch.float64)
+    def dilated(self, s: float) -> torch.Tensor:
+        return torch.full((self.n,), s, dtype=torch.float64)
 
 
 @dataclass(frozen=True)
 class GramPair:
-    """Per head i: ``P_i → P_i Eᵀ``, ``R_i → R_i E^{−1}``, ``E = exp(X_i)``; law ``P_iᵀP_i − R_iᵀR_i`` (k×k each).
+    """Per head i: ``P_i → P_i Eᵀ``, ``R_i → R_i E^{−1}``, ``E = I + X_i ∈ GL(k)``; law ``P_iᵀP_i − R_iᵀR_i`` (k×k).
 
     ``get`` reads the stacked (m, rows, k) matrices P and R from θ, ``put`` writes them back in the
-    parameters' own layout.
+    parameters' own layout. The coordinates are ``X = E − I`` (k² per head): any element a level
+    solve composes is written exactly, without a matrix logarithm.
     """
 
     get: Callable[[Params], tuple[torch.Tensor, torch.Tensor]]
@@ -183,30 +186,56 @@ class GramPair:
         P, R = self.get(p)
         return (P.mT @ P - R.mT @ R).reshape(-1)
 
-    def _moved(self, p: Params, xi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        X = xi.reshape(self.m, self.k, self.k)
-        P, R = self.get(p)
-        return P @ torch.linalg.matrix_exp(X).mT, R @ torch.linalg.matrix_exp(-X)
-
     def act(self, p: Params, xi: torch.Tensor) -> dict[str, torch.Tensor]:
-        return self.put(p, *self._moved(p, xi))
-
-    def level(self, p: Params, target: torch.Tensor) -> torch.Tensor:
+        E = torch.eye(self.k, dtype=xi.dtype, device=xi.device) + xi.reshape(self.m, self.k, self.k)
         P, R = self.get(p)
-        M, N = P.mT @ P, R.mT @ R  # (m, k, k): the Gram matrices are all Newton needs
+        return self.put(p, P @ E.mT, R @ torch.linalg.inv(E))
+
+    def level(self, p: Params, target: torch.Tensor, *, iterations: int = 30) -> torch.Tensor:
+        """Newton's method in the symmetric directions ``E = exp(X)``, ``X = Xᵀ``: each step solves the
+        linearised ``X S + S X = H − (M − N)``, ``S = M + N``, in S's eigenbasis (a k×k eigendecomposition),
+        halving X until the residual falls, and composes the steps."""
+        P, R = self.get(p)
+        M, N = P.mT @ P, R.mT @ R  # (m, k, k): the Gram matrices are all the solve needs
         H = target.reshape(self.m, self.k, self.k)
-        scale = (torch.linalg.matrix_norm(M) + torch.linalg.matrix_norm(N)).amax()
+        tol = 1e-13 * float((torch.linalg.matrix_norm(M) + torch.linalg.matrix_norm(N)).amax())
+        total = torch.eye(self.k, dtype=M.dtype, device=M.device).expand(self.m, -1, -1)
+        norm = torch.linalg.matrix_norm(H - (M - N))
+        for _ in range(iterations):
+            if bool((norm <= tol).all()):
+                return self._coordinates(total)
+            s, U = torch.linalg.eigh(M + N)
+            X = U @ ((U.mT @ (H - (M - N)) @ U) / (s[:, :, None] + s[:, None, :])) @ U.mT
+            alpha = torch.ones_like(norm)
+            for _ in range(40):  # far from the level a full step may overshoot: halve it, head by head
+                step = alpha[:, None, None] * X
+                E, E_inv = torch.linalg.matrix_exp(step), torch.linalg.matrix_exp(-step)
+                M_new, N_new = E @ M @ E, E_inv @ N @ E_inv  # E is symmetric
+                norm_new = torch.linalg.matrix_norm(H - (M_new - N_new))
+                better = (norm_new < norm) | (norm <= tol)
+                if bool(better.all()):
+                    break
+                alpha = torch.where(better, alpha, alpha / 2)
+            M, N, norm, total = M_new, N_new, norm_new, E @ total
+        if bool((norm <= tol).all()):
+            return self._coordinates(total)
+        raise RuntimeError(
+            f"the level solve left a residual {float(norm.max()):.2e} > {tol:.1e} after {iterations} Newton steps "
+            "(is the level on this orbit?)"
+        )
 
-        def residual(xi: torch.Tensor, M: torch.Tensor, N: torch.Tensor, H: torch.Tensor) -> torch.Tensor:  # one head
-            X = xi.reshape(self.k, self.k)
-            E, E_inv = torch.linalg.matrix_exp(X), torch.linalg.matrix_exp(-X)
-            return (E @ M @ E.T - E_inv.T @ N @ E_inv - H).reshape(-1)
+    def _coordinates(self, E: torch.Tensor) -> torch.Tensor:
+        """``X = E − I``, refusing an E so ill-conditioned that the level is only reached as E → ∞."""
+        cond = float(torch.linalg.cond(E).amax())
+        if not cond < 1e10:
+            raise RuntimeError(
+                f"the level solve ran off to an element of condition number {cond:.1e}: the level is only "
+                "reached in the limit (is the level on this orbit?)"
+            )
+        return (E - torch.eye(self.k, dtype=E.dtype, device=E.device)).reshape(-1)
 
-        zero = torch.zeros(self.m, self.k * self.k, dtype=M.dtype, device=M.device)
-        return newton(residual, zero, M, N, H, tol=1e-13 * float(scale)).reshape(-1)
-
-    def dilation(self) -> torch.Tensor:
-        return torch.eye(self.k, dtype=torch.float64).expand(self.m, -1, -1).reshape(-1)
+    def dilated(self, s: float) -> torch.Tensor:
+        return ((math.exp(s) - 1) * torch.eye(self.k, dtype=torch.float64)).expand(self.m, -1, -1).reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -235,7 +264,7 @@ class Shift:
     def level(self, p: Params, target: torch.Tensor) -> torch.Tensor:
         return (target - self.laws(p)) / self.rows
 
-    def dilation(self) -> torch.Tensor:
+    def dilated(self, s: float) -> torch.Tensor:
         return torch.zeros(self.d, dtype=torch.float64)  # a translation scales nothing
 
 
@@ -273,8 +302,8 @@ class ProductScales:
 
         return newton(residual, torch.zeros(1, self.size, dtype=torch.float64), tol=1e-13 * scale)[0]
 
-    def dilation(self) -> torch.Tensor:
-        return torch.ones(self.size, dtype=torch.float64)
+    def dilated(self, s: float) -> torch.Tensor:
+        return torch.full((self.size,), s, dtype=torch.float64)
 
 
 Piece = Rescaling | GramPair | Shift | ProductScales
@@ -487,9 +516,9 @@ def level_coordinates(pieces: list[Piece], p: Params, targets: list[torch.Tensor
     return torch.cat([piece.level(p, t) for piece, t in zip(pieces, targets)])
 
 
-def dilation(pieces: list[Piece]) -> torch.Tensor:
-    """The ξ that scales each piece's first side up by e and the other down: ``ξ = s·dilation`` unbalances θ."""
-    return torch.cat([piece.dilation() for piece in pieces])
+def dilation(pieces: list[Piece], s: float) -> torch.Tensor:
+    """The ξ that scales each piece's first side up by e^s and the other down by e^s: it unbalances θ."""
+    return torch.cat([piece.dilated(s) for piece in pieces])
 
 
 def parameters64(model: nn.Module, names: set[str] | None = None) -> dict[str, torch.Tensor]:
@@ -519,7 +548,7 @@ def move_to_level(model: nn.Module, targets: list[torch.Tensor] | None = None) -
     ========
     >>> toy = ToyProduct(a=2.0, b=0.5)
     >>> move_to_level(toy)  # a² − b² = 0 at the same product a·b = 1
-    >>> round(float(toy.a), 12), round(float(toy.b), 12)
+    >>> round(toy.a.item(), 12), round(toy.b.item(), 12)
     (1.0, 1.0)
     """
     pieces = pieces_of(orbits_of(model))

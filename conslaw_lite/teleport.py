@@ -153,7 +153,7 @@ def teleport(
     phi, grad = value_and_grad(xi)
     eta = 0.1 / max(float(grad.norm()), 1e-300)  # the first trial moves ξ by 0.1
     for _ in range(iterations):
-        for _ in range(30):  # backtracking: halve until the look-ahead loss falls
+        for _ in range(12):  # backtracking: halve until the look-ahead loss falls (at most 4096 times smaller)
             trial = xi - eta * grad
             phi_trial, grad_trial = value_and_grad(trial)
             if phi_trial < phi:
@@ -200,14 +200,17 @@ def train_curve(
     teleport_at: Sequence[int] = (),
     balance: bool = False,
     iterations: int = 8,
+    record: LossFn | None = None,
     max_loss_ratio: float = 1e6,
 ) -> Curve:
     """``steps`` steps of ``torch.optim.SGD(lr, momentum)``, teleporting before each step in ``teleport_at``.
 
     ``balance`` first moves θ to the balanced level h = 0 of its orbit (:func:`conslaw_lite.orbits.move_to_level`),
-    its time counted. A teleport restarts the optimizer: a momentum buffer holds gradients of the old point of the
-    orbit, which the new point's coordinates do not share. A loss that is not finite or exceeds
-    ``max_loss_ratio·L_0`` stops the run and is recorded as ``diverged_at`` (the curve is NaN after it).
+    its time counted. ``record`` (e.g. the full-batch loss, for SGD) is what the curve records instead of the
+    training loss of step k; both runs of a :func:`race` pay for it alike. A teleport restarts the optimizer: a
+    momentum buffer holds gradients of the old point of the orbit, which the new point's coordinates do not share.
+    A loss that is not finite or exceeds ``max_loss_ratio·L_0`` stops the run and is recorded as ``diverged_at``
+    (the curve is NaN after it).
 
     Examples
     ========
@@ -233,7 +236,8 @@ def train_curve(
             teleports.append(teleport(model, loss_fn, lr=lr, k=k, iterations=iterations))
             optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
         value = loss_fn(model, k)
-        loss[k], seconds[k] = float(value.detach()), time.perf_counter() - start
+        seen = value if record is None else record(model, k)
+        loss[k], seconds[k] = float(seen.detach()), time.perf_counter() - start
         if not math.isfinite(loss[k]) or loss[k] > max_loss_ratio * max(loss[0], 1e-300):
             loss[k], diverged_at = np.nan, k
             break
@@ -291,11 +295,12 @@ def race(
     teleport_at: Sequence[int] = (0,),
     balance: bool = False,
     iterations: int = 8,
+    record: LossFn | None = None,
 ) -> list[RaceResult]:
     """Plain SGD (or momentum) against the same with teleports (or a balanced start), on ``setup(seed)`` per seed.
 
     The target is the loss plain training reaches at step ``steps``; :attr:`RaceResult.ratio` is the contender's
-    steps to it over plain's. Time per plain step is measured on the plain run.
+    steps to it over plain's. Time per plain step is measured on the plain run. ``record``: see :func:`train_curve`.
 
     Examples
     ========
@@ -309,13 +314,14 @@ def race(
     results = []
     for seed in seeds:
         model, loss_fn = setup(seed)
-        plain = train_curve(model, loss_fn, lr=lr, steps=steps, momentum=momentum)
+        plain = train_curve(model, loss_fn, lr=lr, steps=steps, momentum=momentum, record=record)
         if plain.diverged_at is not None:
             why = f"plain training diverged at lr = {lr:g} (seed {seed}); take a smaller lr"
             raise Diverged(plain.diverged_at, why)
         model, loss_fn = setup(seed)
         contender = train_curve(model, loss_fn, lr=lr, steps=steps, momentum=momentum,
-                                teleport_at=() if balance else teleport_at, balance=balance, iterations=iterations)
+                                teleport_at=() if balance else teleport_at, balance=balance, iterations=iterations,
+                                record=record)
         target = float(plain.loss[-1])
         per_step = plain.seconds[-1] / steps
         overhead = contender.teleport_seconds if not balance else contender.seconds[0] - plain.seconds[0]
