@@ -192,14 +192,17 @@ class GramPair:
         return self.put(p, P @ E.mT, R @ torch.linalg.inv(E))
 
     def level(self, p: Params, target: torch.Tensor, *, iterations: int = 30) -> torch.Tensor:
-        """Newton's method in the symmetric directions ``E = exp(X)``, ``X = Xᵀ``: each step solves the
+        """Newton's method in the symmetric directions ``E = I + X``, ``X = Xᵀ``: each step solves the
         linearised ``X S + S X = H − (M − N)``, ``S = M + N``, in S's eigenbasis (a k×k eigendecomposition),
         halving X until the residual falls, and composes the steps."""
         P, R = self.get(p)
         M, N = P.mT @ P, R.mT @ R  # (m, k, k): the Gram matrices are all the solve needs
         H = target.reshape(self.m, self.k, self.k)
-        tol = 1e-13 * float((torch.linalg.matrix_norm(M) + torch.linalg.matrix_norm(N)).amax())
-        total = torch.eye(self.k, dtype=M.dtype, device=M.device).expand(self.m, -1, -1)
+        # each head to 1e-14 of its own level, or to round-off (a few ulps of its Gram matrices) if that is larger
+        roundoff = 8 * torch.finfo(M.dtype).eps * (torch.linalg.matrix_norm(M) + torch.linalg.matrix_norm(N))
+        tol = torch.maximum(1e-14 * torch.linalg.matrix_norm(H), roundoff)
+        eye = torch.eye(self.k, dtype=M.dtype, device=M.device)
+        total = eye.expand(self.m, -1, -1)
         norm = torch.linalg.matrix_norm(H - (M - N))
         for _ in range(iterations):
             if bool((norm <= tol).all()):
@@ -208,11 +211,11 @@ class GramPair:
             X = U @ ((U.mT @ (H - (M - N)) @ U) / (s[:, :, None] + s[:, None, :])) @ U.mT
             alpha = torch.ones_like(norm)
             for _ in range(40):  # far from the level a full step may overshoot: halve it, head by head
-                step = alpha[:, None, None] * X
-                E, E_inv = torch.linalg.matrix_exp(step), torch.linalg.matrix_exp(-step)
-                M_new, N_new = E @ M @ E, E_inv @ N @ E_inv  # E is symmetric
+                E = eye + alpha[:, None, None] * X  # symmetric, and the identity to first order: a Newton step
+                E_inv = torch.linalg.inv(E)
+                M_new, N_new = E @ M @ E, E_inv @ N @ E_inv
                 norm_new = torch.linalg.matrix_norm(H - (M_new - N_new))
-                better = (norm_new < norm) | (norm <= tol)
+                better = ((norm_new < norm) & torch.isfinite(norm_new)) | (norm <= tol)
                 if bool(better.all()):
                     break
                 alpha = torch.where(better, alpha, alpha / 2)
@@ -220,7 +223,8 @@ class GramPair:
         if bool((norm <= tol).all()):
             return self._coordinates(total)
         raise RuntimeError(
-            f"the level solve left a residual {float(norm.max()):.2e} > {tol:.1e} after {iterations} Newton steps "
+            f"the level solve left a residual {float((norm / tol).max()):.1e} times its tolerance after {iterations} "
+            "Newton steps "
             "(is the level on this orbit?)"
         )
 
