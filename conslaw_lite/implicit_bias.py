@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from conslaw_lite import Diverged
+from conslaw_lite import Diverged, mse_loss
+from conslaw_lite.blocks.ffn import FFN
 from conslaw_lite.orbits import act, dilation, laws, move_to_level, orbits_of, parameters64, pieces_of, write
-from conslaw_lite.teleport import LossFn, loss_at, train_curve
+from conslaw_lite.teleport import LossFn, Setup, loss_at, train_curve
 
 MAX_HESSIAN = 3000  # parameters: the full Hessian is D×D in float64 (72 MB at D = 3000)
 
@@ -134,3 +135,25 @@ def limit_from(model: nn.Module, loss_fn: LossFn, *, lr: float, steps: int) -> L
         raise Diverged(curve.diverged_at, f"GD at lr = {lr:g} blew up; the limit needs a smaller step")
     norm_sq = float(sum((p.detach().double() ** 2).sum() for p in model.parameters()))
     return Limit(start, float(curve.loss[-1]), norm_sq, sharpness(model, loss_fn))
+
+
+def teacher_setup(activation: str, d: int, r: int, m: int, *, samples: int = 20) -> Setup:
+    """``seed -> (student, loss)``: an :class:`~conslaw_lite.blocks.ffn.FFN` ``A·act(Bx)`` and the MSE on the outputs
+    of a teacher FFN of the same shape, so that a minimizer of loss 0 exists and every start can reach one.
+
+    Examples
+    ========
+    >>> student, loss = teacher_setup("relu", 4, 3, 3)(0)
+    >>> tuple(loss.x.shape), float(loss(student, 0).detach()) > 0
+    ((20, 4), True)
+    """
+
+    def setup(seed: int) -> tuple[FFN, LossFn]:
+        g = torch.Generator().manual_seed(seed)
+        torch.manual_seed(seed)
+        student, teacher = FFN(d, r, m, activation=activation).double(), FFN(d, r, m, activation=activation).double()
+        x = torch.randn(samples, d, generator=g, dtype=torch.float64)
+        with torch.no_grad():
+            return student, mse_loss(x, teacher(x))
+
+    return setup

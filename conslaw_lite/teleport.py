@@ -295,12 +295,13 @@ def race(
     teleport_at: Sequence[int] = (0,),
     balance: bool = False,
     iterations: int = 8,
-    record: LossFn | None = None,
+    record: Callable[[LossFn], LossFn] | None = None,
 ) -> list[RaceResult]:
     """Plain SGD (or momentum) against the same with teleports (or a balanced start), on ``setup(seed)`` per seed.
 
     The target is the loss plain training reaches at step ``steps``; :attr:`RaceResult.ratio` is the contender's
-    steps to it over plain's. Time per plain step is measured on the plain run. ``record``: see :func:`train_curve`.
+    steps to it over plain's. Time per plain step is measured on the plain run. ``record(loss_fn)`` gives, for a
+    seed's training loss, the loss the curves record (:func:`train_curve`), e.g. its full batch for SGD.
 
     Examples
     ========
@@ -314,14 +315,15 @@ def race(
     results = []
     for seed in seeds:
         model, loss_fn = setup(seed)
-        plain = train_curve(model, loss_fn, lr=lr, steps=steps, momentum=momentum, record=record)
+        recorded = None if record is None else record(loss_fn)
+        plain = train_curve(model, loss_fn, lr=lr, steps=steps, momentum=momentum, record=recorded)
         if plain.diverged_at is not None:
             why = f"plain training diverged at lr = {lr:g} (seed {seed}); take a smaller lr"
             raise Diverged(plain.diverged_at, why)
         model, loss_fn = setup(seed)
         contender = train_curve(model, loss_fn, lr=lr, steps=steps, momentum=momentum,
                                 teleport_at=() if balance else teleport_at, balance=balance, iterations=iterations,
-                                record=record)
+                                record=recorded)
         target = float(plain.loss[-1])
         per_step = plain.seconds[-1] / steps
         overhead = contender.teleport_seconds if not balance else contender.seconds[0] - plain.seconds[0]
