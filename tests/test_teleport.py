@@ -69,3 +69,11 @@ def test_a_diverging_run_is_recorded_with_its_step() -> None:
     one = torch.ones(1, 1, dtype=torch.float64)
     curve = train_curve(ToyProduct(a=1.0, b=0.5), mse_loss(one, one), lr=3.0, steps=30)
     assert curve.diverged_at is not None and np.isnan(curve.loss[curve.diverged_at:]).all()
+
+
+def test_a_float32_model_teleports_within_float32_round_off() -> None:
+    model, loss = arch_setup("swiglu")(0)
+    model, loss = model.float(), mse_loss(loss.x.float(), loss.y.float())
+    t = teleport(model, loss, lr=0.1)
+    assert abs(t.loss_after - t.loss_before) < 1e-5 * t.loss_before and t.lookahead_after < t.lookahead_before
+    assert all(p.dtype == torch.float32 for p in model.parameters())
