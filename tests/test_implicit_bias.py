@@ -22,7 +22,7 @@ def test_the_toy_flow_ends_where_the_closed_form_says(s: float) -> None:
     h0 = float(toy.a.detach() ** 2 - toy.b.detach() ** 2)
     gradient_flow(toy, mse_loss(ONE, 3 * ONE), 40.0, n_points=2)
     a, b = toy_limit(h0, 3.0)
-    assert abs(float(toy.a) - a) < 1e-8 and abs(float(toy.b) - b) < 1e-8
+    assert abs(toy.a.item() - a) < 1e-8 and abs(toy.b.item() - b) < 1e-8
     assert sharpness(toy, mse_loss(ONE, 3 * ONE)) == pytest.approx(math.sqrt(h0 * h0 + 36), rel=1e-10)
 
 
