@@ -138,16 +138,30 @@ class DriftAlarm:
         """Call :meth:`step` after every ``optimizer.step()``."""
         return optimizer.register_step_post_hook(lambda *_: self.step())
 
+    def statistic(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(k, max over law groups of ε(k) / (k·r))`` at the monitor's records from k = 1: above ``factor`` it warns
+        (once the first ``window`` records have set r; NaN where a group's r is not positive)."""
+        steps = self.monitor.steps[1:]
+        ratios = [self.monitor.epsilon(key)[1:] / (steps * rate) if rate > 0 else np.full(len(steps), np.nan)
+                  for key, rate in self.rates.items()]
+        return steps, np.fmax.reduce(ratios) if ratios else np.full(len(steps), np.nan)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False)  # eq=False: arrays have no single truth value
 class SweepPoint:
     """One τ of :func:`sweep`: the step the loss diverged at (``None``: it did not), the step of the drift warning,
-    and, for comparison, the first step whose loss exceeded ``loss_factor · L_0`` (an alarm that reads the loss)."""
+    and, for comparison, the first step whose loss exceeded ``loss_factor · L_0`` (an alarm that reads the loss).
+
+    The histories, for figures: ``loss[k] = L_k/L_0`` up to the divergence, and at each record ``steps[j]`` the
+    alarm's statistic ``ratio[j] = max over law groups of ε(k) / (k·r)``, which warns where it exceeds the factor."""
 
     lr: float
     diverged_at: int | None
     warned_at: int | None
     loss_warned_at: int | None
+    loss: np.ndarray
+    steps: np.ndarray
+    ratio: np.ndarray
 
     @property
     def lead(self) -> int | None:
@@ -195,7 +209,7 @@ def sweep(
         alarm = DriftAlarm(Monitor(model), factor=factor, window=window, callback=lambda *_: None)
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
         alarm.attach(optimizer)
-        diverged_at, loss_warned_at, loss0 = None, None, None
+        diverged_at, loss_warned_at, loss0, losses = None, None, None, []
         for k in range(steps + 1):
             loss = loss_fn(model, k)
             value = float(loss.detach())
@@ -205,9 +219,11 @@ def sweep(
             if not math.isfinite(value) or value > max_loss_ratio * max(loss0, 1e-300):
                 diverged_at = k
                 break
+            losses.append(value)
             if k < steps:
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-        points.append(SweepPoint(lr, diverged_at, alarm.warned_at, loss_warned_at))
+        points.append(SweepPoint(lr, diverged_at, alarm.warned_at, loss_warned_at, np.array(losses) / loss0,
+                                 *alarm.statistic()))
     return points
