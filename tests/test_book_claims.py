@@ -18,7 +18,7 @@ import pytest
 
 from tests.notebooks import ROOT
 
-CHAPTERS = sorted(p for p in (ROOT / "book").glob("*.ipynb") if re.match(r"(0[1-9]|1[0-2])_", p.name))
+CHAPTERS = sorted(p for p in (ROOT / "book").glob("*.ipynb") if re.match(r"\d\d_", p.name))
 MAGIC = re.compile(r"^\s*[%!].*$", re.MULTILINE)  # IPython magics and shell lines are not Python
 
 
@@ -55,8 +55,8 @@ def test_claims_counts_asserts_and_glue(tmp_path: Path) -> None:
     assert claims(path) == {"asserts": 2, "glued": 2}
 
 
-def test_there_are_twelve_chapters() -> None:
-    assert [p.name[:2] for p in CHAPTERS] == [f"{i:02d}" for i in range(1, 13)]
+def test_the_chapters_are_numbered_from_01_without_a_gap() -> None:
+    assert len(CHAPTERS) >= 13 and [p.name[:2] for p in CHAPTERS] == [f"{i:02d}" for i in range(1, len(CHAPTERS) + 1)]
 
 
 def test_print_claims_table() -> None:
