@@ -1,6 +1,6 @@
 """Benchmark the symbolic derivation: ``python benchmarks/symbolic_derive.py [--size small|large|both] [CASE ...]``.
 
-Prints one row per case of :data:`conslaw_lite.symbolic_blocks.CASES`: D (parameters), the
+Prints one row per case of :data:`conslaw_lite.symbolic.cases.CASES`: D (parameters), the
 number of x-free equations, N from the exact Lie rank, the theory's formula, whether the two
 exact bounds met, and the CPU seconds :func:`conslaw_lite.symbolic.derive` took, the whole
 chain included (target: under 60 s per case on one core).
@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from conslaw_lite.symbolic_blocks import CASES, case
+from conslaw_lite.symbolic.cases import CASES, case
 
 
 def main() -> None:

@@ -98,7 +98,7 @@ from torch import nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
 from conslaw_lite.exact_ops import exact_derivatives
-from conslaw_lite.laws.registry import Law, Params
+from conslaw_lite.laws import Law, Params
 from conslaw_lite.module_checks import PROBE_SAMPLES, check_countable, check_dtypes
 from conslaw_lite.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, realized_patterns
 
@@ -853,7 +853,7 @@ def count_laws(
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> count_laws(ToyProduct(a=1.0, b=2.0), (1,)).num_laws  # a·b·x keeps a² − b²
     1
     >>> linear = lambda p, x: x @ p["B"].T @ p["A"].T  # two-layer linear net, r = 2
@@ -953,7 +953,7 @@ def check_laws(
 
     Examples
     ========
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> toy = ToyProduct(a=1.0, b=2.0)
     >>> check_laws(toy, {"a²−b²": lambda p: p["a"] ** 2 - p["b"] ** 2}, (1,)).complete
     True

@@ -47,7 +47,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from itertools import combinations_with_replacement
 
 import numpy as np
@@ -68,6 +67,7 @@ from conslaw_lite.counting import (
     check_laws,
     count_laws,
 )
+from conslaw_lite.exact_linalg import rational
 from conslaw_lite.law_text import Law, Layout, Monomial, group_laws
 
 MAX_PARAMS = 400  # D beyond which find_laws refuses (count_laws still counts)
@@ -182,7 +182,7 @@ def find_laws(
 
     Examples
     ========
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> print(find_laws(ToyProduct(a=1.0, b=2.0), (1,)))  # f = a·b·x
     1 quadratic law found; N = 1: the list is complete
       a² − b²
@@ -512,11 +512,6 @@ def _extend(span: np.ndarray, row: np.ndarray) -> np.ndarray:
     return np.vstack([span, residual / np.linalg.norm(residual)])
 
 
-def _rational(c: float, size: float) -> Fraction | None:
-    r = Fraction(c).limit_denominator(ROUND_DENOMINATOR)
-    return r if abs(c - float(r)) <= 1e-6 * size else None
-
-
 def _rounded(model, problem: _Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list[Law]:
     """Each law with small-rational coefficients where the rounded law still passes check_laws, else as computed."""
     layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
@@ -524,7 +519,7 @@ def _rounded(model, problem: _Problem, basis: list[dict], input_shape, inputs, p
     rounded = {}
     for n, law in enumerate(basis):
         size = max(abs(c) for c in law.values())
-        fractions = {m: _rational(c, size) for m, c in law.items()}
+        fractions = {m: rational(c, ROUND_DENOMINATOR, 1e-6 * size) for m, c in law.items()}
         if all(f is not None for f in fractions.values()):
             rounded[str(n)] = Law({m: f for m, f in fractions.items() if f != 0}, layout)
     if not rounded:

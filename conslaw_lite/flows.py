@@ -25,7 +25,7 @@ from torch import nn
 
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
-from conslaw_lite.laws.registry import Law
+from conslaw_lite.laws import Law
 from conslaw_lite.monitor import relative_drift
 
 LossFn = Callable[[nn.Module, int], torch.Tensor]
@@ -266,8 +266,8 @@ def train(
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
-    >>> from conslaw_lite.laws.toy import toy_laws
+    >>> from conslaw_lite.families.toy.block import ToyProduct
+    >>> from conslaw_lite.families.toy.laws import toy_laws
     >>> model = ToyProduct(a=2.0, b=1.0)
     >>> loss = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
     >>> run = train(model, loss, lr=0.01, steps=3, laws=toy_laws(model))
@@ -374,8 +374,8 @@ def gradient_flow(
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
-    >>> from conslaw_lite.laws.toy import toy_laws
+    >>> from conslaw_lite.families.toy.block import ToyProduct
+    >>> from conslaw_lite.families.toy.laws import toy_laws
     >>> model = ToyProduct(a=2.0, b=1.0)
     >>> loss = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
     >>> flow = gradient_flow(model, loss, 1.0, laws=toy_laws(model))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import conslaw_lite.__main__ as cli
+import conslaw_lite.cli as cli
 from conslaw_lite.archs import ArchOptions
 from conslaw_lite.certify import certify
 

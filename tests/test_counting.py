@@ -11,9 +11,9 @@ from torch.func import jvp
 
 from conslaw_lite import counting
 from conslaw_lite.archs import ArchOptions, get_arch
-from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.counting import GAP, check_laws, count_laws
 from conslaw_lite.exact_ops import exact_derivatives
+from conslaw_lite.families.toy.block import ToyProduct
 
 
 def two_layer(d: int, r: int, m: int, activation: nn.Module | None = None) -> nn.Sequential:
@@ -450,7 +450,7 @@ def test_pieces_through_zero_keep_the_rescaling_laws(act) -> None:
 def test_saturated_attention_is_counted_at_a_smaller_scale(scale: float) -> None:
     """Weights ×1000 make every attention row one-hot behind a LayerNorm (the inputs' scale cannot undo it):
     Q and K get exactly zero gradient on almost every input, and were counted as 18 spurious laws."""
-    from conslaw_lite.blocks.attention import MultiHeadAttention
+    from conslaw_lite.families.attention.block import MultiHeadAttention
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.LayerNorm(4, elementwise_affine=False), MultiHeadAttention(4, 2, 2))

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from conslaw_lite.blocks.toy import ToyProduct
+from conslaw_lite.families.toy.block import ToyProduct
+from conslaw_lite.families.toy.laws import toy_laws
 from conslaw_lite.flows import Diverged, batch_indices, gradient_flow, mse_loss, train
-from conslaw_lite.laws.toy import toy_laws
 
 H = "a²−b²"
 

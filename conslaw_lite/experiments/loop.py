@@ -39,14 +39,14 @@ def tracked_columns(model: nn.Module, keys: tuple[str, ...]) -> dict[str, tuple[
 
     Examples
     ========
-    >>> from conslaw_lite.blocks.moe import MoE
+    >>> from conslaw_lite.families.moe.block import MoE
     >>> tracked_columns(nn.Sequential(MoE(3, 2, 1, 1, gating="sigmoid")), ("sum_W_e_(sigmoid)",))
     {'sum_W_e_(sigmoid)': ('moe-sigmoid:control', [2])}
 
     A per-head law's short key leaves out the head (:attr:`~conslaw_lite.laws.Quantity.short_key`), so one
     key tracks it in every head:
 
-    >>> from conslaw_lite.blocks.attention import MultiHeadAttention
+    >>> from conslaw_lite.families.attention.block import MultiHeadAttention
     >>> tracked_columns(nn.Sequential(MultiHeadAttention(4, 2, 2)), ("Q^TQ-K^TK",))
     {'Q^TQ-K^TK': ('mha', [0, 2])}
     """
