@@ -53,22 +53,11 @@ import numpy as np
 import torch
 from torch.func import vjp, vmap
 
-from conslaw_lite.counting import (
-    GAP,
-    RESIDUAL_TOL,
-    LawCheck,
-    LawCount,
-    Model,
-    Params,
-    _checked_outputs,
-    _Problem,
-    _problem,
-    _sample_inputs,
-    check_laws,
-    count_laws,
-)
+from conslaw_lite.counting import GAP, RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
+from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.exact_linalg import rational
 from conslaw_lite.law_text import Law, Layout, Monomial, group_laws
+from conslaw_lite.laws import Params
 
 MAX_PARAMS = 400  # D beyond which find_laws refuses (count_laws still counts)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
@@ -195,7 +184,7 @@ def find_laws(
     start = time.perf_counter()
     if degree not in (1, 2):
         raise ValueError(f"degree must be 1 (linear laws) or 2 (quadratic laws), got {degree!r}")
-    problem = _problem(model, params)
+    problem = problem_of(model, params)
     D = problem.num_params
     if D > MAX_PARAMS:
         raise ValueError(
@@ -273,7 +262,7 @@ class _Samples:
     g: torch.Tensor
 
     @classmethod
-    def draw(cls, problem: _Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int) -> _Samples:
+    def draw(cls, problem: Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int) -> _Samples:
         """Enough θ that each block's system gets twice as many *independent* rows as unknowns.
 
         One θ gives at most rank W(θ) independent rows on a block (fewer on its coordinates
@@ -297,15 +286,15 @@ class _Samples:
         return cls(torch.stack(thetas), torch.stack(gs))
 
     @staticmethod
-    def _point(problem: _Problem, input_shape, inputs, gen: torch.Generator, m: int):
+    def _point(problem: Problem, input_shape, inputs, gen: torch.Generator, m: int):
         """A random θ and m random unit elements of W(θ) there."""
         D = problem.num_params
         theta = problem.random_theta(gen)
-        probe = _sample_inputs(input_shape, inputs, 1, gen, spread=False)
-        per_input = max(_checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
+        probe = sample_inputs(input_shape, inputs, 1, gen, spread=False)
+        per_input = max(checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
         # standard-normal inputs: the null space is solved without the counter's per-input weights, and a
         # law they miss is caught by check_laws, whose inputs span six decades
-        x = _sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen, spread=False)
+        x = sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen, spread=False)
         out, pullback = vjp(problem.outputs(x), theta)
         g = _pull(pullback, torch.randn(m, out.numel(), generator=gen, dtype=torch.float64))
         return theta, g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)  # unit rows over all of θ
@@ -409,7 +398,7 @@ def _search(samples: _Samples, blocks: list[list[int]], degree: int, searched: s
     return _Search(dense, list(columns), not reason, reason, searched, kept, dropped)
 
 
-def _layers(problem: _Problem) -> list[list[int]]:
+def _layers(problem: Problem) -> list[list[int]]:
     """Coordinates of each layer: the tensors of one module (``Q.weight`` with ``Q.bias``), else each tensor."""
     layers: dict[str, list[int]] = {}
     at = 0
@@ -420,7 +409,7 @@ def _layers(problem: _Problem) -> list[list[int]]:
     return list(layers.values())
 
 
-def _pair_blocks(problem: _Problem) -> tuple[list[list[int]], str]:
+def _pair_blocks(problem: Problem) -> tuple[list[list[int]], str]:
     """The coordinates of each layer and each pair of layers (pairs over ``MAX_BLOCK`` left out, and said so)."""
     ranges = _layers(problem)
     blocks = [ranges[i] + ranges[j] if i != j else ranges[i] for i in range(len(ranges)) for j in range(i, len(ranges))]
@@ -512,7 +501,7 @@ def _extend(span: np.ndarray, row: np.ndarray) -> np.ndarray:
     return np.vstack([span, residual / np.linalg.norm(residual)])
 
 
-def _rounded(model, problem: _Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list[Law]:
+def _rounded(model, problem: Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list[Law]:
     """Each law with small-rational coefficients where the rounded law still passes check_laws, else as computed."""
     layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
     exact = [Law(law, layout) for law in basis]

@@ -192,7 +192,15 @@ def register_laws(*types: type | str) -> Callable[[Finder], Finder]:
     return decorate
 
 
-def _qualified_name(t: type) -> str:
+def qualified_name(t: type) -> str:
+    """``module.QualName`` of a type: the name a finder of an optional library registers it by.
+
+    Examples
+    ========
+    >>> from torch import nn
+    >>> qualified_name(nn.Linear)
+    'torch.nn.modules.linear.Linear'
+    """
     return f"{t.__module__}.{t.__qualname__}"
 
 
@@ -208,8 +216,8 @@ def _finder_for(module: nn.Module) -> Finder | None:
     for t in type(module).__mro__:
         if t in _FINDERS:
             return _FINDERS[t]
-        if _qualified_name(t) in _NAMED_FINDERS:
-            return _NAMED_FINDERS[_qualified_name(t)]
+        if qualified_name(t) in _NAMED_FINDERS:
+            return _NAMED_FINDERS[qualified_name(t)]
     return None
 
 
@@ -223,7 +231,7 @@ def supported_types() -> list[str]:
     (True, True)
     """
     _load_families()
-    return sorted({_qualified_name(t) for t in _FINDERS} | set(_NAMED_FINDERS))
+    return sorted({qualified_name(t) for t in _FINDERS} | set(_NAMED_FINDERS))
 
 
 def find_blocks(model: nn.Module, *, required: bool = False) -> list[BlockLaws]:

@@ -44,8 +44,8 @@ from torch import nn
 
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
+from conslaw_lite.counting.module_checks import describe_layer, is_mode_dependent
 from conslaw_lite.laws import Group, Law, find_blocks, groups
-from conslaw_lite.module_checks import describe_layer, is_mode_dependent
 
 FOUND = Group("found", "law")  # the group of laws given to the Monitor
 

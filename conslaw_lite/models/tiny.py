@@ -31,7 +31,7 @@ def make_norm(kind: str, d: int, eps: float) -> nn.Module:
     """``RMSNorm`` (``γ ⊙ x / √(mean x² + ε)``) or bias-free ``LayerNorm`` (``γ ⊙ (x − x̄) / √(var x + ε)``).
 
     Both are torch's own modules; the law counter differentiates torch's fused ``layer_norm``
-    through :func:`conslaw_lite.exact_ops.exact_derivatives`.
+    through :func:`conslaw_lite.counting.exact_ops.exact_derivatives`.
 
     Examples
     ========

@@ -16,12 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ACTIVATIONS = {
-    "gelu": F.gelu,  # x Φ(x), the exact (erf) form
-    "silu": F.silu,  # x σ(x)
-    "relu": F.relu,
-    "linear": lambda z: z,
-}
+from conslaw_lite.activations import ACTIVATIONS
 
 
 def check_sizes(d: int, r: int, m: int) -> None:
@@ -76,7 +71,7 @@ class FFN(nn.Module):
         >>> f(torch.tensor([[3.0, 1.0], [1.0, 3.0]], dtype=torch.float64)).flatten().tolist()
         [4.0, 0.0]
         """
-        hidden = ACTIVATIONS[self.activation](self.B(x))  # (..., r)
+        hidden = ACTIVATIONS[self.activation].torch(self.B(x))  # (..., r)
         return self.A(hidden)  # (..., m)
 
 

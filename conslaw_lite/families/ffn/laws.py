@@ -20,40 +20,34 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from conslaw_lite.activations import ACTIVATIONS, activation_of
 from conslaw_lite.families.ffn.block import FFN, SwiGLU
 from conslaw_lite.laws import Batch, BlockLaws, Law, Params, register_laws
-
-# Activation class name -> family (torch's and timm's own classes share these names).
-_ACTIVATION_FAMILY = {
-    "GELU": "gelu",
-    "GELUTanh": "gelu",
-    "SiLU": "silu",
-    "Swish": "silu",
-    "ReLU": "relu",
-    "LeakyReLU": "relu",  # positively homogeneous, like ReLU
-    "Identity": "linear",
-}
 
 
 def formula(block: str, r: int) -> tuple[int, str]:
     """The number of laws of a feed-forward block with r hidden units, and how it is counted.
 
-    ``block``: ``gelu``, ``silu`` (no law), ``relu`` and ``swiglu`` (``r``), ``linear``
-    (``r(r+1)/2``, for r ≤ min(m, d)). The one formula the named architectures, the derivation
-    cases and the tests read.
+    ``block``: an activation of :data:`~conslaw_lite.activations.ACTIVATIONS` for ``A·act(Bx)``
+    (no law; ``r`` for a positively homogeneous one; ``r(r+1)/2`` for the identity, r ≤ min(m, d))
+    or ``swiglu`` (``r``). The one formula the named architectures, the derivation cases and the
+    tests read.
 
     Examples
     ========
     >>> formula("relu", 4), formula("linear", 2), formula("gelu", 4)[0]
     ((4, 'r = 4'), (3, 'r(r+1)/2 = 2·3/2 = 3'), 0)
     """
-    if block in ("gelu", "silu"):
-        return 0, "0: no rescaling survives a non-homogeneous activation"
-    if block in ("relu", "swiglu"):
+    if block == "swiglu":  # the value branch's rescaling, whatever the gate
         return r, f"r = {r}"
-    if block == "linear":
+    if block not in ACTIVATIONS:
+        raise ValueError(f"block must be one of {(*ACTIVATIONS, 'swiglu')}, got {block!r}")
+    rescaling = ACTIVATIONS[block].rescaling
+    if rescaling == "unit":
+        return r, f"r = {r}"
+    if rescaling == "all":
         return r * (r + 1) // 2, f"r(r+1)/2 = {r}·{r + 1}/2 = {r * (r + 1) // 2}"
-    raise ValueError(f"block must be gelu, silu, relu, linear or swiglu, got {block!r}")
+    return 0, "0: no rescaling survives a non-homogeneous activation"
 
 
 def _matrix(w: torch.Tensor) -> torch.Tensor:
@@ -130,10 +124,11 @@ def _row(letter: str, bias: str | None) -> str:
 
 
 def mlp_block(family: str, A: str, B: str, b: str | None = None) -> BlockLaws:
-    """The laws of ``A·act(Bx + b) + a`` for an activation family (``gelu``/``silu``/``relu``/``linear``).
+    """The laws of ``A·act(Bx + b) + a`` for an activation of :data:`~conslaw_lite.activations.ACTIVATIONS`.
 
-    ``A``, ``B``, ``b`` are full parameter names. GELU and SiLU get no law; their
-    control is ReLU's law, which they do not keep.
+    ``A``, ``B``, ``b`` are full parameter names. A positively homogeneous activation (ReLU) keeps
+    the unit balance, the identity ``AᵀA − BBᵀ``; any other (GELU, SiLU) gets no law, and its
+    control is ReLU's law, which it does not keep.
 
     Examples
     ========
@@ -144,14 +139,15 @@ def mlp_block(family: str, A: str, B: str, b: str | None = None) -> BlockLaws:
     """
     balance = {f"‖A_{{:,i}}‖²−{_row('B', b)}": unit_balance(A, B, b)}
     controls = {"‖A_{:,i}‖²": column_norms(A)}
-    if family == "relu":
-        return BlockLaws("ffn-relu", balance, controls)
-    if family == "linear":
+    if family not in ACTIVATIONS:
+        raise ValueError(f"activation family must be one of {tuple(ACTIVATIONS)}, got {family!r}")
+    rescaling = ACTIVATIONS[family].rescaling
+    if rescaling == "unit":
+        return BlockLaws(f"ffn-{family}", balance, controls)
+    if rescaling == "all":
         name = "AᵀA−BBᵀ" if b is None else "AᵀA−[B,b][B,b]ᵀ"
-        return BlockLaws("ffn-linear", {name: gram_balance(A, B, b)}, controls)
-    if family in ("gelu", "silu"):
-        return BlockLaws(f"ffn-{family}", {}, {**controls, **balance})
-    raise ValueError(f"activation family must be gelu, silu, relu or linear, got {family!r}")
+        return BlockLaws(f"ffn-{family}", {name: gram_balance(A, B, b)}, controls)
+    return BlockLaws(f"ffn-{family}", {}, {**controls, **balance})
 
 
 def glu_block(
@@ -187,7 +183,7 @@ def glu_block(
         return torch.stack([a - _row_sq(p, C, c, C_rows), a, a - _row_sq(p, B, b, B_rows)])
 
     batches = (Batch(units, (*value_law, *controls, *gate_balance)),)
-    if gate_family == "relu":
+    if gate_family in ACTIVATIONS and ACTIVATIONS[gate_family].rescaling == "unit":
         return BlockLaws("reglu", {**value_law, **gate_balance}, controls, batches)
     kind = "swiglu" if gate_family == "silu" else f"glu-{gate_family}"
     return BlockLaws(kind, value_law, {**controls, **gate_balance}, batches)
@@ -216,7 +212,8 @@ def _swiglu(module: SwiGLU, prefix: str) -> BlockLaws:
 
 
 def _activation_family(act: nn.Module) -> str:
-    return _ACTIVATION_FAMILY.get(type(act).__name__, type(act).__name__.lower())
+    known = activation_of(act)
+    return known.name if known else type(act).__name__.lower()
 
 
 def _plain_hidden(module: nn.Module) -> bool:
@@ -228,7 +225,7 @@ def _plain_hidden(module: nn.Module) -> bool:
 def _timm_mlp(module: nn.Module, prefix: str) -> BlockLaws | None:
     """timm's ``fc2(act(fc1 x))``: B = fc1, A = fc2. Unknown activations or a hidden norm: no claim."""
     family = _activation_family(module.act)
-    if family not in ("gelu", "silu", "relu", "linear") or not _plain_hidden(module):
+    if family not in ACTIVATIONS or not _plain_hidden(module):
         return None
     return mlp_block(
         family, prefix + "fc2.weight", prefix + "fc1.weight", _bias(module, prefix, "fc1")

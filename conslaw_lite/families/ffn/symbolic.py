@@ -10,6 +10,7 @@ from __future__ import annotations
 import sympy as sp
 from torch import nn
 
+from conslaw_lite.activations import ACTIVATIONS
 from conslaw_lite.families.ffn.block import FFN, SwiGLU, check_sizes
 from conslaw_lite.families.ffn.laws import formula
 from conslaw_lite.symbolic.cases import Case, SymbolicBlock
@@ -17,11 +18,7 @@ from conslaw_lite.symbolic.cases import Case, SymbolicBlock
 RHO = sp.Function("rho")  # the activation ρ, undefined: the derivation uses only its shapes
 
 
-FFN_IDENTITIES = {"gelu": None, "silu": None, "relu": "relu", "linear": "linear", "swiglu": None, "geglu": None,
-                  "reglu": "relu"}  # fmt: skip
-
-
-GLU = ("swiglu", "geglu", "reglu")  # A·(ρ(Bx) ⊙ Cx) with ρ = SiLU, GELU, ReLU
+GLU = {"swiglu": "silu", "geglu": "gelu", "reglu": "relu"}  # A·(ρ(Bx) ⊙ Cx): the gate activation ρ of each
 
 
 def ffn_block(block: str, d: int, r: int, m: int) -> SymbolicBlock:
@@ -36,10 +33,10 @@ def ffn_block(block: str, d: int, r: int, m: int) -> SymbolicBlock:
     >>> b.f, b.identities
     ([A_11*rho(B_11*x_1)], {rho: 'relu'})
     """
-    if block not in FFN_IDENTITIES:
-        raise ValueError(f"block must be one of {tuple(FFN_IDENTITIES)}, got {block!r}")
+    if block not in (*ACTIVATIONS, *GLU):
+        raise ValueError(f"block must be one of {(*ACTIVATIONS, *GLU)}, got {block!r}")
     f, params, x = sympy_form("swiglu" if block in GLU else block, d, r, m, act=RHO)
-    identity = FFN_IDENTITIES[block]
+    identity = ACTIVATIONS[GLU.get(block, block)].identity
     entries = {}
     for p in params:  # A_ji, B_ik, C_ik (1-based) are A.weight[j−1, i−1], ...
         letter, (row, col) = p.name[0], p.name[2:]
@@ -81,12 +78,7 @@ def sympy_form(block: str, d: int, r: int, m: int, act=None) -> tuple[list, list
     [A_11*C_11*x_1*rho(B_11*x_1)]
     """
     check_sizes(d, r, m)
-    acts = {
-        "gelu": lambda z: z / 2 * (1 + sp.erf(z / sp.sqrt(2))),
-        "silu": lambda z: z / (1 + sp.exp(-z)),
-        "relu": lambda z: sp.Max(z, 0),
-        "linear": lambda z: z,
-    }
+    acts = {name: a.sympy for name, a in ACTIVATIONS.items()}
     if act is not None:
         acts = {name: act for name in acts}
     if block not in (*acts, "swiglu"):

@@ -31,7 +31,7 @@ from torch import nn
 
 from conslaw_lite.families.network.couplings import NormCoupling
 from conslaw_lite.families.network.laws import add_gain_law, column_sum_law
-from conslaw_lite.laws import BlockLaws, Law, Params, _qualified_name, register_laws
+from conslaw_lite.laws import BlockLaws, Law, Params, qualified_name, register_laws
 
 TIMM_BLOCK = "timm.models.vision_transformer.Block"  # pre-norm: x + ls1(attn(norm1(x))), x + ls2(mlp(norm2(x)))
 INPUT_PROJECTIONS = ("Q", "K", "V", "qkv", "fc1", "fc1_g", "fc1_x")  # the book's attention, timm's, timm's MLPs
@@ -80,7 +80,7 @@ def _children(module: nn.Module, names: tuple[str, ...]) -> list[str]:
 
 
 def _pre_norm_blocks(vit: nn.Module) -> bool:
-    return all(_qualified_name(type(b)) == TIMM_BLOCK for b in vit.blocks)
+    return all(qualified_name(type(b)) == TIMM_BLOCK for b in vit.blocks)
 
 
 def _stream_is_normalized(vit: nn.Module) -> bool:

@@ -46,9 +46,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-KINKED_AT_ZERO = frozenset(
-    {torch.relu, torch.relu_, F.relu, F.relu_, torch.Tensor.relu, torch.Tensor.relu_, F.leaky_relu, F.leaky_relu_}
-)
+from conslaw_lite.activations import kinked_at_zero
+
+KINKED_AT_ZERO = kinked_at_zero()  # the activations' kinks, from their table
 ABS = frozenset({torch.abs, torch.abs_, torch.Tensor.abs, torch.Tensor.abs_})
 CLAMPS = frozenset(
     {torch.clamp, torch.clamp_, torch.clip, torch.clip_, torch.Tensor.clamp, torch.Tensor.clamp_, torch.Tensor.clip,
