@@ -58,6 +58,7 @@ from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, 
 from conslaw_lite.exact_linalg import rational
 from conslaw_lite.law_text import Law, Layout, Monomial, group_laws
 from conslaw_lite.laws import Params
+from conslaw_lite.seeding import Stream, generator
 
 MAX_PARAMS = 400  # D beyond which find_laws refuses (count_laws still counts)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
@@ -272,7 +273,7 @@ class _Samples:
         (their singular values are exactly 0). So the first θ measures each block's rank r_b,
         P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements.
         """
-        gen = torch.Generator().manual_seed(1_000_003 * seed + 31337)  # not the counter's θ and inputs
+        gen = generator(seed, Stream.LAW_SEARCH)  # not the counter's θ and inputs
         n_max = max(map(len, blocks))
         first_theta, first_g = cls._point(problem, input_shape, inputs, gen, n_max)
         ranks = [_rank(first_g[:, coords]) for coords in blocks]

@@ -295,7 +295,7 @@ class Monitor:
         Examples
         ========
         >>> import torch
-        >>> from conslaw_lite.families.toy.block import ToyProduct
+        >>> from conslaw_lite.families.toy import ToyProduct
         >>> model = ToyProduct(a=2.0, b=1.0)
         >>> monitor = Monitor(model)
         >>> with torch.no_grad(): _ = model.a.add_(0.1)

@@ -88,9 +88,9 @@ def test_toy(dim: int, expected: int) -> None:
     assert result.complete and result.max_residual < 1e-12
 
 
-@pytest.mark.parametrize("arch", ["ffn-linear", "ffn-relu", "ffn-gelu", "swiglu", "mha-rope", "moe-softmax"])
-def test_one_arch_per_family_matches_its_formula(arch: str) -> None:
-    # one per family and one head keep this file fast; each family's own tests certify all of its variants
+@pytest.mark.parametrize("arch", ["ffn-linear", "ffn-relu", "swiglu", "mha-rope"])
+def test_more_architectures_match_their_formula(arch: str) -> None:
+    # test_families.py certifies each family's first architecture; these are the book's other landmarks
     result = certify(arch, ArchOptions(heads=1))
     assert result.conclusive, result.reason
     assert result.num_laws == result.formula, result.formula_text

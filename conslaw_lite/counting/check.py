@@ -12,6 +12,7 @@ from conslaw_lite.counting.count import NUM_POINTS, LawCount, count_laws
 from conslaw_lite.counting.lie_rank import CUT
 from conslaw_lite.counting.problem import Model, Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.laws import Law, Params
+from conslaw_lite.seeding import Stream, generator
 
 RESIDUAL_TOL = 1e-9  # a law's relative residual |⟨∇h, ∇f_i⟩| / (‖∇h‖‖∇f_i‖) at round-off
 
@@ -92,7 +93,7 @@ def check_laws(
     residuals = dict.fromkeys(laws, 0.0)
     independent = 0
     for point in range(NUM_POINTS if laws else 0):  # no laws (e.g. a GELU FFN): nothing to check, 0 independent
-        gen = torch.Generator().manual_seed(1_000_003 * seed + 7919 + point)  # not the counter's θ and inputs
+        gen = generator(seed, Stream.LAW_CHECK, point)  # not the counter's θ and inputs
         theta = problem.random_theta(gen)
         # standard-normal inputs: where a softmax saturates, ∇f_i is round-off and so is its cosine with ∇h; a
         # law that only inputs of other scales break (a cap) is caught by the count, drawn over six decades

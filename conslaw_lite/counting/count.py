@@ -38,6 +38,7 @@ from conslaw_lite.counting.problem import (
 )
 from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, realized_patterns
 from conslaw_lite.laws import Params
+from conslaw_lite.seeding import Stream, generator
 
 NUM_POINTS = 2  # random θ that must agree
 MIN_OUTPUTS = 4096  # output entries per θ: every ReLU unit is on for many inputs and off for many
@@ -183,7 +184,7 @@ def _draw(
     times more inputs (so that small activation regions are met): at a given θ, and where a
     ReLU acts on a tensor without the inputs' batch (its pattern cannot be paired with an input).
     """
-    gen = torch.Generator().manual_seed(1_000_003 * seed + index)
+    gen = generator(seed, Stream.THETA_DRAWS, index)
     theta = problem.random_theta(gen, factor, standard) if at is None else at
     forward = lambda t, x: problem.apply(problem.unflatten(t), x)  # noqa: E731
     probe = sample_inputs(input_shape, inputs, 1, gen)
@@ -245,7 +246,7 @@ def _with_patterns(f: Field, patterns: list[torch.Tensor]) -> Field:
 
 def _rank_or_reason(problem: Problem, d: _Draw, seed: int, k: int) -> Rank | str:
     """:func:`lie_rank` at the draw's θ, or why not: torch's derivatives of the model fail the check there."""
-    check_gen = torch.Generator().manual_seed(1_000_003 * seed + 4999 + k)  # leaves d.gen as it was
+    check_gen = generator(seed, Stream.DERIVATIVE_CHECK, k)  # leaves d.gen as it was
     directions = [problem.random_theta(check_gen, d.factor, d.standard) for _ in range(3)]
     mismatch = derivative_mismatch(d.f, d.theta, directions, d.n_out, check_gen)
     if mismatch > DERIVATIVE_TOL:
@@ -428,7 +429,7 @@ def count_laws(
     """
     start = time.perf_counter()
     problem = problem_of(model, params)
-    probe_gen = torch.Generator().manual_seed(1_000_003 * seed + 6007)  # not a stream the count draws from
+    probe_gen = generator(seed, Stream.SATURATION_PROBE)  # not a stream the count draws from
     probe_theta, probe = problem.random_theta(probe_gen), sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
     checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
     check_countable(problem.apply, problem.unflatten(probe_theta), probe[:PROBE_SAMPLES], problem.module)

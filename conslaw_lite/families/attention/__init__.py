@@ -10,13 +10,8 @@ from conslaw_lite.families.attention import laws  # noqa: F401  (registers the f
 from conslaw_lite.families.attention.archs import ARCHITECTURES
 from conslaw_lite.families.attention.block import MultiHeadAttention
 
-FAMILY = Family(
-    "attention",
-    "multi-head attention with no PE, sinusoidal PE, biases, RoPE or QK-norm",
-    4,
-    ARCHITECTURES,
-    ("mha", "mha-2heads", "mha-sinusoidal", "mha-bias", "mha-rope"),
-    "conslaw_lite.families.attention.symbolic",
-)
+CASES = ("mha", "mha-2heads", "mha-sinusoidal", "mha-bias", "mha-rope")  # built by .symbolic
+SUMMARY = "multi-head attention with no PE, sinusoidal PE, biases, RoPE or QK-norm"
+FAMILY = Family("attention", SUMMARY, 4, ARCHITECTURES, CASES, f"{__name__}.symbolic")
 
 __all__ = ["FAMILY", "MultiHeadAttention"]

@@ -9,13 +9,8 @@ from conslaw_lite.families.ffn import laws  # noqa: F401  (registers the finders
 from conslaw_lite.families.ffn.archs import ARCHITECTURES
 from conslaw_lite.families.ffn.block import FFN, SwiGLU
 
-FAMILY = Family(
-    "ffn",
-    "feed-forward blocks A·act(Bx) and SwiGLU A·(silu(Bx) ⊙ Cx)",
-    3,
-    ARCHITECTURES,
-    ("ffn-gelu", "ffn-silu", "ffn-relu", "ffn-linear", "swiglu"),
-    "conslaw_lite.families.ffn.symbolic",
-)
+CASES = ("ffn-gelu", "ffn-silu", "ffn-relu", "ffn-linear", "swiglu")  # built by .symbolic
+SUMMARY = "feed-forward blocks A·act(Bx) and SwiGLU A·(silu(Bx) ⊙ Cx)"
+FAMILY = Family("ffn", SUMMARY, 3, ARCHITECTURES, CASES, f"{__name__}.symbolic")
 
 __all__ = ["FAMILY", "FFN", "SwiGLU"]

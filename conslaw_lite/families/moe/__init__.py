@@ -9,13 +9,8 @@ from conslaw_lite.families.moe import laws  # noqa: F401  (registers the finder)
 from conslaw_lite.families.moe.archs import ARCHITECTURES
 from conslaw_lite.families.moe.block import MoE, routing_margin
 
-FAMILY = Family(
-    "moe",
-    "mixtures of SwiGLU experts under softmax, normalized-sigmoid or top-k gating",
-    6,
-    ARCHITECTURES,
-    ("moe-softmax", "moe-sigmoid", "moe-top1"),
-    "conslaw_lite.families.moe.symbolic",
-)
+CASES = ("moe-softmax", "moe-sigmoid", "moe-top1")  # built by .symbolic
+SUMMARY = "mixtures of SwiGLU experts under softmax, normalized-sigmoid or top-k gating"
+FAMILY = Family("moe", SUMMARY, 6, ARCHITECTURES, CASES, f"{__name__}.symbolic")
 
 __all__ = ["FAMILY", "MoE", "routing_margin"]
