@@ -36,7 +36,7 @@ that no other law has: the fewest non-zeros an echelon basis can have when the l
 are disjoint, as they are per unit and per head), rounded to small rationals where the
 rounded law still passes :func:`~conslaw_lite.counting.check_laws`, checked one by one (a law that
 fails is left out, and the result is then inconclusive), and printed by
-:mod:`conslaw_lite.law_text` with tensor names and indices, grouped into patterns.
+:mod:`conslaw_lite.polynomial_laws` with tensor names and indices, grouped into patterns.
 When linear laws ℓ exist (e.g. Σ_e W_e for a softmax gate), their products ℓ_i ℓ_j are
 quadratic laws too, but add nothing: they are left out of the basis.
 """
@@ -56,8 +56,8 @@ from torch.func import vjp, vmap
 from conslaw_lite.counting import GAP, RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
 from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.exact_linalg import rational
-from conslaw_lite.law_text import Law, Layout, Monomial, group_laws
 from conslaw_lite.laws import Params
+from conslaw_lite.polynomial_laws import Layout, Monomial, PolynomialLaw, group_laws
 from conslaw_lite.seeding import Stream, generator
 
 MAX_PARAMS = 400  # D beyond which find_laws refuses (count_laws still counts)
@@ -92,7 +92,7 @@ class FoundLaws:
     """
 
     laws: dict[str, Callable[[Params], torch.Tensor]]
-    basis: tuple[Law, ...]
+    basis: tuple[PolynomialLaw, ...]
     num_found: int
     count: LawCount
     check: LawCheck
@@ -502,16 +502,16 @@ def _extend(span: np.ndarray, row: np.ndarray) -> np.ndarray:
     return np.vstack([span, residual / np.linalg.norm(residual)])
 
 
-def _rounded(model, problem: Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list[Law]:
+def _rounded(model, problem: Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list:
     """Each law with small-rational coefficients where the rounded law still passes check_laws, else as computed."""
     layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
-    exact = [Law(law, layout) for law in basis]
+    exact = [PolynomialLaw(law, layout) for law in basis]
     rounded = {}
     for n, law in enumerate(basis):
         size = max(abs(c) for c in law.values())
         fractions = {m: rational(c, ROUND_DENOMINATOR, 1e-6 * size) for m, c in law.items()}
         if all(f is not None for f in fractions.values()):
-            rounded[str(n)] = Law({m: f for m, f in fractions.items() if f != 0}, layout)
+            rounded[str(n)] = PolynomialLaw({m: f for m, f in fractions.items() if f != 0}, layout)
     if not rounded:
         return exact
     check = check_laws(model, rounded, input_shape, inputs=inputs, params=params, seed=seed, count=count)

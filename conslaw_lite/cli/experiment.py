@@ -11,7 +11,7 @@ import torch.distributed as dist
 from conslaw_lite.config import SCALES, scale
 from conslaw_lite.experiments.checkpoint import Interrupted
 from conslaw_lite.experiments.cluster import Cluster
-from conslaw_lite.experiments.config import ExperimentConfig
+from conslaw_lite.experiments.experiment_config import ExperimentConfig
 from conslaw_lite.experiments.runner import ROOT, run_experiment
 from conslaw_lite.experiments.tasks import TASKS
 from conslaw_lite.flows import SCHEDULES

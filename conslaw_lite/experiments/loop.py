@@ -18,7 +18,7 @@ from torch import nn
 from conslaw_lite.config import dtype_for
 from conslaw_lite.experiments.checkpoint import Checkpoint, Interrupted, run_key
 from conslaw_lite.experiments.cluster import Cluster
-from conslaw_lite.experiments.config import ExperimentConfig
+from conslaw_lite.experiments.experiment_config import ExperimentConfig
 from conslaw_lite.experiments.tasks import Task, cross_entropy
 from conslaw_lite.flows import batch_indices, check_loss, step_sizes
 from conslaw_lite.laws import groups

@@ -15,7 +15,7 @@ the same numbers as an uninterrupted run. A diverging run stops with
 batch and ``DistributedDataParallel`` averages the gradients; the monitor, the
 checkpoints and the result file live on rank 0.
 
-The parts, one job each: :mod:`~conslaw_lite.experiments.config` (what decides the numbers),
+The parts, one job each: :mod:`~conslaw_lite.experiments.experiment_config` (what decides the numbers),
 :mod:`~conslaw_lite.experiments.cluster` (the processes), :mod:`~conslaw_lite.experiments.checkpoint`
 (resuming), :mod:`~conslaw_lite.experiments.loop` (one run: resume, step, checkpoint); this module runs
 them all, records the environment, and is the command line.
@@ -37,7 +37,7 @@ import torch
 from conslaw_lite.config import dtype_for
 from conslaw_lite.experiments.checkpoint import Checkpoint, run_key
 from conslaw_lite.experiments.cluster import Cluster
-from conslaw_lite.experiments.config import ExperimentConfig, build_task
+from conslaw_lite.experiments.experiment_config import ExperimentConfig, build_task
 from conslaw_lite.experiments.loop import train_one
 from conslaw_lite.experiments.tasks import Task
 from conslaw_lite.flows import Diverged

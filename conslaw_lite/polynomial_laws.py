@@ -1,6 +1,6 @@
 """Quadratic laws as code and as text: evaluate ``h(θ) = Σ c_jk θ_jθ_k + Σ b_jθ_j``, print it readably.
 
-A :class:`Law` holds its coefficients on *monomials* of the flat parameter vector
+A :class:`PolynomialLaw` holds its coefficients on *monomials* of the flat parameter vector
 (``(j, k)`` for θ_jθ_k with j ≤ k, ``(j,)`` for θ_j) and the :class:`Layout` that names
 the flat coordinates (tensor name and index). Printing finds, for each tensor (pair) and
 coefficient, the fewest Frobenius inner products of slices that cover its monomials:
@@ -55,14 +55,14 @@ def _unravel(j: int, shape: tuple[int, ...]) -> list[int]:
 
 
 @dataclass(frozen=True)
-class Law:
+class PolynomialLaw:
     """``h(θ) = Σ coefficients[m] · Π_{j ∈ m} θ_j`` over monomials m, on parameter dicts named by ``layout``.
 
     Examples
     ========
     >>> import torch
     >>> layout = Layout(("a", "b"), ((), ()))
-    >>> h = Law({(0, 0): 1.0, (1, 1): -1.0}, layout)  # a² − b²
+    >>> h = PolynomialLaw({(0, 0): 1.0, (1, 1): -1.0}, layout)  # a² − b²
     >>> h({"a": torch.tensor(3.0), "b": torch.tensor(1.0)}), h.text()
     (tensor(8.), 'a² − b²')
     """
@@ -92,7 +92,7 @@ class Law:
 class LawVector:
     """The laws ``laws[0..L-1]`` evaluated at once: ``params`` → tensor (L,), one gather and one sum."""
 
-    def __init__(self, laws: list[Law], layout: Layout) -> None:
+    def __init__(self, laws: list[PolynomialLaw], layout: Layout) -> None:
         tensors = sorted({layout.where(j)[0] for law in laws for m in law.coefficients for j in m})
         local = {t: sum(math.prod(layout.shapes[u]) for u in tensors[:n]) for n, t in enumerate(tensors)}
         self.names = [layout.names[t] for t in tensors]
@@ -235,7 +235,7 @@ def _join(parts: list[tuple[Coefficient, str]]) -> str:
 # --- from monomials to terms ------------------------------------------------------------------
 
 
-def _terms(law: Law) -> list[Term]:
+def _terms(law: PolynomialLaw) -> list[Term]:
     """Each (tensor pair, coefficient) group of monomials, covered by the fewest slice products."""
     groups: dict[tuple, list] = defaultdict(list)
     for mono, c in law.coefficients.items():
@@ -328,7 +328,7 @@ def _ranges(fixed: tuple[Range, ...], run: Range, axis: int) -> tuple[Range, ...
 # --- grouping laws into patterns ---------------------------------------------------------------
 
 
-def group_laws(laws: list[Law]) -> dict[str, LawVector]:
+def group_laws(laws: list[PolynomialLaw]) -> dict[str, LawVector]:
     """``{pattern text: function of the parameter dict}``: laws that differ only in indices share a pattern.
 
     Examples
@@ -336,11 +336,12 @@ def group_laws(laws: list[Law]) -> dict[str, LawVector]:
     A ReLU layer's units: ``‖B[i, :]‖² − ‖A[:, i]‖²`` for B (3×2), A (1×3).
 
     >>> layout = Layout(("B", "A"), ((3, 2), (1, 3)))
-    >>> laws = [Law({(2 * i, 2 * i): 1, (2 * i + 1, 2 * i + 1): 1, (6 + i, 6 + i): -1}, layout) for i in range(3)]
+    >>> unit = lambda i: {(2 * i, 2 * i): 1, (2 * i + 1, 2 * i + 1): 1, (6 + i, 6 + i): -1}  # ‖B[i, :]‖² − A[0, i]²
+    >>> laws = [PolynomialLaw(unit(i), layout) for i in range(3)]
     >>> list(group_laws(laws))
     ['for i in 0..2: ‖B[i, :]‖² − A[0, i]²']
     """
-    groups: dict[tuple, list[Law]] = defaultdict(list)
+    groups: dict[tuple, list[PolynomialLaw]] = defaultdict(list)
     for law in laws:
         groups[tuple(term.shape() for term in law.terms())].append(law)
     out = {}
@@ -350,7 +351,7 @@ def group_laws(laws: list[Law]) -> dict[str, LawVector]:
     return out
 
 
-def _patterns(members: list[Law]) -> list[tuple[str, list[Law]]]:
+def _patterns(members: list[PolynomialLaw]) -> list[tuple[str, list[PolynomialLaw]]]:
     """One pattern for the group (one running index, or k×k blocks of a matrix law), else one line per law."""
     if len(members) == 1:
         return [(members[0].text(), members)]
@@ -368,7 +369,7 @@ def _patterns(members: list[Law]) -> list[tuple[str, list[Law]]]:
     return _grid(members, slots, classes) or [(law.text(), [law]) for law in members]
 
 
-def _grid(members: list[Law], slots: torch.Tensor, classes: list[list[int]]) -> list[tuple[str, list[Law]]] | None:
+def _grid(members: list[PolynomialLaw], slots: torch.Tensor, classes: list[list[int]]) -> list[tuple[str, list]] | None:
     """``for i in .., j in ..: law`` when each class of slots steps evenly and every combination occurs once."""
     keys = [tuple(int(slots[n, c[0]]) for c in classes) for n in range(len(members))]
     axes = [sorted(set(v)) for v in zip(*keys)]
@@ -390,7 +391,7 @@ def _grid(members: list[Law], slots: torch.Tensor, classes: list[list[int]]) -> 
     return [(f"for {over}: {_law_text(members[order[0]], names)}", [members[n] for n in order])]
 
 
-def _law_text(law: Law, slots: list) -> str:
+def _law_text(law: PolynomialLaw, slots: list) -> str:
     it = iter(slots)
     parts = []
     for term in law.terms():
@@ -424,7 +425,7 @@ def _blocks(u: list[int], v: list[int]) -> list[Range] | None:
     return blocks if pairs in (upper, full) and len(pairs) == len(u) else None
 
 
-def _block_text(law: Law, slots: list[int], classes: list[list[int]], blocks: list[Range]) -> str | None:
+def _block_text(law: PolynomialLaw, slots: list[int], classes: list[list[int]], blocks: list[Range]) -> str | None:
     """``for h in 0..n−1, B = k·h:k·h+k (k×k): X Yᵀ − ...`` with X, Y the slices over block B; None if not so."""
     k = blocks[0][1] - blocks[0][0]
     single = len(blocks) == 1
