@@ -160,3 +160,12 @@ def test_cli_internal_error_exits_3_never_1(run_cli, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(certify_module, "count_laws", bug)
     code, out, err = run_cli("toy")
     assert code == 3 and out == "" and "ZeroDivisionError: a bug" in err
+
+
+def test_version_flag_prints_the_package_version(capsys: pytest.CaptureFixture) -> None:
+    import conslaw_lite
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"conslaw_lite {conslaw_lite.__version__}"

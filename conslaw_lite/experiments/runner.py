@@ -72,8 +72,15 @@ def ratios(runs: list[dict]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _git_commit() -> str | None:
-    """``HEAD``'s hash, with ``+changes`` when the working tree differs from it; ``None`` outside git."""
+def git_commit() -> str | None:
+    """``HEAD``'s hash, with ``+changes`` when the working tree differs from it; ``None`` outside git.
+
+    Examples
+    ========
+    >>> commit = git_commit()
+    >>> commit is None or len(commit.removesuffix("+changes")) == 40
+    True
+    """
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5)
         changes = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, timeout=5)
@@ -95,7 +102,7 @@ def environment(task: Task, cluster: Cluster, config: ExperimentConfig) -> dict:
         "dtype": str(dtype_for(config.scale)).removeprefix("torch."),
         "processes": cluster.world,
         "data_source": task.source,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "command": " ".join(["python -m conslaw_lite"] + sys.argv[1:]) if sys.argv[0].endswith("__main__.py") else None,
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
