@@ -5,6 +5,9 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Chapters (make book) and test workers (make test) run this many at once, each on one torch thread:
+# two threads per process on a shared pair of cores ran small ops four times slower.
+JOBS ?= $(shell nproc)
 
 .PHONY: book test compat browser clean
 
@@ -16,19 +19,19 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 ## make book: execute every notebook and build the HTML book
-# The log is kept in _build/book.log; the report lists each chapter's execution time.
+# The chapters run first, as many at once as there are cores (JOBS=1: one at a time), into the jupyter-cache
+# Jupyter Book reads; the report lists each chapter's execution time. The log is kept in _build/book.log.
 book: $(STAMP)
 	@mkdir -p _build
-	set -o pipefail; $(BIN)/jupyter-book build . --warningiserror 2>&1 | tee _build/book.log
-	@echo "Build report: seconds to execute each chapter"
-	@sed -nE 's|.*/(book/[^/:]+\.ipynb): Executed notebook in ([0-9.]+) seconds.*|  \2\t\1|p' _build/book.log | grep . \
-	  || echo "  (none executed: no page changed since the last build; 'make clean book' executes them all)"
+	set -o pipefail; { OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m tests.notebooks --cache _build/.jupyter_cache --jobs $(JOBS) && \
+	  $(BIN)/jupyter-book build . --warningiserror; } 2>&1 | tee _build/book.log
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-## make test: lint, unit tests and doctests, then every notebook of _toc.yml at CI scale
+## make test: lint, unit tests and doctests, and every notebook of _toc.yml at CI scale, JOBS at once
+## (worksteal: an idle worker takes tests from a busy one, so a slow chapter does not hold the others back)
 test: $(STAMP) browser
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -n $(JOBS) --dist worksteal
 
 ## make compat: the Colab path. A second environment from pyproject.toml alone, with every
 ## declared dependency at its floor (">=X" installed as "==X"), runs the package tests and

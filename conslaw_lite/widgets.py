@@ -214,10 +214,12 @@ def drift_figure(
         for name in ("laws", "controls", "reference", "law_tau", "control_tau", "current", "slope2", "slope1")
     }
     tools = "pan,wheel_zoom,box_zoom,reset,save"
-    p1 = figure(x_axis_type="log", y_axis_type="log", width=400, height=380, tools=tools, name="panel_k",
+    # Sized for the book's content column (676 px of cell output at a 1280-px window, less the card's padding):
+    # both panels and every widget row fit in 664 px; tests/test_drift_figure_browser.py measures it in Chromium.
+    p1 = figure(x_axis_type="log", y_axis_type="log", width=330, height=360, tools=tools, name="panel_k",
                 x_range=Range1d(1, grid.ks[-1]), y_range=Range1d(1e-3, 1), x_axis_label="step k",
                 toolbar_location="above")
-    p2 = figure(x_axis_type="log", y_axis_type="log", width=360, height=380, tools=tools, name="panel_tau",
+    p2 = figure(x_axis_type="log", y_axis_type="log", width=320, height=360, tools=tools, name="panel_tau",
                 x_range=Range1d(grid.taus[0] / 1.3, grid.taus[-1] * 1.3), y_range=Range1d(1e-3, 1),
                 x_axis_label="step size τ", toolbar_location="above")
     for p in (p1, p2):
@@ -244,9 +246,9 @@ def drift_figure(
         "schedule": RadioButtonGroup(labels=["constant τ" if s == "constant" else "τ₀/(k+1)" for s in grid.schedules],
                                      active=grid.schedules.index(schedule), name="schedule"),
         "tau": Slider(start=0, end=len(grid.taus) - 1, step=1, value=tau_index, title="τ", show_value=False,
-                      width=210, name="tau"),
+                      width=190, name="tau"),
         "k": Slider(start=0, end=len(grid.ks) - 1, step=1, value=len(grid.ks) - 1, title="k", show_value=False,
-                    width=210, name="k"),
+                    width=190, name="k"),
         "normalize": Toggle(label="divide by Σ τ_i²‖g_i‖²", active=normalized, width=170, name="normalize"),
     }
     args = dict(sources, **widgets, p1=p1, p2=p2, y1=p1.yaxis[0], y2=p2.yaxis[0], data=_drift_data(grid),
@@ -256,8 +258,8 @@ def drift_figure(
     for name, w in widgets.items():
         w.js_on_change("active" if name in ("optimizer", "schedule", "normalize") else "value", update)
     layout = column(
-        row(widgets["block"], widgets["tau"], widgets["k"], widgets["normalize"]),
-        row(widgets["optimizer"], widgets["schedule"]),
+        row(widgets["block"], widgets["tau"], widgets["k"]),
+        row(widgets["optimizer"], widgets["schedule"], widgets["normalize"]),
         row(p1, p2),
         name="drift_figure",
         styles=CARD,
@@ -324,15 +326,18 @@ def level_set_figure(paths: ToyPaths, *, lim: float = 2.5) -> LayoutDOM:
     sources = {n: ColumnDataSource({"xs": [], "ys": []} if n == "level" else {"x": [], "y": []}, name=n,
                                    tags=["paths-source"]) for n in ("flow", "gd", "level")}
     level = p.multi_line("xs", "ys", source=sources["level"], color=CONSERVED, line_width=2.5, alpha=0.7)
-    flow = p.line("x", "y", source=sources["flow"], color=TRAJECTORY, line_width=3)
     gd = p.line("x", "y", source=sources["gd"], color=CONTROL, line_width=1.2)
-    p.scatter("x", "y", source=sources["gd"], color=CONTROL, size=5)
+    p.scatter("x", "y", source=sources["gd"], color=CONTROL, size=5, alpha=0.6)
+    # drawn after GD, so that where the iterates follow the flow the flow stays visible on top of them
+    flow = p.line("x", "y", source=sources["flow"], color=TRAJECTORY, line_width=2)
     _line_legend(p, [("a² − b² = its start value", level), ("gradient flow", flow), ("GD iterates", gd),
                      ("minima a·b·x = y", minima)])
     p.legend.location = "bottom_left"
     labels = [f"({a:g}, {b:g})" for a, b in paths.starts]
     start = Select(options=labels, value=labels[0], title="start (a₀, b₀)", width=150, name="start")
-    tau = Slider(start=0, end=len(paths.taus) - 1, step=1, value=len(paths.taus) // 2, title="τ", show_value=False,
+    # the largest τ whose run from the default start converged: there GD visibly leaves the flow's level set
+    shown = max((i for i in range(len(paths.taus)) if paths.gd[0, i] is not None), default=0)
+    tau = Slider(start=0, end=len(paths.taus) - 1, step=1, value=shown, title="τ", show_value=False,
                  width=260, name="path_tau")
     readout = Div(text="", width=460, name="readout")
     levels = [paths.level(s) for s in range(len(paths.starts))]

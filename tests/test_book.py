@@ -13,7 +13,7 @@ import nbformat
 import pytest
 import yaml
 
-from tests.notebooks import ROOT, NotebookCellError, execute, slowest_cell, toc_files
+from tests.notebooks import ROOT, NotebookCellError, execute, execute_into_cache, slowest_cell, toc_files
 
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -46,7 +46,7 @@ def test_notebook_is_committed_clean_and_installs_from_the_repository(path: Path
 
 
 def _makefile_flags() -> list[str]:
-    return re.search(r"jupyter-book build \. ((?:--\S+ ?)*)", (ROOT / "Makefile").read_text()).group(1).split()
+    return re.search(r"jupyter-book build \. ((?:--[\w-]+ ?)*)", (ROOT / "Makefile").read_text()).group(1).split()
 
 
 @pytest.mark.slow  # jupyter-book build
@@ -64,8 +64,8 @@ def test_book_builds_without_warnings(tmp_path: Path) -> None:
     assert (tmp_path / "_build" / "html" / "book" / "01_toy.html").exists()
 
 
-def _build(book: Path, cell: str, timeout: int | None = None) -> subprocess.CompletedProcess:
-    """Build a one-chapter book with the project's _config.yml and Makefile flags; the chapter runs ``cell``.
+def _write_book(book: Path, cell: str, timeout: int | None = None) -> Path:
+    """A one-chapter book with the project's _config.yml; the chapter runs ``cell``. Returns the chapter.
 
     ``timeout`` replaces the book's per-cell timeout (seconds).
     """
@@ -75,11 +75,37 @@ def _build(book: Path, cell: str, timeout: int | None = None) -> subprocess.Comp
     shutil.copy(ROOT / "book" / "references.bib", book / "book" / "references.bib")
     (book / "book" / "intro.md").write_text("# Intro\n\n```{tableofcontents}\n```\n")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Chapter"), nbformat.v4.new_code_cell(cell)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, book / "book" / "chapter.ipynb")
     (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/chapter\n")
+    return book / "book" / "chapter.ipynb"
+
+
+def _jupyter_book(book: Path) -> subprocess.CompletedProcess:
+    """``jupyter-book build`` of ``book`` with the Makefile's flags."""
     jb = Path(sys.executable).with_name("jupyter-book")
     args = [str(jb), "build", str(book), *_makefile_flags()]
     return subprocess.run(args, capture_output=True, text=True, timeout=300)
+
+
+def _build(book: Path, cell: str, timeout: int | None = None) -> subprocess.CompletedProcess:
+    """Build a one-chapter book whose chapter runs ``cell``, Jupyter Book executing it (nothing cached)."""
+    _write_book(book, cell, timeout)
+    return _jupyter_book(book)
+
+
+@pytest.mark.slow  # jupyter-book build
+def test_the_build_reads_what_make_book_executed_into_the_cache(tmp_path: Path) -> None:
+    """``make book`` executes the chapters first, several at once; Jupyter Book then shows their outputs."""
+    chapter = _write_book(tmp_path / "cached", "print('made by', 'the cache run')")
+    cache = tmp_path / "cached" / "_build" / ".jupyter_cache"
+    seconds = execute_into_cache([chapter], cache, jobs=2)
+    assert execute_into_cache([chapter], cache, jobs=2) == {}, "an unchanged chapter is not executed again"
+    done = _jupyter_book(tmp_path / "cached")
+    log = done.stdout + done.stderr
+    assert done.returncode == 0 and list(seconds) == [chapter], log[-3000:]
+    assert "Using cached notebook" in log and "Executed notebook" not in log, log[-3000:]
+    assert "made by the cache run" in (tmp_path / "cached" / "_build" / "html" / "book" / "chapter.html").read_text()
 
 
 @pytest.mark.slow  # jupyter-book build

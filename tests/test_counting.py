@@ -494,3 +494,16 @@ def test_an_overflowing_large_input_is_left_out() -> None:
     count = count_laws(exp_net, (2,), params={"B": torch.ones(2, 2), "A": torch.ones(2, 2)})
     assert_clear_gap(count)
     assert count.num_laws == 0
+
+
+def test_round_off_over_summed_terms_is_not_a_wrong_derivative() -> None:
+    """Two stacked one-head attentions on six-decade inputs: the terms of ⟨a, D²f⟩ are 150× their sum, and the
+    two ways of computing it agree to round-off of the terms. Counted (formula 2·n·k(k+1) + d(d+1)/2), not refused."""
+    from conslaw_lite.families.attention.block import MultiHeadAttention
+    from conslaw_lite.models.tiny import Stack
+
+    torch.manual_seed(0)
+    net = Stack(MultiHeadAttention(4, 1, 2), MultiHeadAttention(4, 1, 2), residual=False).double()
+    count = count_laws(net, (3, 4))
+    assert_clear_gap(count)
+    assert count.num_laws == 2 * 1 * 2 * 3 + 4 * 5 // 2

@@ -1,9 +1,12 @@
 """The drift figure in a real browser, with no kernel: a one-chapter book is built with it, the chapter's
 HTML is opened from disk in headless Chromium (Debian's chromium and chromium-driver, `make browser`),
-and the test moves the τ slider and the normalization toggle the way a reader does."""
+and the test moves the τ slider and the normalization toggle the way a reader does. The same page, at a
+1280-px window, must hold both interactive figures inside the book's content column, and with the network
+off it must show a formula typeset by the MathJax the book ships."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -32,6 +35,9 @@ from conslaw_lite.widgets import drift_figure, level_set_figure, show
 
 show(drift_figure(drift_grid({{"toy": arch_runs("toy", samples=16)}}, taus={TAUS}, steps={STEPS})))
 show(level_set_figure(toy_paths([{START}], {PATH_TAUS}, steps=10)))
+
+from IPython.display import Math, display
+display(Math(r"h(\\theta^+) - h(\\theta) = \\tau^2 g^\\top M g"))
 """
 
 
@@ -155,10 +161,58 @@ def test_slider_and_toggle_switch_to_the_precomputed_runs(page: Path, tmp_path: 
         driver.save_screenshot(str(tmp_path / "drift_dark.png"))
 
         paths = toy_paths([START], PATH_TAUS, steps=10)
+        gd = _source(driver, "gd")  # the slider starts at the largest τ, where GD visibly leaves the level set
+        np.testing.assert_allclose(np.array([gd["x"], gd["y"]]).T, paths.gd[0, len(PATH_TAUS) - 1], rtol=1e-12)
         handle = _widget_element(driver, "path_tau", ".noUi-handle")
         driver.execute_script("arguments[0].scrollIntoView()", handle)
-        for t in (1, 2):
+        handle.send_keys(Keys.HOME)
+        for t in range(len(PATH_TAUS)):
             gd = _source(driver, "gd")
             np.testing.assert_allclose(np.array([gd["x"], gd["y"]]).T, paths.gd[0, t], rtol=1e-12)
             handle.send_keys(Keys.ARROW_RIGHT)
         driver.save_screenshot(str(tmp_path / "level_sets.png"))
+
+
+RECT = "const b = arguments[0].getBoundingClientRect(); return [b.left, b.right, b.top, b.bottom];"
+
+
+def _view_rect(driver, name: str) -> list[float]:
+    """The bounding box of a named Bokeh model's element on the page, in CSS pixels: [left, right, top, bottom]."""
+    return driver.execute_script(MODEL + " const b = Bokeh.index.find_one_by_id(m.id).el.getBoundingClientRect();"
+                                 " return [b.left, b.right, b.top, b.bottom];", name)
+
+
+def test_both_figures_fit_the_content_column_at_1280_px(page: Path, tmp_path: Path) -> None:
+    """At a 1280-px window the cell output is 676 px wide: no panel, legend or widget may be clipped there."""
+    from selenium.webdriver.common.by import By
+
+    with chromium() as driver:
+        driver.set_window_size(1280, 1000)
+        driver.get(page.as_uri())
+        wait_drawn(driver, 2)
+        outputs = driver.find_elements(By.CSS_SELECTOR, "div.cell_output")
+        left, right = driver.execute_script(RECT, outputs[0])[:2]
+        assert right - left > 600, f"the content column is {right - left:.0f} px wide at 1280 px"
+        parts = ["drift_figure", "panel_k", "panel_tau", "block", "tau", "k", "optimizer", "schedule", "normalize",
+                 "level_set_figure"]
+        for name in parts:
+            box = _view_rect(driver, name)
+            assert left - 1 <= box[0] and box[1] <= right + 1, f"{name} spans {box[:2]}, the column {left}..{right}"
+        driver.save_screenshot(str(tmp_path / "figures_at_1280px.png"))
+
+
+def test_a_formula_is_typeset_offline_by_the_shipped_mathjax(page: Path) -> None:
+    """With the network off, the page's MathJax (the book's own copy in _static, not a CDN) typesets the formula."""
+    scripts = re.findall(r'<script[^>]*\bsrc="([^"]*mathjax[^"]*)"', page.read_text())
+    assert scripts == ["../_static/mathjax/tex-chtml.js"], f"MathJax must load from the book, not {scripts}"
+    with chromium() as driver:
+        driver.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
+        driver.get(page.as_uri())
+        typeset = driver.execute_async_script(
+            "const done = arguments[0]; (function f(n) { const c = document.querySelectorAll("
+            "'div.cell_output mjx-container'); if (c.length) { const b = c[0].getBoundingClientRect();"
+            " return done([c.length, b.width, c[0].textContent.includes('\\\\tau')]); }"
+            " n > 400 ? done([0, 0, true]) : setTimeout(() => f(n + 1), 25); })(0);"
+        )
+    count, width, raw = typeset
+    assert count >= 1 and width > 50 and not raw, f"formula not typeset offline: {typeset}"

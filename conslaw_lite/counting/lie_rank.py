@@ -221,11 +221,15 @@ def derivative_mismatch(
         Du = lambda t: jvp(tracked, (t,), (u,))[1]  # noqa: E731
         Duv = lambda t: jvp(Du, (t,), (v,))[1]  # noqa: E731
         Xa_v = lambda t: jvp(gradient_field(f, a), (t,), (v,))[1]  # noqa: E731  (Hessian of ⟨a, f⟩ times v)
-        forward = [a @ Duv(theta), a @ jvp(Duv, (theta,), (w,))[1]]
+        terms = [Duv(theta), jvp(Duv, (theta,), (w,))[1]]  # D²f[u, v], D³f[u, v, w]: (n_out,) each
         reverse = [u @ Xa_v(theta), u @ jvp(Xa_v, (theta,), (w,))[1]]
     except NotImplementedError as err:  # e.g. a kernel without a forward-mode derivative
         first_line = str(err).splitlines()[0]
         raise ValueError(f"torch cannot take the brackets' derivatives of this model: {first_line}") from err
     size = float(a.norm() * f(theta).norm())  # D^k f[u, v, ..] is about f's size: u, v, w are θ-sized
-    return max(float((p - q).abs()) / (float(p.abs() + q.abs()) + 1e-9 * size) for p, q in zip(forward, reverse))
+    # Relative to the size of the summed terms, not of their sum: on inputs over six decades the terms of
+    # ⟨a, D^k f⟩ can be many times the sum (a saturated softmax), and round-off is relative to the terms.
+    return max(
+        float((a @ t - q).abs()) / (float((a * t).abs().sum() + q.abs()) + 1e-9 * size) for t, q in zip(terms, reverse)
+    )
 

@@ -62,7 +62,7 @@ class ExperimentConfig:
             self,
             lrs=tuple(self.lrs) or DEFAULT_LRS[self.task],
             seeds=self.seeds or S.pick(ci=2, cpu=3, gpu=10),
-            steps=self.steps or S.pick(ci=30, cpu=60, gpu=200),
+            steps=self.steps or S.pick(ci=30, cpu=40, gpu=200),
             dataset=self.dataset or ("wikitext-103" if self.task == "lm" else "cifar10"),
             checkpoint_every=self.checkpoint_every or S.pick(ci=10, cpu=20, gpu=50),
         )

@@ -75,7 +75,7 @@ def lm_task(
     >>> task.x.shape == task.y.shape, bool((task.x[:, 1:] == task.y[:, :-1]).all())
     (True, True)
     """
-    n, T = scale.pick(ci=16, cpu=32, gpu=128), scale.pick(ci=32, cpu=64, gpu=256)
+    n, T = scale.pick(ci=16, cpu=16, gpu=128), scale.pick(ci=32, cpu=64, gpu=256)
     text = load_text(dataset, max_bytes=n * (T + 1))
     if text.tokens.numel() < n * (T + 1):
         raise ValueError(f"{text.source} has {text.tokens.numel()} bytes, fewer than {n}·{T + 1} needed")
@@ -111,7 +111,7 @@ def vit_task(scale: Scale, *, dataset: str = "cifar10") -> Task:
     """
     from conslaw_lite.models.vit import small_vit  # timm is an optional dependency
 
-    images = load_images(dataset, max_images=scale.pick(ci=128, cpu=256, gpu=8192))
+    images = load_images(dataset, max_images=scale.pick(ci=128, cpu=128, gpu=8192))
     channels, size = images.x.shape[1], images.x.shape[-1]
     patch = max(2, size // 8)
     dim = scale.pick(ci=32, cpu=64, gpu=384)
