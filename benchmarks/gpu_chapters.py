@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_lm.py, next to t
 import gpu_lm  # noqa: E402
 
 from conslaw_lite.config import SCALES  # noqa: E402
-from conslaw_lite.experiments.runner import _git_commit  # noqa: E402
+from conslaw_lite.experiments.runner import git_commit  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ("03_ffn", "04_attention", "05_rope", "06_moe", "07_discrete")
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             "torch": torch.__version__,
             "device": device_name(),
             "scale": args.scale,
-            "git_commit": _git_commit(),
+            "git_commit": git_commit(),
             "command": "python benchmarks/gpu_chapters.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         },

@@ -1,6 +1,6 @@
 """Benchmark the symbolic derivation: ``python benchmarks/symbolic_derive.py [--size small|large|both] [CASE ...]``.
 
-Prints one row per case of :data:`conslaw_lite.symbolic_blocks.CASES`: D (parameters), the
+Prints one row per case of :func:`conslaw_lite.symbolic.cases.case_names`: D (parameters), the
 number of x-free equations, N from the exact Lie rank, the theory's formula, whether the two
 exact bounds met, and the CPU seconds :func:`conslaw_lite.symbolic.derive` took, the whole
 chain included (target: under 60 s per case on one core).
@@ -13,12 +13,13 @@ import time
 
 import torch
 
-from conslaw_lite.symbolic_blocks import CASES, case
+from conslaw_lite.symbolic.cases import case, case_names
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="*", default=list(CASES), help=f"among {', '.join(CASES)}")
+    names = case_names()
+    parser.add_argument("cases", nargs="*", default=list(names), help=f"among {', '.join(names)}")
     parser.add_argument("--size", choices=["small", "large", "both"], default="both")
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -68,21 +68,6 @@ def gelu_prime(z: np.ndarray | complex) -> np.ndarray | complex:
     return (1 + erf(z / np.sqrt(2))) / 2 + z * np.exp(-(z**2) / 2) / np.sqrt(2 * np.pi)
 
 
-def euler_ratio(act: str, z: np.ndarray | complex) -> np.ndarray | complex:
-    """z ρ′(z) / ρ(z) for ρ = ``"gelu"`` or ``"silu"``: identically 1 only for a homogeneous ρ.
-
-    Along z = iy the GELU ratio grows like |z|² (it is 1 + z φ(z)/Φ(z)):
-
-    >>> [round(abs(complex(euler_ratio("gelu", 1j * y))), 1) for y in (5.0, 10.0)]
-    [24.9, 100.0]
-    """
-    functions = {"gelu": (gelu, gelu_prime), "silu": (silu, silu_prime)}
-    if act not in functions:
-        raise ValueError(f"act must be one of {sorted(functions)}, got {act!r}")
-    f, f_prime = functions[act]
-    return z * f_prime(z) / f(z)
-
-
 def silu_poles(n: int) -> np.ndarray:
     """The 2n poles iπ(2j+1), j = −n … n−1, of σ and silu nearest the real axis.
 

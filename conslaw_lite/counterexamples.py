@@ -10,7 +10,7 @@ Under gradient flow ``d/dt Σ_e W_e = −Σ_e ∇_{W_e} L``, which is
 
 :func:`moe_gate_sum_rate` computes it with sympy from the block's formula;
 :func:`counterexample_moe` builds the same point as a float64
-:class:`~conslaw_lite.blocks.moe.MoE` so autograd can be checked against it.
+:class:`~conslaw_lite.families.moe.block.MoE` so autograd can be checked against it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import sympy as sp
 import torch
 
-from conslaw_lite.blocks.moe import GATINGS, MoE, sympy_parts
+from conslaw_lite.families.moe.block import GATINGS, MoE
+from conslaw_lite.families.moe.symbolic import sympy_parts
 
 
 def counterexample_point() -> dict[str, sp.Matrix]:
@@ -63,7 +64,7 @@ class GateSumRate:
 
 
 def _symbol_of(name: str, i: int, j: int) -> sp.Symbol:
-    """The symbol of :func:`conslaw_lite.blocks.moe.sympy_form` for entry (i, j) of the torch parameter ``name``."""
+    """The symbol of :func:`~conslaw_lite.families.moe.symbolic.sympy_form` for entry (i, j) of parameter ``name``."""
     if name == "gate.weight":
         return sp.Symbol(f"W_{i + 1}{j + 1}", real=True)
     _, e, letter, _ = name.split(".")  # experts.e.A.weight
@@ -73,7 +74,7 @@ def _symbol_of(name: str, i: int, j: int) -> sp.Symbol:
 def moe_gate_sum_rate(gating: str) -> GateSumRate:
     """``d/dt Σ_e W_e = −Σ_e ∇_{W_e} L`` at the counterexample, exactly (sympy).
 
-    The model is the MoE's own sympy form (:func:`conslaw_lite.blocks.moe.sympy_parts`,
+    The model is the MoE's own sympy form (:func:`conslaw_lite.families.moe.symbolic.sympy_parts`,
     every parameter a symbol), ``f = g_1 E_1 + g_2 E_2``; L = ½‖f(x)‖² is differentiated
     with respect to each gate entry and only then evaluated at :func:`counterexample_point`
     and x = e_1.

@@ -17,8 +17,6 @@ and the exponents ``slope_lr`` (log drift against log τ at fixed k) and
 
 from __future__ import annotations
 
-import argparse
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -26,13 +24,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from conslaw_lite.archs import ArchOptions, add_size_arguments, get_arch, size_options
-from conslaw_lite.config import device as default_device
-from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged, LossFn, Run, mse_loss, train
+from conslaw_lite.archs import ArchOptions, get_arch
+from conslaw_lite.flows import Diverged, LossFn, Run, mse_loss, train
 from conslaw_lite.laws import Group, Kind, Quantity, groups, law_functions
 from conslaw_lite.monitor import epsilon_block, relative_drift
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32}  # training dtypes of the command line
 Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, loss); drift and the widget take these
 
 
@@ -257,6 +253,31 @@ def measure(
     return DriftReport(name, optimizer, schedule, steps, batch, seeds, points, slope_lr)
 
 
+def batch_size(optimizer: str, batch: int | None, samples: int) -> int | None:
+    """The mini-batch size an optimizer trains with: ``batch``, or samples/8 for ``sgd`` (None: full batch).
+
+    ``ValueError`` naming ``--samples`` or ``--batch`` when they do not fit together or with ``gd``.
+
+    Examples
+    ========
+    >>> batch_size("sgd", None, 64), batch_size("gd", None, 64)
+    (8, None)
+    >>> batch_size("gd", 4, 64)
+    Traceback (most recent call last):
+    ...
+    ValueError: gd is full batch; use --optimizer sgd for mini-batches of 4
+    """
+    if samples < 1:
+        raise ValueError(f"--samples must be at least 1 (the number of data points), got {samples}")
+    if batch is not None and not 1 <= batch <= samples:
+        raise ValueError(f"--batch must be in [1, --samples = {samples}], got {batch}")
+    if optimizer == "gd" and batch is not None and batch != samples:
+        raise ValueError(f"gd is full batch; use --optimizer sgd for mini-batches of {batch}")
+    if optimizer == "sgd" and batch is None:
+        return max(1, samples // 8)
+    return batch
+
+
 def arch_setup(arch: str, options: ArchOptions | None = None, *, samples: int = 64, batch: int | None = None) -> Setup:
     """Random regression on a CLI architecture: x ~ N(0, 1) of ``Built.input_shape``, y ~ N(0, 1), MSE loss.
 
@@ -296,99 +317,17 @@ def arch_runs(arch: str, options: ArchOptions | None = None, *, samples: int = 6
     """
 
     def setups(optimizer: str) -> Setup:
-        return arch_setup(arch, options, samples=samples, batch=_batch(optimizer, None, samples))
+        return arch_setup(arch, options, samples=samples, batch=batch_size(optimizer, None, samples))
 
     return setups
 
 
-# ---- command line -------------------------------------------------------------------------------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``drift`` subcommand's options.
-
-    Examples
-    ========
-    >>> parser = argparse.ArgumentParser()
-    >>> add_arguments(parser)
-    >>> args = parser.parse_args(["mha-rope", "--lr", "0.01", "0.02", "--optimizer", "sgd"])
-    >>> args.lr, args.steps, args.schedule, args.batch
-    ([0.01, 0.02], 100, 'constant', None)
-    """
-    parser.add_argument("arch", help="architecture name, as in `certify` (e.g. swiglu, mha-rope)")
-    parser.add_argument("--lr", type=float, nargs="+", required=True, help="step sizes τ to compare")
-    parser.add_argument("--steps", type=int, default=100, help="number of steps K (default 100)")
-    parser.add_argument("--schedule", choices=SCHEDULES, default="constant", help="τ_k = τ or τ/(k+1)")
-    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="gd", help="gd = full batch, sgd = mini-batch")
-    parser.add_argument("--batch", type=int, help="mini-batch size (sgd; default samples/8), or for momentum/adam")
-    parser.add_argument("--samples", type=int, default=64, help="number of random data points (default 64)")
-    parser.add_argument("--seeds", type=int, default=1, help="average over seeds 0..N-1 (default 1)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--device", help="where to train (default: cuda when present, else cpu)")
-    parser.add_argument("--dtype", choices=DTYPES, default="float64", help="training dtype; laws are float64")
-    add_size_arguments(parser)
 
 
-def _batch(optimizer: str, batch: int | None, samples: int) -> int | None:
-    if samples < 1:
-        raise ValueError(f"--samples must be at least 1 (the number of data points), got {samples}")
-    if batch is not None and not 1 <= batch <= samples:
-        raise ValueError(f"--batch must be in [1, --samples = {samples}], got {batch}")
-    if optimizer == "gd" and batch is not None and batch != samples:
-        raise ValueError(f"gd is full batch; use --optimizer sgd for mini-batches of {batch}")
-    if optimizer == "sgd" and batch is None:
-        return max(1, samples // 8)
-    return batch
 
 
-def run(args: argparse.Namespace) -> int:
-    """Measure and print; exit code 0 (bad input raises, and the CLI turns it into exit code 2).
-
-    Examples
-    ========
-    >>> parser = argparse.ArgumentParser()
-    >>> add_arguments(parser)
-    >>> run(parser.parse_args(["toy", "--lr", "0.01", "--steps", "2", "--batch", "4"]))
-    Traceback (most recent call last):
-    ...
-    ValueError: gd is full batch; use --optimizer sgd for mini-batches of 4
-    """
-    if args.steps < 1:
-        raise ValueError(f"--steps must be at least 1, got {args.steps}")
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
-    batch = _batch(args.optimizer, args.batch, args.samples)
-    options = size_options(args)
-    setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
-    report = measure(
-        setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,
-        seeds=args.seeds, name=args.arch, batch=batch, device=default_device(args.device), dtype=DTYPES[args.dtype],
-    )
-    print(json.dumps(report.to_dict(), indent=2) if args.json else format_report(report))
-    return 0
 
 
-def format_report(report: DriftReport) -> str:
-    """The human-readable table of :func:`run`: one row per τ, then ``slope_lr``.
 
-    Examples
-    ========
-    >>> print(format_report(measure(arch_setup("toy", samples=1), [0.001, 0.002], steps=2, name="toy")))
-    toy: gd, constant step, K = 2, full batch, 1 seed(s)
-    ...
-    slope_lr = 1.992 (log drift at k = K against log tau)
-    """
-    head = (
-        f"{report.arch}: {report.optimizer}, {report.schedule} step, K = {report.steps}"
-        + (f", batch {report.batch}" if report.batch else ", full batch")
-        + f", {report.seeds} seed(s)"
-    )
-    cols = f"{'tau':>10} {'drift':>11} {'epsilon':>10} {'control_eps':>11} {'normalized':>11} "
-    cols += f"{'slope_steps':>11} {'identity_err':>12} {'theta_moved':>11} {'loss':>17}"
-    rows = [
-        f"{p.lr:>10.4g} {p.drift:>11.4g} {p.epsilon:>10.3g} {p.control_epsilon:>11.3g} {p.normalized_drift:>11.4g} "
-        f"{p.slope_steps:>11.3f} {p.identity_error:>12.2g} {p.param_change:>11.2%} "
-        f"{p.loss_start:>8.3g}→{p.loss_end:<8.3g}"
-        for p in report.points
-    ]
-    return "\n".join([head, cols, *rows, f"slope_lr = {report.slope_lr:.3f} (log drift at k = K against log tau)"])

@@ -36,7 +36,7 @@ that no other law has: the fewest non-zeros an echelon basis can have when the l
 are disjoint, as they are per unit and per head), rounded to small rationals where the
 rounded law still passes :func:`~conslaw_lite.counting.check_laws`, checked one by one (a law that
 fails is left out, and the result is then inconclusive), and printed by
-:mod:`conslaw_lite.law_text` with tensor names and indices, grouped into patterns.
+:mod:`conslaw_lite.polynomial_laws` with tensor names and indices, grouped into patterns.
 When linear laws ℓ exist (e.g. Σ_e W_e for a softmax gate), their products ℓ_i ℓ_j are
 quadratic laws too, but add nothing: they are left out of the basis.
 """
@@ -47,28 +47,18 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from itertools import combinations_with_replacement
 
 import numpy as np
 import torch
 from torch.func import vjp, vmap
 
-from conslaw_lite.counting import (
-    GAP,
-    RESIDUAL_TOL,
-    LawCheck,
-    LawCount,
-    Model,
-    Params,
-    _checked_outputs,
-    _Problem,
-    _problem,
-    _sample_inputs,
-    check_laws,
-    count_laws,
-)
-from conslaw_lite.law_text import Law, Layout, Monomial, group_laws
+from conslaw_lite.counting import GAP, RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
+from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, sample_inputs
+from conslaw_lite.exact_linalg import rational
+from conslaw_lite.laws import Params
+from conslaw_lite.polynomial_laws import Layout, Monomial, PolynomialLaw, group_laws
+from conslaw_lite.seeding import Stream, generator
 
 MAX_PARAMS = 400  # D beyond which find_laws refuses (count_laws still counts)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
@@ -102,7 +92,7 @@ class FoundLaws:
     """
 
     laws: dict[str, Callable[[Params], torch.Tensor]]
-    basis: tuple[Law, ...]
+    basis: tuple[PolynomialLaw, ...]
     num_found: int
     count: LawCount
     check: LawCheck
@@ -182,7 +172,7 @@ def find_laws(
 
     Examples
     ========
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> print(find_laws(ToyProduct(a=1.0, b=2.0), (1,)))  # f = a·b·x
     1 quadratic law found; N = 1: the list is complete
       a² − b²
@@ -195,7 +185,7 @@ def find_laws(
     start = time.perf_counter()
     if degree not in (1, 2):
         raise ValueError(f"degree must be 1 (linear laws) or 2 (quadratic laws), got {degree!r}")
-    problem = _problem(model, params)
+    problem = problem_of(model, params)
     D = problem.num_params
     if D > MAX_PARAMS:
         raise ValueError(
@@ -273,7 +263,7 @@ class _Samples:
     g: torch.Tensor
 
     @classmethod
-    def draw(cls, problem: _Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int) -> _Samples:
+    def draw(cls, problem: Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int) -> _Samples:
         """Enough θ that each block's system gets twice as many *independent* rows as unknowns.
 
         One θ gives at most rank W(θ) independent rows on a block (fewer on its coordinates
@@ -283,7 +273,7 @@ class _Samples:
         (their singular values are exactly 0). So the first θ measures each block's rank r_b,
         P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements.
         """
-        gen = torch.Generator().manual_seed(1_000_003 * seed + 31337)  # not the counter's θ and inputs
+        gen = generator(seed, Stream.LAW_SEARCH)  # not the counter's θ and inputs
         n_max = max(map(len, blocks))
         first_theta, first_g = cls._point(problem, input_shape, inputs, gen, n_max)
         ranks = [_rank(first_g[:, coords]) for coords in blocks]
@@ -297,15 +287,15 @@ class _Samples:
         return cls(torch.stack(thetas), torch.stack(gs))
 
     @staticmethod
-    def _point(problem: _Problem, input_shape, inputs, gen: torch.Generator, m: int):
+    def _point(problem: Problem, input_shape, inputs, gen: torch.Generator, m: int):
         """A random θ and m random unit elements of W(θ) there."""
         D = problem.num_params
         theta = problem.random_theta(gen)
-        probe = _sample_inputs(input_shape, inputs, 1, gen, spread=False)
-        per_input = max(_checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
+        probe = sample_inputs(input_shape, inputs, 1, gen, spread=False)
+        per_input = max(checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
         # standard-normal inputs: the null space is solved without the counter's per-input weights, and a
         # law they miss is caught by check_laws, whose inputs span six decades
-        x = _sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen, spread=False)
+        x = sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen, spread=False)
         out, pullback = vjp(problem.outputs(x), theta)
         g = _pull(pullback, torch.randn(m, out.numel(), generator=gen, dtype=torch.float64))
         return theta, g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)  # unit rows over all of θ
@@ -409,7 +399,7 @@ def _search(samples: _Samples, blocks: list[list[int]], degree: int, searched: s
     return _Search(dense, list(columns), not reason, reason, searched, kept, dropped)
 
 
-def _layers(problem: _Problem) -> list[list[int]]:
+def _layers(problem: Problem) -> list[list[int]]:
     """Coordinates of each layer: the tensors of one module (``Q.weight`` with ``Q.bias``), else each tensor."""
     layers: dict[str, list[int]] = {}
     at = 0
@@ -420,7 +410,7 @@ def _layers(problem: _Problem) -> list[list[int]]:
     return list(layers.values())
 
 
-def _pair_blocks(problem: _Problem) -> tuple[list[list[int]], str]:
+def _pair_blocks(problem: Problem) -> tuple[list[list[int]], str]:
     """The coordinates of each layer and each pair of layers (pairs over ``MAX_BLOCK`` left out, and said so)."""
     ranges = _layers(problem)
     blocks = [ranges[i] + ranges[j] if i != j else ranges[i] for i in range(len(ranges)) for j in range(i, len(ranges))]
@@ -512,21 +502,16 @@ def _extend(span: np.ndarray, row: np.ndarray) -> np.ndarray:
     return np.vstack([span, residual / np.linalg.norm(residual)])
 
 
-def _rational(c: float, size: float) -> Fraction | None:
-    r = Fraction(c).limit_denominator(ROUND_DENOMINATOR)
-    return r if abs(c - float(r)) <= 1e-6 * size else None
-
-
-def _rounded(model, problem: _Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list[Law]:
+def _rounded(model, problem: Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list:
     """Each law with small-rational coefficients where the rounded law still passes check_laws, else as computed."""
     layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
-    exact = [Law(law, layout) for law in basis]
+    exact = [PolynomialLaw(law, layout) for law in basis]
     rounded = {}
     for n, law in enumerate(basis):
         size = max(abs(c) for c in law.values())
-        fractions = {m: _rational(c, size) for m, c in law.items()}
+        fractions = {m: rational(c, ROUND_DENOMINATOR, 1e-6 * size) for m, c in law.items()}
         if all(f is not None for f in fractions.values()):
-            rounded[str(n)] = Law({m: f for m, f in fractions.items() if f != 0}, layout)
+            rounded[str(n)] = PolynomialLaw({m: f for m, f in fractions.items() if f != 0}, layout)
     if not rounded:
         return exact
     check = check_laws(model, rounded, input_shape, inputs=inputs, params=params, seed=seed, count=count)

@@ -25,8 +25,9 @@ from torch import nn
 
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
-from conslaw_lite.laws.registry import Law
+from conslaw_lite.laws import Law
 from conslaw_lite.monitor import relative_drift
+from conslaw_lite.seeding import Stream, generator
 
 LossFn = Callable[[nn.Module, int], torch.Tensor]
 SCHEDULES = ("constant", "decay")
@@ -62,7 +63,7 @@ def batch_indices(n: int, batch_size: int | None, seed: int, k: int) -> torch.Te
         raise ValueError(f"batch_size must be in [1, {n}] (the number of samples), got {batch_size}")
     if batch_size is None or batch_size == n:
         return None
-    g = torch.Generator().manual_seed(seed * 1_000_003 + k)
+    g = generator(seed, Stream.BATCHES, k)
     # Drawn on the CPU, whatever the training device: the same (seed, k) gives the same batch everywhere.
     return torch.randperm(n, generator=g, device="cpu")[:batch_size]
 
@@ -266,8 +267,8 @@ def train(
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
-    >>> from conslaw_lite.laws.toy import toy_laws
+    >>> from conslaw_lite.families.toy.block import ToyProduct
+    >>> from conslaw_lite.families.toy.laws import toy_laws
     >>> model = ToyProduct(a=2.0, b=1.0)
     >>> loss = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
     >>> run = train(model, loss, lr=0.01, steps=3, laws=toy_laws(model))
@@ -374,11 +375,9 @@ def gradient_flow(
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
-    >>> from conslaw_lite.laws.toy import toy_laws
-    >>> model = ToyProduct(a=2.0, b=1.0)
-    >>> loss = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
-    >>> flow = gradient_flow(model, loss, 1.0, laws=toy_laws(model))
+    >>> from conslaw_lite.families.toy import ToyProduct, toy_laws
+    >>> model, x = ToyProduct(a=2.0, b=1.0), torch.ones(1, 1, dtype=torch.float64)
+    >>> flow = gradient_flow(model, mse_loss(x, torch.zeros_like(x)), 1.0, laws=toy_laws(model))
     >>> bool(flow.relative_drift("a²−b²").max() < 1e-9)
     True
     """

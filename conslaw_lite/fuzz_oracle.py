@@ -36,6 +36,7 @@ from torch.func import functional_call, jacrev, vjp, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from conslaw_lite.fuzz import Case
+from conslaw_lite.seeding import Stream, generator
 
 # Every stacked vector has length ≤ 1 and round-off ≲ 1e-13 of it, so the error matrix E of m ≤ 10⁴ rows has
 # ‖E‖₂ ≤ ‖E‖_F ≲ 1e-11; by Weyl's inequality a computed singular value above RANK_TOL is a nonzero exact one.
@@ -204,7 +205,7 @@ def oracle_bounds(case: Case, seed: int = 0) -> Bounds:
 
 
 def _bounds(case: Case, flat: _Flat, seed: int, start: float) -> Bounds:
-    gen = torch.Generator().manual_seed(7_654_321 + seed * 1_000_003 + case.seed)
+    gen = generator(seed, Stream.FUZZ_ORACLE, case.seed)
     lower, upper, depth, draws = 0, flat.D, 0, 0
     for scale in THETA_SCALES:
         draws += 1

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.drift import Setup, log_spaced_steps, trajectory
+from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged, gradient_flow, mse_loss, train
 
 BlockRuns = Callable[[str], Setup]  # optimizer -> the setup it trains (sgd draws mini-batches, gd the full batch)

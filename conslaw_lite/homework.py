@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from conslaw_lite.counting import RESIDUAL_TOL, LawCheck, check_laws, count_laws
-from conslaw_lite.laws.registry import Law
+from conslaw_lite.laws import Law
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def grade_law(model: nn.Module, law: Law, input_shape: tuple[int, ...], *, name:
 
     Examples
     ========
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> toy = ToyProduct(a=1.0, b=2.0)
     >>> print(grade_law(toy, lambda p: p["a"] ** 2 - p["b"] ** 2, (1,), name="a²−b²"))  # doctest: +ELLIPSIS
     a²−b²: CONSERVED — ⟨∇h, ∇f⟩ ≤ ... of ‖∇h‖‖∇f‖ (round-off); 1 independent entry; the model has N = 1
@@ -75,7 +75,7 @@ def how_many_laws(model: nn.Module, input_shape: tuple[int, ...], *, seed: int =
 
     Examples
     ========
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> how_many_laws(ToyProduct(a=1.0, b=2.0, c=3.0), (1,))  # a² − b², a² − c²
     2
     """

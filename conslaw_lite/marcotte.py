@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 from conslaw_lite.counting import check_laws, count_laws
-from conslaw_lite.laws.ffn import gram_balance, unit_balance
-from conslaw_lite.laws.registry import Law
+from conslaw_lite.families.ffn.laws import gram_balance, unit_balance
+from conslaw_lite.laws import Law
 
 SHAPES = {"linear": ((2, 4), (2, 5)), "relu": ((2, 4), (2, 9))}  # kind -> (depth range, width range), inclusive
 

@@ -64,7 +64,7 @@ def drift_ratio(setup: Setup, *, lr: float, steps: int, beta: float = 0.9, seed:
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> from conslaw_lite.flows import mse_loss
     >>> one = torch.ones(1, 1, dtype=torch.float64)
     >>> r = drift_ratio(lambda seed: (ToyProduct(a=1.3, b=0.4), mse_loss(one, 3 * one)), lr=1e-6, steps=300)

@@ -44,8 +44,8 @@ from torch import nn
 
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
+from conslaw_lite.counting.module_checks import describe_layer, is_mode_dependent
 from conslaw_lite.laws import Group, Law, find_blocks, groups
-from conslaw_lite.module_checks import describe_layer, is_mode_dependent
 
 FOUND = Group("found", "law")  # the group of laws given to the Monitor
 
@@ -192,7 +192,7 @@ class Monitor:
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> model = ToyProduct(a=2.0, b=1.0)
     >>> monitor = Monitor(model)
     >>> opt = torch.optim.SGD(model.parameters(), lr=0.001)
@@ -295,7 +295,7 @@ class Monitor:
         Examples
         ========
         >>> import torch
-        >>> from conslaw_lite.blocks.toy import ToyProduct
+        >>> from conslaw_lite.families.toy import ToyProduct
         >>> model = ToyProduct(a=2.0, b=1.0)
         >>> monitor = Monitor(model)
         >>> with torch.no_grad(): _ = model.a.add_(0.1)

@@ -96,7 +96,7 @@ def plot_reference_slope(ax: Axes, x: np.ndarray, y0: float, slope: float, label
 def plot_gates(ax: Axes, gates: np.ndarray, title: str = "") -> AxesImage:
     """Gate values g_e(x_t) as a heat-map: tokens t across, experts e down; white where a token skips an expert.
 
-    ``gates`` has shape (T, n_E), rows summing to 1 (e.g. :meth:`conslaw_lite.blocks.moe.MoE.gates`).
+    ``gates`` has shape (T, n_E), rows summing to 1 (e.g. :meth:`conslaw_lite.families.moe.block.MoE.gates`).
 
     Examples
     ========

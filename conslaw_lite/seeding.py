@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import IntEnum
 
 import torch
 
@@ -34,3 +35,36 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         yield
+
+
+SEED_STRIDE = 1_000_003  # a prime above every offset: the streams of two seeds never meet
+
+
+class Stream(IntEnum):
+    """Named offsets of :func:`generator`: the random streams of one seed that must stay apart.
+
+    A count's k-th random θ and its inputs draw from ``THETA_DRAWS + k``, the check of its
+    derivatives from ``DERIVATIVE_CHECK + k``, its saturation probe from ``SATURATION_PROBE``;
+    :func:`~conslaw_lite.counting.check_laws` its j-th point from ``LAW_CHECK + j``,
+    :func:`~conslaw_lite.find_laws.find_laws` its samples from ``LAW_SEARCH``, training its k-th
+    batch from ``BATCHES + k``, and the fuzz oracle case c from ``FUZZ_ORACLE + c``.
+    """
+
+    THETA_DRAWS = 0
+    BATCHES = 0
+    DERIVATIVE_CHECK = 4999
+    SATURATION_PROBE = 6007
+    LAW_CHECK = 7919
+    LAW_SEARCH = 31337
+    FUZZ_ORACLE = 7_654_321
+
+
+def generator(seed: int, stream: Stream = Stream.THETA_DRAWS, k: int = 0) -> torch.Generator:
+    """A ``torch.Generator`` seeded ``SEED_STRIDE·seed + stream + k``: draw k of one stream of ``seed``.
+
+    Examples
+    ========
+    >>> generator(1, Stream.LAW_CHECK, 2).initial_seed() == 1_000_003 + 7919 + 2
+    True
+    """
+    return torch.Generator().manual_seed(SEED_STRIDE * seed + stream + k)

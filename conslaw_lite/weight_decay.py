@@ -33,7 +33,7 @@ def with_weight_decay(loss_fn: LossFn, lam: float) -> LossFn:
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> from conslaw_lite.flows import mse_loss
     >>> data = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
     >>> model = ToyProduct(a=2.0, b=1.0)   # L = ½(ab)² = 2, ‖θ‖² = 5
@@ -73,9 +73,9 @@ def discrete_residual(run: Run, name: str, lam: float) -> float:
     Examples
     ========
     >>> import torch
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> from conslaw_lite.flows import mse_loss, train
-    >>> from conslaw_lite.laws.toy import toy_laws
+    >>> from conslaw_lite.families.toy.laws import toy_laws
     >>> data = mse_loss(torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64))
     >>> model = ToyProduct(a=2.0, b=1.0)
     >>> run = train(model, with_weight_decay(data, 0.1), lr=0.05, steps=20, laws=toy_laws(model))

@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
-from conslaw_lite.blocks.attention import MultiHeadAttention
-from conslaw_lite.blocks.attention_symbolic import closed_form_laws, qk_condition, symbolic_attention
 from conslaw_lite.certify import certify
 from conslaw_lite.counting import check_laws
+from conslaw_lite.families.attention.block import MultiHeadAttention
+from conslaw_lite.families.attention.symbolic import closed_form_laws, qk_condition, symbolic_attention
 from conslaw_lite.flows import gradient_flow, mse_loss, train
 from conslaw_lite.laws import find_blocks, law_functions, laws_of
 from conslaw_lite.symbolic import quadratic_laws

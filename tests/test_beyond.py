@@ -11,13 +11,13 @@ import pytest
 import torch
 from torch import nn
 
-from conslaw_lite.blocks.network import NetworkLaws, NormCoupling
 from conslaw_lite.counting import check_laws, count_laws
 from conslaw_lite.drift import arch_setup, measure
+from conslaw_lite.families.network.couplings import NetworkLaws, NormCoupling
+from conslaw_lite.families.network.laws import discover_couplings
 from conslaw_lite.flows import gradient_flow, train
 from conslaw_lite.homework import grade_law, how_many_laws
 from conslaw_lite.laws import law_functions, laws_of
-from conslaw_lite.laws.network import discover_couplings
 from conslaw_lite.models.tiny import TinyTransformer
 from conslaw_lite.weight_decay import decayed_law, discrete_residual, with_weight_decay
 
@@ -150,7 +150,7 @@ def test_layernorm_gives_the_symmetry_count() -> None:
 
 
 def test_grade_law_verdicts() -> None:
-    from conslaw_lite.blocks.toy import ToyProduct
+    from conslaw_lite.families.toy.block import ToyProduct
 
     toy = ToyProduct(a=1.0, b=2.0, c=0.5)
     good = grade_law(toy, lambda p: p["a"] ** 2 - p["c"] ** 2, (1,), name="a²−c²")

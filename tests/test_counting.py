@@ -9,11 +9,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import jvp
 
-from conslaw_lite import counting
 from conslaw_lite.archs import ArchOptions, get_arch
-from conslaw_lite.blocks.toy import ToyProduct
-from conslaw_lite.counting import GAP, check_laws, count_laws
-from conslaw_lite.exact_ops import exact_derivatives
+from conslaw_lite.counting import GAP, check_laws, count_laws, lie_rank
+from conslaw_lite.counting.exact_ops import exact_derivatives
+from conslaw_lite.families.toy.block import ToyProduct
 
 
 def two_layer(d: int, r: int, m: int, activation: nn.Module | None = None) -> nn.Sequential:
@@ -99,7 +98,7 @@ def test_residual_evidence_agrees_with_the_spectrum(monkeypatch: pytest.MonkeyPa
     norm bounds the spectrum's largest dropped singular value (the stack minus the dropped parts has rank r)."""
     built = get_arch("mha").build(ArchOptions(dim=5, heads=2, head_dim=4))
     spectrum = count_laws(built.model, built.input_shape)
-    monkeypatch.setattr(counting, "SPECTRUM_MAX_D", 0)
+    monkeypatch.setattr(lie_rank, "SPECTRUM_MAX_D", 0)
     residuals = count_laws(built.model, built.input_shape)
     assert (spectrum.evidence, residuals.evidence) == ("spectrum", "residuals")
     assert_clear_gap(residuals)
@@ -109,7 +108,7 @@ def test_residual_evidence_agrees_with_the_spectrum(monkeypatch: pytest.MonkeyPa
 
 
 def test_residuals_without_a_gap_fall_back_to_the_spectrum(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(counting, "SPECTRUM_MAX_D", 0)
+    monkeypatch.setattr(lie_rank, "SPECTRUM_MAX_D", 0)
     count = count_laws(WeakDirection(), (3,))
     assert count.evidence == "spectrum" and not count.conclusive and "gap" in count.reason
 
@@ -205,7 +204,7 @@ def test_module_vmap_cannot_batch_is_counted_one_vector_at_a_time() -> None:
     assert count.num_laws == 2
 
 
-# --- torch ops with wrong higher derivatives (conslaw_lite.exact_ops) ---------------------------------------------
+# --- torch ops with wrong higher derivatives (conslaw_lite.counting.exact_ops) ---
 
 D_IN, D_NORM, M_OUT = 3, 4, 2
 
@@ -318,7 +317,7 @@ def test_exact_derivatives_restores_torch_even_after_an_error() -> None:
     assert torch.backends.cuda.flash_sdp_enabled()
 
 
-# --- piecewise-linear models: ReLU strata (conslaw_lite.strata) ---------------------------------------------------
+# --- piecewise-linear models: ReLU strata (conslaw_lite.counting.strata) ---
 
 
 def relu_net(*widths: int) -> nn.Sequential:
@@ -450,7 +449,7 @@ def test_pieces_through_zero_keep_the_rescaling_laws(act) -> None:
 def test_saturated_attention_is_counted_at_a_smaller_scale(scale: float) -> None:
     """Weights ×1000 make every attention row one-hot behind a LayerNorm (the inputs' scale cannot undo it):
     Q and K get exactly zero gradient on almost every input, and were counted as 18 spurious laws."""
-    from conslaw_lite.blocks.attention import MultiHeadAttention
+    from conslaw_lite.families.attention.block import MultiHeadAttention
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.LayerNorm(4, elementwise_affine=False), MultiHeadAttention(4, 2, 2))
@@ -500,7 +499,7 @@ def test_an_overflowing_large_input_is_left_out() -> None:
 def test_round_off_over_summed_terms_is_not_a_wrong_derivative() -> None:
     """Two stacked one-head attentions on six-decade inputs: the terms of ⟨a, D²f⟩ are 150× their sum, and the
     two ways of computing it agree to round-off of the terms. Counted (formula 2·n·k(k+1) + d(d+1)/2), not refused."""
-    from conslaw_lite.blocks.attention import MultiHeadAttention
+    from conslaw_lite.families.attention.block import MultiHeadAttention
     from conslaw_lite.models.tiny import Stack
 
     torch.manual_seed(0)

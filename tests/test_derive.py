@@ -15,12 +15,14 @@ from torch import nn
 
 from conslaw_lite.config import scale
 from conslaw_lite.counting import count_laws
+from conslaw_lite.families.ffn.symbolic import RHO, ffn_block
+from conslaw_lite.families.moe.symbolic import moe_block
 from conslaw_lite.symbolic import derive, orthogonality_condition
-from conslaw_lite.symbolic_blocks import CASES, RHO, case, compare_with_closed_form, ffn_block, moe_block
+from conslaw_lite.symbolic.cases import case, case_names, compare_with_closed_form
 
 large = pytest.mark.skipif(scale().name == "ci", reason="larger sizes run at the cpu and gpu scales")
-SIZES = [pytest.param(name, "small", id=f"{name}-small") for name in CASES] + [
-    pytest.param(name, "large", id=f"{name}-large", marks=large) for name in CASES
+SIZES = [pytest.param(name, "small", id=f"{name}-small") for name in case_names()] + [
+    pytest.param(name, "large", id=f"{name}-large", marks=large) for name in case_names()
 ]
 
 
@@ -68,7 +70,7 @@ def test_attention_pde_is_the_matrix_equation() -> None:
 
 def test_normalized_sigmoid_breaks_the_shift_identity() -> None:
     """Σ_u ∂g_e/∂z_u: 0 for softmax (row sum), g_e(Σ_j g_jσ_j − σ_e) ≠ 0 for the normalized sigmoid."""
-    from conslaw_lite.symbolic_blocks import shift_identity
+    from conslaw_lite.families.moe.symbolic import shift_identity
 
     assert shift_identity("softmax") == 0
     residual = shift_identity("sigmoid")
@@ -117,7 +119,6 @@ def test_chapter_one_pde_takes_undefined_activations() -> None:
 
 def test_glu_variants() -> None:
     """GeGLU has SwiGLU's shapes (r laws); ReGLU's identity merges the gate's and adds ‖A_:,i‖² − ‖B_i,:‖² (2r)."""
-    from conslaw_lite.symbolic_blocks import ffn_block
 
     assert ffn_block("geglu", 2, 2, 1).derive().num_laws == 2
     reglu = ffn_block("reglu", 2, 2, 1).derive()

@@ -100,7 +100,7 @@ def test_ci_and_cpu_workloads_keep_the_chapters_sizes() -> None:
 
 
 def test_cli_trains_in_float32_on_the_device_asked_for(capsys: pytest.CaptureFixture[str]) -> None:
-    from conslaw_lite.__main__ import main
+    from conslaw_lite.cli import main
 
     args = ["drift", "swiglu", "--lr", "0.01", "--steps", "3", "--json", "--dtype", "float32", "--device", "cpu"]
     assert main(args) == 0

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from conslaw_lite.__main__ import main
+from conslaw_lite.cli import main
 from conslaw_lite.drift import arch_setup, measure, trajectory
 
 BLOCKS = ["swiglu", "mha", "mha-rope", "moe-softmax"]  # every block family with laws

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from conslaw_lite import data
-from conslaw_lite.__main__ import main
+from conslaw_lite.cli import main
 from conslaw_lite.experiments import ExperimentConfig, Interrupted, run_experiment
 from conslaw_lite.flows import Diverged
 

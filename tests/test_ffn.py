@@ -13,12 +13,13 @@ import torch
 from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
-from conslaw_lite.blocks.ffn import FFN, SwiGLU, sympy_form
 from conslaw_lite.certify import certify
 from conslaw_lite.counting import check_laws, count_laws
+from conslaw_lite.families.ffn.block import FFN, SwiGLU
+from conslaw_lite.families.ffn.laws import unit_balance
+from conslaw_lite.families.ffn.symbolic import sympy_form
 from conslaw_lite.flows import gradient_flow, mse_loss, train
 from conslaw_lite.laws import find_blocks, law_functions, laws_of
-from conslaw_lite.laws.ffn import unit_balance
 
 
 def step_gaps(model: nn.Module, x: torch.Tensor, *, controls: bool = False, seed: int = 0) -> dict[str, float]:

@@ -10,12 +10,12 @@ import pytest
 import torch
 from torch import nn
 
-import conslaw_lite.__main__ as cli
+import conslaw_lite.cli as cli
 from conslaw_lite import Monitor, check_laws, count_laws, find_laws
-from conslaw_lite.blocks.attention import MultiHeadAttention
-from conslaw_lite.blocks.ffn import SwiGLU
-from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.counting import RESIDUAL_TOL
+from conslaw_lite.families.attention.block import MultiHeadAttention
+from conslaw_lite.families.ffn.block import SwiGLU
+from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.find_laws import MAX_PARAMS
 
 fl = importlib.import_module("conslaw_lite.find_laws")  # the module: the package exports the function

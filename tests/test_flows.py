@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from conslaw_lite.blocks.toy import ToyProduct
+from conslaw_lite.families.toy.block import ToyProduct
+from conslaw_lite.families.toy.laws import toy_laws
 from conslaw_lite.flows import Diverged, batch_indices, gradient_flow, mse_loss, train
-from conslaw_lite.laws.toy import toy_laws
 
 H = "a²−b²"
 
@@ -137,3 +137,27 @@ def test_an_ensemble_trains_each_toy_model_as_if_alone() -> None:
     assert run.h[H].shape == (7, 3)
     with pytest.raises(ValueError, match="scalars or vectors of one length"):
         ToyProduct(a=torch.ones(2), b=torch.ones(3))
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "make"),
+    [("sgd", lambda params: torch.optim.SGD(params, lr=1.0)),
+     ("momentum", lambda params: torch.optim.SGD(params, lr=1.0, momentum=0.9)),
+     ("adam", lambda params: torch.optim.Adam(params, lr=1.0, betas=(0.9, 0.999), eps=1e-8))],
+)  # fmt: skip
+def test_each_optimizer_takes_the_steps_of_torch_optim(optimizer: str, make) -> None:
+    """``train``'s own update rules (they record δ_k for the laws) against ``torch.optim``, step for step."""
+    x, y = data([0.5, 1.5, -1.0, 2.0], [0.3, 1.0, -0.2, 1.1])
+    loss = mse_loss(x, y, batch_size=2, seed=3)  # mini-batches: each step its own loss
+    ours = ToyProduct(a=2.0, b=0.5)
+    run = train(ours, loss, lr=0.05, steps=12, schedule="decay", optimizer=optimizer)
+    theirs = ToyProduct(a=2.0, b=0.5)
+    opt = make(list(theirs.parameters()))
+    for k, tau in enumerate(run.tau):
+        opt.param_groups[0]["lr"] = float(tau)
+        opt.zero_grad()
+        loss(theirs, k).backward()
+        opt.step()
+    for p, q in zip(ours.parameters(), theirs.parameters()):
+        assert torch.allclose(p, q, rtol=1e-12, atol=1e-14), (optimizer, p, q)
+    assert not torch.equal(ours.a, torch.tensor(2.0, dtype=torch.float64))  # the steps went somewhere

@@ -1,4 +1,4 @@
-"""The package's layers: blocks → laws → archs (and models, experiments above), with no import cycle.
+"""The package's layers: engines that know no family, family folders above them, models and experiments on top.
 
 The import graph is read from the source (every ``import`` statement, those inside functions
 included), so a lazy import that closes a cycle is found as surely as one at the top of a file.
@@ -10,6 +10,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "conslaw_lite"
 
@@ -78,8 +80,8 @@ def test_find_cycle_finds_a_lazy_cycle_and_passes_a_tree() -> None:
 
 
 def test_imports_of_sees_imports_inside_functions() -> None:
-    assert "conslaw_lite.models.tiny" in imports_of("conslaw_lite.archs.network")
-    assert "conslaw_lite.laws.registry" in imports_of("conslaw_lite.counting")
+    assert "conslaw_lite.models.tiny" in imports_of("conslaw_lite.families.network.archs")
+    assert "conslaw_lite.laws" in imports_of("conslaw_lite.counting.problem")
 
 
 def test_package_import_graph_has_no_cycle() -> None:
@@ -96,17 +98,40 @@ def _reachable(start: str, graph: dict[str, set[str]]) -> set[str]:
     return seen
 
 
-def test_laws_never_reach_archs_models_or_experiments() -> None:
+ENGINES = ("conslaw_lite.laws", "conslaw_lite.counting", "conslaw_lite.symbolic", "conslaw_lite.find_laws",
+           "conslaw_lite.flows", "conslaw_lite.monitor", "conslaw_lite.exact_linalg")  # fmt: skip
+FAMILY = "conslaw_lite.families."  # a family's own modules; the registry (conslaw_lite.families) is no family
+
+
+def test_engines_import_no_family() -> None:
     graph = {m: imports_of(m) for m in MODULES}
-    upper = ("conslaw_lite.archs", "conslaw_lite.models", "conslaw_lite.experiments")
-    for module in [m for m in MODULES if m.startswith(("conslaw_lite.laws", "conslaw_lite.blocks"))]:
+    upper = (FAMILY, "conslaw_lite.archs", "conslaw_lite.models", "conslaw_lite.experiments")
+    for module in [m for m in MODULES if m.startswith(ENGINES)]:
         assert not {m for m in _reachable(module, graph) if m.startswith(upper)}, module
 
 
-def test_importing_laws_loads_nothing_above_them() -> None:
+def test_no_private_name_is_imported_from_another_module() -> None:
+    imported = [
+        (module, node.module, alias.name)
+        for module, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("conslaw_lite")
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+    assert imported == []
+
+
+def test_no_module_is_over_600_lines() -> None:
+    lengths = {module: len(path.read_text().splitlines()) for module, path in MODULES.items()}
+    assert {m: n for m, n in lengths.items() if n > 600} == {}
+
+
+@pytest.mark.parametrize("engine", ["conslaw_lite.counting", "conslaw_lite.laws", "conslaw_lite"])
+def test_importing_an_engine_loads_no_family(engine: str) -> None:
     code = (
-        "import sys, conslaw_lite.laws\n"
-        "upper = ('conslaw_lite.archs', 'conslaw_lite.models', 'conslaw_lite.experiments')\n"
+        f"import sys, {engine}\n"
+        f"upper = ({FAMILY!r}, 'conslaw_lite.archs', 'conslaw_lite.models', 'conslaw_lite.experiments')\n"
         "print(sorted(m for m in sys.modules if m.startswith(upper)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
@@ -116,9 +141,9 @@ def test_importing_laws_loads_nothing_above_them() -> None:
 def test_the_certify_command_loads_no_experiment() -> None:
     code = (
         "import sys\n"
-        "from conslaw_lite.__main__ import main\n"
+        "from conslaw_lite.cli import main\n"
         "try:\n    main(['certify', '--help'])\nexcept SystemExit:\n    pass\n"
-        "assert 'conslaw_lite.certify' in sys.modules\n"
+        "assert 'conslaw_lite.cli.certify' in sys.modules\n"
         "print(sorted(m for m in sys.modules if m.startswith('conslaw_lite.experiments')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)

@@ -10,9 +10,9 @@ from torch import nn
 from torch.func import functional_call
 
 from conslaw_lite import check_laws, count_laws
-from conslaw_lite.blocks.ffn import SwiGLU
+from conslaw_lite.counting.module_checks import check_countable, check_dtypes, mode_dependent_layers
+from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.find_laws import find_laws
-from conslaw_lite.module_checks import check_countable, check_dtypes, mode_dependent_layers
 from conslaw_lite.monitor import Monitor
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

@@ -9,10 +9,11 @@ import torch
 from torch.func import functional_call
 
 from conslaw_lite.archs import ArchOptions, get_arch
-from conslaw_lite.blocks.moe import MoE, routing_margin, sympy_form
 from conslaw_lite.certify import certify
 from conslaw_lite.counterexamples import counterexample_moe, moe_gate_sum_rate
 from conslaw_lite.drift import arch_setup, slope, trajectory
+from conslaw_lite.families.moe.block import MoE, routing_margin
+from conslaw_lite.families.moe.symbolic import sympy_form
 from conslaw_lite.laws import controls_of, find_blocks, law_functions, laws_of
 from conslaw_lite.symbolic import quadratic_laws
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.drift import arch_setup
+from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.flows import mse_loss
 from conslaw_lite.momentum import drift_ratio, momentum_factor
 

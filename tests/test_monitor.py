@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from conslaw_lite.blocks.attention import MultiHeadAttention
 from conslaw_lite.drift import arch_setup, trajectory
+from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.laws import groups, parameters_of
 from conslaw_lite.monitor import Monitor, relative_drift
 

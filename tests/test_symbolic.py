@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-from conslaw_lite.blocks.ffn import sympy_form
+from conslaw_lite.families.ffn.symbolic import sympy_form
 from conslaw_lite.symbolic import (
     characteristics,
     find_quadratic_laws,
@@ -179,10 +179,10 @@ def test_rank_mod_p_matches_the_exact_rank() -> None:
     """The completeness certificate rests on this rank; check it against sympy's exact rank."""
     import numpy as np
 
-    from conslaw_lite.symbolic import _rank_mod_p
+    from conslaw_lite.exact_linalg import rank_mod_p
 
     rng = np.random.default_rng(1)
     M = rng.integers(-5, 6, size=(7, 9))
     M[5] = M[0] + 2 * M[1]  # two dependent rows: rank 5
     M[6] = M[2] - M[3]
-    assert _rank_mod_p(M) == sp.Matrix(M.tolist()).rank() == 5
+    assert rank_mod_p(M) == sp.Matrix(M.tolist()).rank() == 5

@@ -1,4 +1,4 @@
-"""The whole-network laws of a timm ViT (conslaw_lite.laws.vit): certified complete, and left out where they fail."""
+"""The whole-network laws of a timm ViT (families/network/vit.py): certified complete, left out where they fail."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from conslaw_lite.counting import check_laws, count_laws
+from conslaw_lite.families.network.laws import column_sum_law
 from conslaw_lite.laws import find_blocks, law_functions
-from conslaw_lite.laws.network import column_sum_law
 
 pytestmark = pytest.mark.usefixtures("timm", "one_thread")  # tests/conftest.py
 

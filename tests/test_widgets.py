@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.drift import arch_runs
+from conslaw_lite.families.toy.block import ToyProduct
+from conslaw_lite.families.toy.laws import toy_laws
 from conslaw_lite.flows import mse_loss, train
 from conslaw_lite.grids import drift_curves, drift_grid, toy_paths
-from conslaw_lite.laws.toy import toy_laws
 from conslaw_lite.widgets import drift_figure, grid_arrays, level_set_figure, to_html
 
 ONE = torch.ones(1, 1, dtype=torch.float64)

@@ -6,7 +6,7 @@ behind a command line, with checkpoints and ``torchrun`` support.
 """
 
 from conslaw_lite.experiments.checkpoint import Interrupted
-from conslaw_lite.experiments.config import ExperimentConfig
+from conslaw_lite.experiments.experiment_config import ExperimentConfig
 from conslaw_lite.experiments.runner import ratios, run_experiment
 from conslaw_lite.experiments.tasks import Task, lm_task, vit_task
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from conslaw_lite.experiments.cluster import Cluster
-from conslaw_lite.experiments.config import ExperimentConfig
+from conslaw_lite.experiments.experiment_config import ExperimentConfig
 
 
 class Interrupted(Exception):

@@ -18,7 +18,7 @@ from torch import nn
 from conslaw_lite.config import dtype_for
 from conslaw_lite.experiments.checkpoint import Checkpoint, Interrupted, run_key
 from conslaw_lite.experiments.cluster import Cluster
-from conslaw_lite.experiments.config import ExperimentConfig
+from conslaw_lite.experiments.experiment_config import ExperimentConfig
 from conslaw_lite.experiments.tasks import Task, cross_entropy
 from conslaw_lite.flows import batch_indices, check_loss, step_sizes
 from conslaw_lite.laws import groups
@@ -39,14 +39,14 @@ def tracked_columns(model: nn.Module, keys: tuple[str, ...]) -> dict[str, tuple[
 
     Examples
     ========
-    >>> from conslaw_lite.blocks.moe import MoE
+    >>> from conslaw_lite.families.moe.block import MoE
     >>> tracked_columns(nn.Sequential(MoE(3, 2, 1, 1, gating="sigmoid")), ("sum_W_e_(sigmoid)",))
     {'sum_W_e_(sigmoid)': ('moe-sigmoid:control', [2])}
 
     A per-head law's short key leaves out the head (:attr:`~conslaw_lite.laws.Quantity.short_key`), so one
     key tracks it in every head:
 
-    >>> from conslaw_lite.blocks.attention import MultiHeadAttention
+    >>> from conslaw_lite.families.attention.block import MultiHeadAttention
     >>> tracked_columns(nn.Sequential(MultiHeadAttention(4, 2, 2)), ("Q^TQ-K^TK",))
     {'Q^TQ-K^TK': ('mha', [0, 2])}
     """

@@ -15,7 +15,7 @@ the same numbers as an uninterrupted run. A diverging run stops with
 batch and ``DistributedDataParallel`` averages the gradients; the monitor, the
 checkpoints and the result file live on rank 0.
 
-The parts, one job each: :mod:`~conslaw_lite.experiments.config` (what decides the numbers),
+The parts, one job each: :mod:`~conslaw_lite.experiments.experiment_config` (what decides the numbers),
 :mod:`~conslaw_lite.experiments.cluster` (the processes), :mod:`~conslaw_lite.experiments.checkpoint`
 (resuming), :mod:`~conslaw_lite.experiments.loop` (one run: resume, step, checkpoint); this module runs
 them all, records the environment, and is the command line.
@@ -23,8 +23,6 @@ them all, records the environment, and is the command line.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import platform
 import subprocess
@@ -35,15 +33,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
-from conslaw_lite.config import SCALES, dtype_for, scale
-from conslaw_lite.experiments.checkpoint import Checkpoint, Interrupted, run_key
+from conslaw_lite.config import dtype_for
+from conslaw_lite.experiments.checkpoint import Checkpoint, run_key
 from conslaw_lite.experiments.cluster import Cluster
-from conslaw_lite.experiments.config import ExperimentConfig, build_task
+from conslaw_lite.experiments.experiment_config import ExperimentConfig, build_task
 from conslaw_lite.experiments.loop import train_one
-from conslaw_lite.experiments.tasks import TASKS, Task
-from conslaw_lite.flows import SCHEDULES, Diverged
+from conslaw_lite.experiments.tasks import Task
+from conslaw_lite.flows import Diverged
 from conslaw_lite.laws import Group
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,8 +72,15 @@ def ratios(runs: list[dict]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _git_commit() -> str | None:
-    """``HEAD``'s hash, with ``+changes`` when the working tree differs from it; ``None`` outside git."""
+def git_commit() -> str | None:
+    """``HEAD``'s hash, with ``+changes`` when the working tree differs from it; ``None`` outside git.
+
+    Examples
+    ========
+    >>> commit = git_commit()
+    >>> commit is None or len(commit.removesuffix("+changes")) == 40
+    True
+    """
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5)
         changes = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, timeout=5)
@@ -98,7 +102,7 @@ def environment(task: Task, cluster: Cluster, config: ExperimentConfig) -> dict:
         "dtype": str(dtype_for(config.scale)).removeprefix("torch."),
         "processes": cluster.world,
         "data_source": task.source,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "command": " ".join(["python -m conslaw_lite"] + sys.argv[1:]) if sys.argv[0].endswith("__main__.py") else None,
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
@@ -172,80 +176,7 @@ def _run(config: ExperimentConfig, cluster: Cluster, checkpoint, progress: bool,
     }
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``experiment`` subcommand's options."""
-    parser.add_argument("task", choices=TASKS, help="lm: Qwen-3-style decoder on text; vit: timm ViT on images")
-    parser.add_argument("--scale", choices=SCALES, default=None, help="sizes (default: CONSLAW_SCALE or the machine)")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N−1 (default: 2 ci, 3 cpu, 10 gpu)")
-    parser.add_argument(
-        "--lr", type=float, nargs="+", default=None, help="step sizes τ (default lm: 0.002 0.006; vit: 0.001 0.003)"
-    )
-    parser.add_argument("--schedule", choices=SCHEDULES, default="constant", help="τ_k = τ, or τ/(k+1)")
-    parser.add_argument("--batch", default="full", help="'full' (gradient descent) or a mini-batch size (SGD)")
-    parser.add_argument("--steps", type=int, default=None, help="steps per run (default from the scale)")
-    parser.add_argument("--data", default=None, help="wikitext-103 | ptb (lm); cifar10 | imagenet-1k (vit)")
-    parser.add_argument("--qk-norm", choices=("none", "per_head", "shared"), default="none", help="lm: QK-norm")
-    parser.add_argument("--experts", type=int, default=0, help="lm: experts per MoE layer (0: dense SwiGLU)")
-    parser.add_argument("--gating", choices=("softmax", "sigmoid"), default="softmax", help="lm: MoE gating")
-    parser.add_argument("--top-k", type=int, default=None, help="lm: experts per token (default: all, dense)")
-    parser.add_argument("--no-monitor", action="store_true", help="train without the monitor (for timing)")
-    parser.add_argument(
-        "--track", nargs="+", default=(), help="ASCII keys of laws in a block to record alone, e.g. sum_W_e_(sigmoid)"
-    )
-    parser.add_argument("--out", default=None, help="results JSON (default results/<task>-<scale>.json)")
-    parser.add_argument("--checkpoint-every", type=int, default=None, help="steps between checkpoints")
-    parser.add_argument("--fresh", action="store_true", help="ignore and replace an existing checkpoint")
-    parser.add_argument("--stop-after", type=int, default=None, help="stop after N steps, leaving a checkpoint")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
-    """The :class:`ExperimentConfig` the command line asks for (``ValueError`` on bad values)."""
-    if args.batch != "full" and not str(args.batch).isdigit():
-        raise ValueError(f"--batch must be 'full' or a positive integer, got {args.batch!r}")
-    if args.task == "vit" and (args.experts or args.qk_norm != "none" or args.top_k):
-        raise ValueError("--experts, --top-k and --qk-norm apply to the lm task only")
-    return ExperimentConfig(
-        task=args.task,
-        scale=args.scale or scale().name,
-        lrs=tuple(args.lr or ()),
-        seeds=args.seeds,
-        schedule=args.schedule,
-        batch=None if args.batch == "full" else int(args.batch),
-        steps=args.steps,
-        dataset=args.data,
-        qk_norm=False if args.qk_norm == "none" else args.qk_norm,
-        n_experts=args.experts,
-        gating=args.gating,
-        top_k=args.top_k,
-        monitor=not args.no_monitor,
-        checkpoint_every=args.checkpoint_every,
-        track=tuple(args.track),
-    )
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the experiment, write the results file on rank 0, print the ratios."""
-    config = config_from_args(args)
-    out = Path(args.out or ROOT / "results" / f"{config.task}-{config.scale}.json")
-    ckpt = out.with_suffix(".ckpt")
-    if args.fresh and ckpt.exists():
-        ckpt.unlink()
-    try:
-        results = run_experiment(config, checkpoint=ckpt, progress=not args.quiet, stop_after=args.stop_after)
-    except Interrupted as stop:
-        print(stop)
-        return 0
-    if Cluster.join().main:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=1))
-        ckpt.unlink(missing_ok=True)
-        env = results["environment"]
-        print(f"data: {env['data_source']}; device: {env['device']}; {env['processes']} process(es)")
-        for lr, kinds in results["ratios"].items():
-            print(f"lr={lr}: " + ", ".join(f"{kind} control/law ≥ {r:.3g}" for kind, r in kinds.items()))
-        print(f"results: {out}")
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
-    return 0

@@ -8,11 +8,11 @@ Data flow, for tokens (batch, T)::
         x = x + FFN(RMSNorm(x))                    SwiGLU, or a mixture of SwiGLU experts
     logits = W_out · RMSNorm(x)                    W_out = E when the head is tied, (B, T, V)
 
-Attention is :class:`~conslaw_lite.blocks.attention.MultiHeadAttention` with
+Attention is :class:`~conslaw_lite.families.attention.block.MultiHeadAttention` with
 ``causal=True``: the mask only removes scores, so the symmetries ``Q → QG, K → KG^{−ᵀ}`` (one scale per RoPE block) and
 ``V → VG, O → OG^{−ᵀ}`` — hence the laws — are those of the unmasked block.
-The feed-forward is :class:`~conslaw_lite.blocks.ffn.SwiGLU` or
-:class:`~conslaw_lite.blocks.moe.MoE`. Each block is found by its own law
+The feed-forward is :class:`~conslaw_lite.families.ffn.block.SwiGLU` or
+:class:`~conslaw_lite.families.moe.block.MoE`. Each block is found by its own law
 finder, so :class:`~conslaw_lite.monitor.Monitor` tracks exactly the laws of the
 configuration: QK-norm swaps the plain-RoPE laws for the gain laws.
 RMSNorm is torch's ``nn.RMSNorm`` (gain γ ∈ R^d), as in the other models of the book.
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from conslaw_lite.blocks.attention import MultiHeadAttention
-from conslaw_lite.blocks.ffn import SwiGLU
-from conslaw_lite.blocks.moe import MoE
+from conslaw_lite.families.attention.block import MultiHeadAttention
+from conslaw_lite.families.ffn.block import SwiGLU
+from conslaw_lite.families.moe.block import MoE
 
 
 @dataclass(frozen=True)

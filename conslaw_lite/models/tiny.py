@@ -7,9 +7,9 @@ Data flow, pre-norm, one residual stream of width d::
     x₂ = x₁ + SwiGLU(norm₂(x₁))                  B, C read norm₂; A writes the stream
     y  = H norm(x_L)                             head
 
-The blocks are the book's own (:class:`~conslaw_lite.blocks.attention.MultiHeadAttention`,
-:class:`~conslaw_lite.blocks.ffn.SwiGLU`), so their laws are found as usual; the
-model declares what couples them (:mod:`conslaw_lite.blocks.network`): each norm gain with
+The blocks are the book's own (:class:`~conslaw_lite.families.attention.block.MultiHeadAttention`,
+:class:`~conslaw_lite.families.ffn.block.SwiGLU`), so their laws are found as usual; the
+model declares what couples them (:mod:`conslaw_lite.families.network.couplings`): each norm gain with
 the projections reading it, and, when ε = 0, the stream writers E, O, A, whose joint
 scaling every norm undoes.
 """
@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from conslaw_lite.blocks.attention import MultiHeadAttention
-from conslaw_lite.blocks.ffn import SwiGLU
-from conslaw_lite.blocks.network import NetworkLaws, NormCoupling
+from conslaw_lite.families.attention.block import MultiHeadAttention
+from conslaw_lite.families.ffn.block import SwiGLU
+from conslaw_lite.families.network.couplings import NetworkLaws, NormCoupling
 
 NORMS = ("rms", "layer")
 
@@ -31,7 +31,7 @@ def make_norm(kind: str, d: int, eps: float) -> nn.Module:
     """``RMSNorm`` (``γ ⊙ x / √(mean x² + ε)``) or bias-free ``LayerNorm`` (``γ ⊙ (x − x̄) / √(var x + ε)``).
 
     Both are torch's own modules; the law counter differentiates torch's fused ``layer_norm``
-    through :func:`conslaw_lite.exact_ops.exact_derivatives`.
+    through :func:`conslaw_lite.counting.exact_ops.exact_derivatives`.
 
     Examples
     ========
@@ -71,7 +71,7 @@ class Stack(nn.Module):
         ========
         Toy blocks ``2x`` then ``3x``: plain ``6x``; residual ``(1 + 2)(1 + 3)x = 12x``.
 
-        >>> from conslaw_lite.blocks.toy import ToyProduct
+        >>> from conslaw_lite.families.toy.block import ToyProduct
         >>> blocks = ToyProduct(a=2.0, b=1.0), ToyProduct(a=3.0, b=1.0)
         >>> x = torch.ones(1, 1, dtype=torch.float64)
         >>> Stack(*blocks)(x).item(), Stack(*blocks, residual=True)(x).item()

@@ -4,8 +4,8 @@ timm supplies the vision parts — patch embedding, class token, learned
 position embedding (``pos_embed="learn"``), LayerNorm pre-norm blocks, the
 classifier head. Two of its layer slots are filled so every block has known
 laws: the MLP is timm's own ``SwiGLU`` (``fc2(silu(fc1_g x) ⊙ fc1_x x)``, whose
-finder lives in :mod:`conslaw_lite.laws.ffn`), and attention is the book's
-:class:`~conslaw_lite.blocks.attention.MultiHeadAttention` without position
+finder lives in :mod:`conslaw_lite.families.ffn.laws`), and attention is the book's
+:class:`~conslaw_lite.families.attention.block.MultiHeadAttention` without position
 encoding (the position is already in the tokens), behind timm's constructor.
 No biases in attention or MLP, so the laws are the paper's matrix laws.
 """
@@ -19,7 +19,7 @@ from timm.layers import LayerNorm, SwiGLU
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from conslaw_lite.blocks.attention import MultiHeadAttention
+from conslaw_lite.families.attention.block import MultiHeadAttention
 
 
 class TimmAttention(MultiHeadAttention):
@@ -66,7 +66,7 @@ def small_vit(
     ``(img_size / patch_size)²`` patches plus a class token; hidden width of each
     SwiGLU ``r = mlp_ratio · dim``; every LayerNorm divides by ``sqrt(var + norm_eps)`` (timm's
     ε = 10⁻⁶ by default). Defaults fit 8×8 digits. Besides its blocks' laws, the network keeps
-    the laws of its norms, stream and embeddings (:mod:`conslaw_lite.laws.vit`).
+    the laws of its norms, stream and embeddings (:mod:`conslaw_lite.families.network.vit`).
 
     Examples
     ========

@@ -1,1 +1,0 @@
-"""The neural-network blocks whose laws the book studies, as torch modules."""

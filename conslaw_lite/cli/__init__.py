@@ -1,0 +1,75 @@
+"""The command line: ``python -m conslaw_lite {certify,drift,experiment} ...``.
+
+Each subcommand lives in its own module of this package, which provides ``add_arguments(parser)``
+and ``run(args) -> int``. Exit codes: 0 a conclusive result, 1 an inconclusive one, 2 bad input
+(one line on stderr), 3 an internal error (a bug: the traceback on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from importlib.metadata import version
+
+from conslaw_lite.flows import Diverged
+
+SUBCOMMANDS = {
+    "certify": ("conslaw_lite.cli.certify", "count the conservation laws of a block and check the known list"),
+    "drift": ("conslaw_lite.cli.drift", "measure how far the laws drift under discrete training"),
+    "experiment": ("conslaw_lite.cli.experiment", "run the paper's experiments (language model, ViT)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, and return its exit code.
+
+    0 success, 1 an inconclusive result, 2 bad input (one ``error: ...`` line on stderr),
+    3 an internal error (traceback on stderr): never 1, which scripts read as "inconclusive".
+
+    Examples
+    ========
+    ``f = a·b·x`` has ``N = D − rank = 2 − 1 = 1`` law:
+
+    >>> main(["certify", "toy"])
+    architecture       toy
+    parameters D       2
+    rank of Lie(W)     1
+    laws N = D − rank  1
+    ...
+    0
+    >>> main(["certify", "no-such-block"])  # stderr: error: unknown architecture 'no-such-block'; valid: ...
+    2
+
+    ``--version`` prints the package's version and exits, as ``--help`` does:
+
+    >>> try:
+    ...     main(["--version"])
+    ... except SystemExit as done:
+    ...     print("exit", done.code)
+    conslaw_lite ...
+    exit 0
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m conslaw_lite", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"conslaw_lite {version('conslaw_lite')}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    chosen = next((a for a in argv if not a.startswith("-")), None)  # the subcommand, when one is named
+    module = None
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        subparser = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:  # import only the subcommand that runs: certify never loads the experiment stack
+            module = importlib.import_module(module_name)
+            module.add_arguments(subparser)
+    args = parser.parse_args(argv)  # --help and --version exit with 0, a usage error with 2
+    try:
+        return module.run(args)
+    except (ValueError, TypeError, FileNotFoundError, Diverged) as err:  # bad input; anything else is a bug: traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception:  # a bug: Python's own exit status would be 1, the code of an inconclusive result
+        traceback.print_exc()
+        return 3
+
+

@@ -1,0 +1,100 @@
+"""``python -m conslaw_lite certify``: the options and the exit code of :func:`conslaw_lite.certify.certify`.
+
+Exit codes: 0 a conclusive count (and, with ``--laws``, conclusive laws), 1 inconclusive
+(no clear singular-value gap, or the random θ disagree: no number is printed as the count;
+or the laws found are no certificate: :attr:`conslaw_lite.find_laws.FoundLaws.conclusive`),
+2 bad input (including a ``--module`` file or factory that fails), 3 an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from conslaw_lite.archs import add_size_arguments, size_options
+from conslaw_lite.certify import certify, certify_module, table
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"3,4"`` → ``(3, 4)``: one input's shape, without the batch dimension.
+
+    Examples
+    ========
+    >>> parse_shape("3,4")
+    (3, 4)
+    """
+    try:
+        shape = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise ValueError(f"--input-shape must be comma-separated positive integers, got {text!r}") from None
+    if any(n < 1 for n in shape):
+        raise ValueError(f"--input-shape must be comma-separated positive integers, got {text!r}")
+    return shape
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``certify`` subcommand's options: ``ARCH`` or ``--module FILE.py:FACTORY --input-shape``, sizes, seed.
+
+    Examples
+    ========
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["toy", "--seed", "1"])
+    >>> args.arch, args.module, args.seed, args.json, args.laws
+    ('toy', None, 1, False, False)
+    """
+    parser.add_argument("arch", nargs="?", help="a registered architecture (toy, ffn-gelu, swiglu, mha-rope, ...)")
+    parser.add_argument("--module", metavar="FILE.py:FACTORY", help="certify FACTORY() from FILE.py instead")
+    parser.add_argument("--input-shape", metavar="3,4", help="one input's shape (no batch dimension), with --module")
+    add_size_arguments(parser)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--laws", action="store_true", help="also find the laws themselves (degree ≤ 2) and print them")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Certify what ``args`` names, print the table (or JSON), and return the exit code.
+
+    0 when the count ``N = D − dim Lie(W)(θ)`` is conclusive (and so are the laws found, with
+    ``--laws``), 1 when either is not; bad input raises ``ValueError`` (the CLI turns it into exit code 2).
+
+    Examples
+    ========
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> run(parser.parse_args(["toy", "--dim", "3", "--json"]))  # a·b·c·x: N = 3 − 1 = 2
+    {
+      "arch": "toy",
+      "num_params": 3,
+      "rank_lie": 1,
+      "num_laws": 2,
+    ...
+      "complete": true,
+    ...
+    0
+    >>> run(parser.parse_args([]))
+    Traceback (most recent call last):
+    ...
+    ValueError: give either an architecture name or --module FILE.py:FACTORY (not both)
+    """
+    if (args.arch is None) == (args.module is None):
+        raise ValueError("give either an architecture name or --module FILE.py:FACTORY (not both)")
+    if args.module is not None:
+        if args.input_shape is None:
+            raise ValueError("--module needs --input-shape, e.g. --input-shape 3,4")
+        result = certify_module(args.module, parse_shape(args.input_shape), seed=args.seed, laws=args.laws)
+    else:
+        if args.input_shape is not None:
+            raise ValueError("--input-shape is only for --module; an architecture knows its input shape")
+        options = size_options(args, seed=args.seed)
+        result = certify(args.arch, options, laws=args.laws)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else table(result))
+    if not result.conclusive:
+        print(f"inconclusive: {result.reason}; no count reported", file=sys.stderr)
+        return 1
+    if result.found is not None and not result.found["conclusive"]:
+        print(f"the laws found are inconclusive: {result.found['reason']}", file=sys.stderr)
+        return 1
+    return 0
+

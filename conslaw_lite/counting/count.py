@@ -1,0 +1,482 @@
+"""count_laws: random θ drawn until two agree on the rank of Lie(W)(θ), guarded against what fools it.
+
+The method and its guards are described in :mod:`conslaw_lite.counting`.
+"""
+
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+from torch.func import vmap
+
+from conslaw_lite.counting.exact_ops import exact_derivatives
+from conslaw_lite.counting.lie_rank import (
+    FIRST_CHUNK,
+    GAP,
+    MAX_DEPTH,
+    Rank,
+    derivative_mismatch,
+    gradient_field,
+    lie_rank,
+)
+from conslaw_lite.counting.module_checks import PROBE_SAMPLES, check_countable
+from conslaw_lite.counting.problem import (
+    INPUT_DECADES,
+    Field,
+    Model,
+    Problem,
+    balanced_inputs,
+    checked_outputs,
+    problem_of,
+    sample_inputs,
+)
+from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, realized_patterns
+from conslaw_lite.laws import Params
+from conslaw_lite.seeding import Stream, generator
+
+NUM_POINTS = 2  # random θ that must agree
+MIN_OUTPUTS = 4096  # output entries per θ: every ReLU unit is on for many inputs and off for many
+# And at least 1.25 D of them: W's span needs no more than D gradient rows, a quarter more covers inputs whose
+# rows are dependent. Each vector costs a pass over all of them (2D took 1.6 times as long for MHA at D = 8192).
+OUTPUTS_PER_PARAM = 1.25
+MAX_SAMPLES = 512
+PIECEWISE_SAMPLES = 16  # times more inputs for a ReLU model at a given θ: W(θ) needs inputs in each small region
+# Where the rank reaches D (nothing dropped, so the gap test says nothing), the smallest kept direction must stand
+# this far above the derivatives' own round-off, measured at each θ by how much two
+# ways of computing D²f, D³f differ: about 1e-15 in float64, 1e-8 where the forward casts to float32, whose
+# rounding otherwise fills every law direction (a ReLU net counted N = 0 instead of 3, nothing dropped).
+NOISE_MARGIN = 100.0
+# The least round-off assumed for that measure: a model whose second derivatives vanish (linear in θ) shows none,
+# yet its gradients carry float64 round-off, amplified by up to 10³ by the tensor weights (WEIGHT_FLOOR).
+ROUNDOFF = 1e-13
+DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
+SATURATION_PROBE = 64  # inputs on which a coordinate with exactly zero gradient makes a θ suspect (_probe_outputs)
+CONFIRM_DRAWS = 2  # more θ drawn to confirm the highest of two ranks that disagree (_confirm_highest)
+MIN_FACTOR = 1e-3  # the smallest scale, relative to the model's, of θ drawn after a tensor's gradient vanished
+MAX_DRAWS = 16  # random θ tried for NUM_POINTS where the output moves with θ
+PATTERN_DRAWS = 32  # random θ' whose activation patterns a ReLU model's inputs take (strata.realized_patterns)
+
+
+@dataclass(frozen=True)
+class LawCount:
+    """The computed number of conservation laws and the evidence behind it.
+
+    ``num_laws`` and ``rank_lie`` are ``None`` when the result is inconclusive
+    (``reason`` says why). ``ranks_by_depth[j]`` is dim of the span of brackets
+    of depth ≤ j+1 at the first θ; ``singular_values`` those of its stacked vectors
+    (``evidence == "spectrum"``) or of its orthogonalization's residuals (``"residuals"``,
+    at some θ: only above ``SPECTRUM_MAX_D`` parameters; the module docstring says what they bound).
+    ``patterns``: for a model with ReLU units, which activation patterns the fields
+    were taken with: ``"realizable"`` (every pattern some θ realizes on some input:
+    the laws of the whole parameter space) or ``"at θ"`` (those of the θ given with
+    ``at``: the laws near it); ``""`` for a model without. ``strata``: the θ drawn
+    where the output did not move, and the pattern at a θ given with ``at`` (units
+    found dead or always active there, with its rank).
+    """
+
+    num_params: int  # D
+    rank_lie: int | None  # dim Lie(W)(θ)
+    num_laws: int | None  # N = D − rank_lie
+    depth: int  # deepest bracket computed (the last depth added no rank, unless the rank reached D)
+    sigma_kept: float  # smallest kept singular value (minimum over the θ)
+    sigma_dropped: float  # largest dropped one (maximum over the θ; 0 when the rank is D); residuals: their norm
+    seconds: float
+    conclusive: bool
+    reason: str = ""
+    ranks_by_depth: tuple[int, ...] = ()
+    singular_values: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    evidence: str = "spectrum"
+    patterns: str = ""
+    strata: tuple[Stratum, ...] = ()
+
+    @property
+    def gap(self) -> float:
+        """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
+        return math.inf if self.sigma_dropped == 0 else self.sigma_kept / self.sigma_dropped
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def _zero_gradient(f: Field, theta: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """The coordinates (D,) of θ that ``FIRST_CHUNK`` random ``∇_θ⟨a, f⟩`` leave exactly zero."""
+    a = torch.randn(FIRST_CHUNK, f(theta).numel(), generator=gen, dtype=torch.float64)
+    return (vmap(lambda a: gradient_field(f, a)(theta))(a) == 0).all(dim=0)
+
+
+@dataclass(frozen=True)
+class _Draw:
+    """One θ with its inputs, the output map ``f`` there, and what the counter saw of its activation pattern."""
+
+    theta: torch.Tensor
+    f: Field
+    n_out: int
+    gen: torch.Generator  # the stream the rank at this θ draws its brackets from
+    stratum: Stratum
+    patterns: str  # LawCount.patterns
+    zero: torch.Tensor | None = None  # (D,) coordinates whose gradient is exactly zero on every input
+    factor: float = 1.0  # θ's scale relative to the model's (or to the standard scale)
+    standard: bool = False  # θ drawn at nn.Linear's standard scale, not the model's (Problem.random_theta)
+
+
+def _draw(
+    problem: Problem,
+    index: int,
+    input_shape: tuple[int, ...] | None,
+    inputs: torch.Tensor | None,
+    seed: int,
+    num_samples: int | None,
+    at: torch.Tensor | None = None,
+    factor: float = 1.0,
+    standard: bool = False,
+) -> _Draw:
+    """θ number ``index`` of the seed's sequence (or ``at``), fresh inputs, and the output map to rank there.
+
+    ``factor`` scales the random θ (:func:`_ranks_at_points` shrinks it where a tensor's gradient vanished).
+
+    A model with ReLUs is ranked with the patterns random θ' realize on the inputs
+    (:func:`conslaw_lite.counting.strata.realized_patterns`), or with its own, on ``PIECEWISE_SAMPLES``
+    times more inputs (so that small activation regions are met): at a given θ, and where a
+    ReLU acts on a tensor without the inputs' batch (its pattern cannot be paired with an input).
+    """
+    gen = generator(seed, Stream.THETA_DRAWS, index)
+    theta = problem.random_theta(gen, factor, standard) if at is None else at
+    forward = lambda t, x: problem.apply(problem.unflatten(t), x)  # noqa: E731
+    probe = sample_inputs(input_shape, inputs, 1, gen)
+    n_out_one = checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
+    outputs = max(OUTPUTS_PER_PARAM * theta.numel(), MIN_OUTPUTS)
+    batch = num_samples or min(MAX_SAMPLES, math.ceil(outputs / max(n_out_one, 1)))
+    calls, per_input = kinked_calls(lambda x: forward(theta, x), torch.cat([probe[:1]] * 3))
+    own = calls > 0 and (at is not None or not per_input)  # ranked with the patterns θ realizes itself
+    if own and num_samples is None:
+        batch *= PIECEWISE_SAMPLES
+    x, weights, n_out = balanced_inputs(problem, theta, sample_inputs(input_shape, inputs, batch, gen))
+    f, patterns, stratum = problem.outputs(x, weights), "", Stratum(index)
+    if calls and not own:
+        thetas = [problem.random_theta(gen, _pattern_factor(gen)) for _ in range(min(PATTERN_DRAWS, len(x)))]
+        masks = realized_patterns(forward, thetas, x)
+        f, patterns = _with_patterns(problem.outputs(x, weights), masks), "realizable"
+    elif own:
+        tracked = theta.detach().requires_grad_()  # the pattern asks which units reach the output
+        dead, linear, _ = activation_pattern(lambda: forward(tracked, x), len(x), problem.module)
+        stratum, patterns = Stratum(index, dead, linear), "at θ"
+    if _zero_gradient(f, theta, gen).all():
+        return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, None, factor, standard)
+    zero = _zero_gradient(_probe_outputs(problem, x, weights) if not patterns else f, theta, gen)
+    if patterns == "at θ":  # a dead unit's weights: laws near this θ (strata), not saturation
+        zero = problem.whole_tensors(zero)
+    if bool(zero.any()):
+        zero = zero & ~problem.unread(theta, x[:1])
+    if bool(zero.all()):
+        return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, None, factor, standard)
+    return _Draw(theta, f, n_out, gen, stratum, patterns, zero if bool(zero.any()) else None, factor, standard)
+
+
+def _pattern_factor(gen: torch.Generator) -> float:
+    """The scale of a θ' whose patterns the inputs take: ``10^u``, u uniform in ``INPUT_DECADES``.
+
+    Any θ' will do (a law holds at every θ), and behind a norm the inputs' scale cannot reach a
+    cap: θ' over six decades do (relu6 after an RMSNorm at nn.Linear's scale is never capped).
+    """
+    low, high = INPUT_DECADES
+    return 10.0 ** (low + (high - low) * float(torch.rand((), generator=gen, dtype=torch.float64)))
+
+
+def _probe_outputs(problem: Problem, x: torch.Tensor, weights: torch.Tensor | None) -> Field:
+    """The outputs on the first ``SATURATION_PROBE`` inputs: where a softmax is saturated, a coordinate's gradient
+    can be nonzero on a few inputs of thousands (near-ties) and zero on all the others, which hides its laws."""
+    n = min(SATURATION_PROBE, len(x))
+    return problem.outputs(x[:n], None if weights is None else weights[:n])
+
+
+def _with_patterns(f: Field, patterns: list[torch.Tensor]) -> Field:
+    """θ ↦ f(θ) with every ReLU applied as its recorded pattern (:func:`.strata.forced_patterns`)."""
+
+    def forced(theta: torch.Tensor) -> torch.Tensor:
+        with forced_patterns(patterns):
+            return f(theta)
+
+    return forced
+
+
+def _rank_or_reason(problem: Problem, d: _Draw, seed: int, k: int) -> Rank | str:
+    """:func:`lie_rank` at the draw's θ, or why not: torch's derivatives of the model fail the check there."""
+    check_gen = generator(seed, Stream.DERIVATIVE_CHECK, k)  # leaves d.gen as it was
+    directions = [problem.random_theta(check_gen, d.factor, d.standard) for _ in range(3)]
+    mismatch = derivative_mismatch(d.f, d.theta, directions, d.n_out, check_gen)
+    if mismatch > DERIVATIVE_TOL:
+        return (
+            f"torch's higher derivatives of this model are wrong: two ways of computing D²f, D³f differ by "
+            f"{mismatch:.1e} (relative): an op torch differentiates wrongly, see conslaw_lite.counting.exact_ops"
+        )
+    rank = lie_rank(d.f, d.theta, d.n_out, d.gen, [math.prod(s) for s in problem.shapes.values()])
+    return replace(rank, noise=mismatch)
+
+
+def _ranks_at_points(
+    problem: Problem,
+    input_shape: tuple[int, ...] | None,
+    inputs: torch.Tensor | None,
+    seed: int,
+    num_samples: int | None,
+    at: torch.Tensor | None = None,
+) -> tuple[list[tuple[_Draw, Rank]], list[_Draw], str]:
+    """Ranks at ``NUM_POINTS`` θ of the seed's sequence (``at``: that θ alone), every θ drawn, and why no ranks.
+
+    The second θ is drawn at ``nn.Linear``'s standard scale, the first at the model's own. Both must
+    give the same rank; a model saturated at its own scale (a GELU or softmax of large pre-activations
+    behind a norm, which the inputs' scale cannot undo: GELU ×245 counted the 3 ReLU laws), or so
+    small that its brackets fall to round-off (a residual net ×10⁻³), is not at both.
+
+    A θ where the output's gradient vanishes on every sampled input is passed over
+    (the output can be constant on an open set of θ: a dead ReLU layer); an output
+    constant at all ``MAX_DRAWS`` θ is an error.
+
+    So is a θ where a coordinate the output reads gets exactly zero gradient on every input: a
+    softmax or sigmoid saturated to exactly 0 or 1 (MHA with weights ×1000: each attention row
+    one-hot, Q and K frozen) would make each such coordinate a spurious law. The following θ are
+    drawn ten times smaller each time this happens, down to ``MIN_FACTOR``. Zeros on the same
+    entries at every θ there are structural and counted as laws (a gate behind a top-1 softmax that
+    renormalizes to exactly 1, a tensor the output does not read); zeros that move from θ to θ are
+    an error naming their tensors.
+    """
+    if at is not None:
+        drawn = [_draw(problem, 0, input_shape, inputs, seed, num_samples, at)]
+        if drawn[0].stratum.constant:
+            raise ValueError("the output's gradient in θ is zero at the given θ, on every sampled input")
+    else:
+        drawn, factor = [], 1.0
+        for index in range(MAX_DRAWS):
+            standard = sum(_usable(d) for d in drawn) == 1
+            drawn.append(_draw(problem, index, input_shape, inputs, seed, num_samples, None, factor, standard))
+            if drawn[-1].zero is not None:
+                factor = max(factor / 10, MIN_FACTOR)
+            elif drawn[-1].stratum.constant:  # too small for the output to move (a threshold): back up
+                factor = min(factor * 10, 1.0)
+            if sum(_usable(d) for d in drawn) == NUM_POINTS:
+                break
+        else:
+            if all(d.stratum.constant for d in drawn):
+                raise ValueError(
+                    f"the output's gradient in θ is zero at all {MAX_DRAWS} random θ tried, on every sampled "
+                    "input: the model's output does not depend on θ"
+                )
+            if sum(_usable(d) for d in drawn) < NUM_POINTS:
+                error = _frozen_error(problem, drawn)
+                if error is not None:
+                    raise error
+                drawn = [replace(d, zero=None) if d.factor <= MIN_FACTOR else d for d in drawn]
+    results: list[tuple[_Draw, Rank]] = []
+    for d in [d for d in drawn if _usable(d) or at is not None][:NUM_POINTS]:
+        rank = _rank_or_reason(problem, d, seed, len(results))
+        if isinstance(rank, str):
+            return [], drawn, rank
+        results.append((d, rank))
+    if at is None and len({r.rank for _, r in results}) > 1:
+        return _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn)
+    return results, drawn, ""
+
+
+def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn):
+    """Two θ that agree on the highest rank met, or the disagreement (:func:`_ranks_at_points`).
+
+    In exact arithmetic no θ has a larger dim Lie(W)(θ) than a generic one: a lower rank is a θ
+    where something saturates (a GELU acting as a ReLU, a one-hot softmax). Up to ``CONFIRM_DRAWS``
+    more θ are drawn at the scale of the one with the highest rank; the first that reaches it (with
+    its own gap) confirms it, and the two are the result.
+    """
+    best = max(results, key=lambda dr: dr[1].rank)
+    for index in range(len(drawn), len(drawn) + CONFIRM_DRAWS):
+        d = _draw(problem, index, input_shape, inputs, seed, num_samples, None, best[0].factor, best[0].standard)
+        drawn.append(d)
+        if not _usable(d):
+            continue
+        rank = _rank_or_reason(problem, d, seed, len(results))
+        if isinstance(rank, str):
+            return [], drawn, rank
+        results.append((d, rank))
+        if rank.rank == best[1].rank:
+            return [best, (d, rank)], drawn, ""
+    return results, drawn, ""
+
+
+def _usable(d: _Draw) -> bool:
+    """The output moves with θ at this draw, and every coordinate's gradient is nonzero on some input."""
+    return not d.stratum.constant and d.zero is None
+
+
+def _frozen_error(problem: Problem, drawn: list[_Draw]) -> ValueError | None:
+    """``None`` if the draws at ``MIN_FACTOR`` share their zero coordinates (structural: accepted by
+    :func:`_ranks_at_points`), else the error naming the tensors whose zeros change from θ to θ."""
+    smallest = [d.zero for d in drawn if not d.stratum.constant and d.factor <= MIN_FACTOR]
+    if len(smallest) >= NUM_POINTS and all(z is not None and torch.equal(z, smallest[0]) for z in smallest):
+        return None
+    seen = torch.stack([d.zero for d in drawn if d.zero is not None]).any(dim=0)
+    names = [name for name, part in problem.split(seen) if bool(part.any())]
+    return ValueError(
+        f"parameter {', '.join(map(repr, names))} gets exactly zero gradient on every sampled input at "
+        f"{sum(d.zero is not None for d in drawn)} of {len(drawn)} random θ, down to {MIN_FACTOR:g} times the "
+        "model's scale, but not at the same entries: an op whose derivative vanishes there (a softmax or sigmoid "
+        "saturated to exactly 0 or 1) would make each such entry a spurious law; count the model at a smaller "
+        "weight scale"
+    )
+
+
+def _strata(results: list[tuple[_Draw, Rank]], drawn: list[_Draw]) -> tuple[Stratum, ...]:
+    """The θ passed over (output constant there) and, at a given θ of a ReLU model, its pattern with the rank."""
+    ranks = {d.stratum.draw: r.rank for d, r in results}
+    return tuple(
+        replace(d.stratum, rank=ranks.get(d.stratum.draw)) for d in drawn if d.stratum.constant or d.patterns == "at θ"
+    )
+
+
+def count_laws(
+    model: Model,
+    input_shape: tuple[int, ...] | None = None,
+    *,
+    inputs: torch.Tensor | None = None,
+    params: Params | None = None,
+    seed: int = 0,
+    num_samples: int | None = None,
+    exact_ops: bool = True,
+    at: Params | None = None,
+) -> LawCount:
+    """The number of conservation laws, ``N = D − dim Lie(W)(θ)``, computed at random θ.
+
+    ``model`` is an ``nn.Module`` called as ``model(x)`` with ``x`` of shape
+    ``(S, *input_shape)``, or a function ``f(params, x)`` with ``params`` a dict
+    of tensors (their names and shapes; values set the scale of the random θ).
+    Inputs are standard normal, ``S = num_samples`` of them (default: enough
+    that S·out ≥ max(1.25 D, 4096), at most 512), unless ``inputs`` are given. See the
+    module docstring for the method, the evidence and when it answers *inconclusive*.
+    ``exact_ops=False`` differentiates torch's fused kernels as they are (only to
+    show why :func:`conslaw_lite.counting.exact_ops.exact_derivatives` is needed).
+
+    *ReLU units* (:mod:`conslaw_lite.counting.strata`): the count is that of the laws of the
+    whole parameter space, which every activation pattern some θ realizes must
+    respect; the fields are taken with such patterns (``patterns == "realizable"``),
+    so it does not depend on which units a random θ happens to leave dead.
+    ``at`` (parameter values, by name) counts near that one θ instead, with the
+    patterns it realizes itself (``patterns == "at θ"``; the units found dead or
+    always active there are in ``strata``): near a trained model's dead unit there
+    are more laws. A ReLU of a tensor without the inputs' batch (of the weights
+    alone, say) cannot take another θ's pattern, so such a model is counted with
+    its own patterns at every θ.
+
+    A θ where the output's gradient is zero on every input is passed over (listed
+    in ``strata``); an output with zero gradient at every θ tried is an error.
+
+    A module is counted in the mode it is in (train mode, for a fresh one). A forward that would
+    be counted wrongly is refused first, with one line naming the layer
+    (:func:`conslaw_lite.counting.module_checks.check_countable`): one that computes in float32, float16 or
+    bfloat16, is random (dropout in train mode), computes otherwise in train than in eval mode
+    (BatchNorm), couples the inputs of a batch, or has no derivative in θ (``round``).
+
+    Examples
+    ========
+    >>> import torch
+    >>> from conslaw_lite.families.toy.block import ToyProduct
+    >>> count_laws(ToyProduct(a=1.0, b=2.0), (1,)).num_laws  # a·b·x keeps a² − b²
+    1
+    >>> linear = lambda p, x: x @ p["B"].T @ p["A"].T  # two-layer linear net, r = 2
+    >>> count_laws(linear, (3,), params={"B": torch.ones(2, 3), "A": torch.ones(3, 2)}).num_laws  # r(r+1)/2
+    3
+    """
+    start = time.perf_counter()
+    problem = problem_of(model, params)
+    probe_gen = generator(seed, Stream.SATURATION_PROBE)  # not a stream the count draws from
+    probe_theta, probe = problem.random_theta(probe_gen), sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
+    checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
+    check_countable(problem.apply, problem.unflatten(probe_theta), probe[:PROBE_SAMPLES], problem.module)
+    D = problem.num_params
+    theta = None if at is None else problem.flatten(at)
+    with exact_derivatives() if exact_ops else nullcontext():
+        results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta)
+    strata = _strata(results, drawn)
+    patterns = drawn[-1].patterns
+    if not results:
+        seconds = time.perf_counter() - start
+        return LawCount(D, None, None, 0, 0.0, 0.0, seconds, False, reason, patterns=patterns, strata=strata)
+    ranks = [r for _, r in results]
+    if len({r.rank for r in ranks}) > 1:
+        reason = f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
+    kept, dropped = min(r.sigma_kept for r in ranks), max(r.sigma_dropped for r in ranks)
+    if not reason and not all(r.saturated for r in ranks):
+        reason = f"the rank was still growing at bracket depth {MAX_DEPTH}"
+    if not reason and kept < GAP * dropped:
+        reason = f"no clear gap: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
+    noise = max(max(r.noise for r in ranks), ROUNDOFF)
+    if not reason and dropped == 0 and kept < NOISE_MARGIN * noise:  # nothing dropped: the gap test is vacuous
+        reason = (
+            f"the smallest kept singular value {kept:.2e} is within {NOISE_MARGIN:g}× of the derivatives' round-off "
+            f"{noise:.1e} (two ways of computing D²f, D³f differ by that much): the directions it keeps may be "
+            "round-off; is part of the forward computed in lower precision (a cast to float32)?"
+        )
+    rank = ranks[0].rank if not reason else None
+    return LawCount(
+        num_params=D,
+        rank_lie=rank,
+        num_laws=None if rank is None else D - rank,
+        depth=max(r.depth for r in ranks),
+        sigma_kept=float(kept),
+        sigma_dropped=float(dropped),
+        seconds=time.perf_counter() - start,
+        conclusive=not reason,
+        reason=reason,
+        ranks_by_depth=ranks[0].ranks_by_depth,
+        singular_values=ranks[0].singular_values,
+        evidence="spectrum" if all(r.evidence == "spectrum" for r in ranks) else "residuals",
+        patterns=patterns,
+        strata=strata,
+    )
+
+
+
+
+
+

@@ -1,0 +1,235 @@
+"""The rank of the Lie algebra ``Lie(W)(θ)`` at one θ: gradients, nested brackets, their spectrum.
+
+See :mod:`conslaw_lite.counting` for the method: random elements of each depth's span, drawn in
+chunks, orthonormalized in weighted coordinates; the gap between kept and dropped singular values
+is the evidence of the rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.func import jvp, vjp, vmap
+
+from conslaw_lite.counting.problem import WEIGHT_FLOOR, Field
+
+GAP = 1e4  # smallest kept / largest dropped singular value needed for a count
+
+
+CUT = 1e-8  # a residual below this (vectors have length ≤ 1) adds no direction
+
+
+# The evidence is the spectrum of the stacked vectors up to this D. Above, it costs more than all the rest
+# (O(D³) with a slow constant: 80–100 s a θ at D = 8192, 2 cores), and the residuals' singular values are used
+# when they show a gap (module docstring).
+SPECTRUM_MAX_D = 4096
+
+
+# One projection leaves a residual that kept a fraction ρ of its row's length off span(Q) by about ε/ρ:
+# ≤ 10⁻¹⁴ at ρ = 0.1, far below CUT. Kahan's usual 1/√2 would project most chunks twice.
+REORTHOGONALIZE = 0.1
+
+
+MAX_DEPTH = 6
+
+
+FIRST_CHUNK = 8
+
+
+MAX_CHUNK = 256
+
+
+VMAP_BATCH = 128  # vectors a vmap computes at once: beyond, its batched kernels slow (MHA D = 8192: 1.5 ms → 1.1 ms)
+
+
+def gradient_field(f: Field, a: torch.Tensor) -> Field:
+    """``X_a(θ) = ∇_θ ⟨a, f(θ)⟩`` (a vector-Jacobian product)."""
+    return lambda theta: vjp(f, theta)[1](a)[0]
+
+
+def _nested_field(f: Field, cotangents: torch.Tensor) -> Field:
+    """``[X_{a_1}, [X_{a_2}, [..., X_{a_k}]]]`` for cotangents of shape (k, S·out)."""
+    inner = gradient_field(f, cotangents[-1])
+    for a in reversed(cotangents[:-1]):
+        inner = _bracket(gradient_field(f, a), inner)
+    return inner
+
+
+def _bracket(X: Field, Y: Field) -> Field:
+    """``[X, Y](θ) = J_Y(θ) X(θ) − J_X(θ) Y(θ)``."""
+
+    def field(theta: torch.Tensor) -> torch.Tensor:
+        return _bracket_terms(X, Y, theta)[0]
+
+    return field
+
+
+def _bracket_terms(
+    X: Field, Y: Field, theta: torch.Tensor, weights: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``w ⊙ [X, Y](θ)`` and the size ``‖w ⊙ J_Y X‖ + ‖w ⊙ J_X Y‖`` of the two terms it is the difference of."""
+    x = X(theta)
+    y, jy_x = jvp(Y, (theta,), (x,))
+    _, jx_y = jvp(X, (theta,), (y,))
+    if weights is not None:
+        jy_x, jx_y = jy_x * weights, jx_y * weights
+    return jy_x - jx_y, jy_x.norm() + jx_y.norm()
+
+
+def _scaled_vector(f: Field, theta: torch.Tensor, cotangents: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """One random element ``v`` of depth ``k = len(cotangents)``, as ``weights ⊙ v`` divided by its terms' size.
+
+    The size is measured with the weights too, so the result has length ≤ 1.
+    """
+    if len(cotangents) == 1:
+        v = gradient_field(f, cotangents[0])(theta) * weights
+        size = v.norm()
+    else:
+        x = gradient_field(f, cotangents[0])
+        y = _nested_field(f, cotangents[1:])
+        v, size = _bracket_terms(x, y, theta, weights)
+    return v / size.clamp_min(torch.finfo(v.dtype).tiny)
+
+
+def _tensor_weights(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator, sizes: list[int]) -> torch.Tensor:
+    """``1 / max(c_t, 10⁻³ max_s c_s)`` on each parameter tensor t's coordinates (``WEIGHT_FLOOR`` = 10⁻³).
+
+    ``c_t`` is the root mean square, over t's coordinates and ``FIRST_CHUNK`` random
+    ``∇_θ⟨a, f⟩``, of those gradients. Scaling every vector by the same invertible
+    diagonal leaves the rank unchanged; these weights give every tensor the same typical
+    size at depth 1. Without them, a tensor the output is very sensitive to (timm's class
+    token beside a LayerNorm: 1000 times the MLP's) dominates every vector and pushes the
+    weak directions of the others toward round-off.
+    """
+    a = torch.randn(FIRST_CHUNK, n_out, generator=gen, dtype=torch.float64)
+    squares = vmap(lambda a: gradient_field(f, a)(theta))(a).pow(2).mean(0)
+    c = torch.cat([part.mean().sqrt().expand(len(part)) for part in torch.split(squares, sizes)])
+    return 1 / c.clamp_min(WEIGHT_FLOOR * c.max()).clamp_min(torch.finfo(c.dtype).tiny)
+
+
+class _Sampler:
+    """Random Lie-algebra elements, vectorized with ``vmap`` (a Python loop for modules vmap cannot batch)."""
+
+    def __init__(self, f: Field, theta: torch.Tensor, weights: torch.Tensor) -> None:
+        self.f, self.theta, self.weights, self.use_vmap = f, theta, weights, True
+
+    def __call__(self, cotangents: torch.Tensor) -> torch.Tensor:  # (m, k, S·out) -> (m, D)
+        one = lambda c: _scaled_vector(self.f, self.theta, c, self.weights)  # noqa: E731
+        if self.use_vmap:
+            try:
+                return torch.cat([vmap(one)(part) for part in cotangents.split(VMAP_BATCH)])
+            except RuntimeError:  # data-dependent control flow (e.g. .item(), boolean masks): fall back
+                self.use_vmap = False
+        return torch.stack([one(c) for c in cotangents])
+
+
+def _new_directions(Q: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Orthonormal rows (new, D) spanning the part of V's rows outside span(Q's rows), and that part's singular values.
+
+    The part is the residual ``R = V − (V Qᵀ) Q``; its right singular vectors with singular
+    value above CUT are the new directions. ``R = (q r)ᵀ`` first (QR of the tall ``Rᵀ``), so
+    the SVD is of the small square ``rᵀ``.
+    """
+    for _ in range(2):  # twice is enough (Giraud et al.); once, if every row kept REORTHOGONALIZE of its length
+        before = V.norm(dim=1)
+        V = V - (V @ Q.T) @ Q
+        if bool((V.norm(dim=1) >= REORTHOGONALIZE * before).all()):
+            break
+    q, r = torch.linalg.qr(V.T)
+    _, s, Wh = torch.linalg.svd(r.T)
+    return Wh[s > CUT] @ q.T, s
+
+
+class _Basis:
+    """Orthonormal rows found so far (D columns), in a buffer that doubles when full: appending with ``cat``
+    would copy the whole basis at every chunk (9 s of 141 for MHA at D = 8192)."""
+
+    def __init__(self, D: int) -> None:
+        self.buffer, self.size = torch.empty(FIRST_CHUNK, D, dtype=torch.float64), 0
+
+    @property
+    def rows(self) -> torch.Tensor:
+        return self.buffer[: self.size]
+
+    def extend(self, new: torch.Tensor) -> None:
+        if self.size + len(new) > len(self.buffer):
+            capacity = max(min(2 * len(self.buffer), self.buffer.shape[1]), self.size + len(new))
+            self.buffer = torch.cat([self.rows, self.buffer.new_empty(capacity - self.size, self.buffer.shape[1])])
+        self.buffer[self.size : self.size + len(new)] = new
+        self.size += len(new)
+
+
+@dataclass(frozen=True)
+class Rank:
+    rank: int
+    depth: int
+    ranks_by_depth: tuple[int, ...]
+    singular_values: np.ndarray
+    sigma_kept: float
+    sigma_dropped: float
+    evidence: str  # LawCount.evidence
+    saturated: bool  # a whole depth added nothing (or the rank reached D)
+    noise: float = 0.0  # the derivatives' round-off at this θ (derivative_mismatch)
+
+
+def lie_rank(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator, sizes: list[int]) -> Rank:
+    """dim Lie(W)(θ) by random brackets of growing depth; ``sizes``: of the parameter tensors (module docstring)."""
+    D = theta.numel()
+    sample = _Sampler(f, theta, _tensor_weights(f, theta, n_out, gen, sizes))
+    basis = _Basis(D)
+    stacked, residuals, ranks = [], [], []
+    for depth in range(1, MAX_DEPTH + 1):
+        m = FIRST_CHUNK
+        while True:
+            m = min(m, D - basis.size + FIRST_CHUNK)
+            V = sample(torch.randn(m, depth, n_out, generator=gen, dtype=torch.float64))  # (m, D)
+            new, s = _new_directions(basis.rows, V)
+            stacked.append(V)
+            residuals.append(s)
+            basis.extend(new)
+            if len(new) < m:  # fewer new directions than vectors: this depth is exhausted
+                break
+            m = min(2 * m, MAX_CHUNK)
+        ranks.append(basis.size)
+        if basis.size == D or (depth > 1 and ranks[-1] == ranks[-2]):
+            break
+    saturated = basis.size == D or (len(ranks) > 1 and ranks[-1] == ranks[-2])
+    r, s = basis.size, torch.cat(residuals).sort(descending=True).values
+    kept, dropped, evidence = float(s[r - 1]) if r else 0.0, float(s[r:].norm()), "residuals"
+    if D <= SPECTRUM_MAX_D or kept < GAP * dropped:
+        s = torch.linalg.svdvals(torch.cat(stacked))
+        kept, dropped, evidence = float(s[r - 1]) if r else 0.0, float(s[r]) if r < len(s) else 0.0, "spectrum"
+    return Rank(r, len(ranks), tuple(ranks), s.numpy(), kept, dropped, evidence, saturated)
+
+
+def derivative_mismatch(
+    f: Field, theta: torch.Tensor, directions: list[torch.Tensor], n_out: int, gen: torch.Generator
+) -> float:
+    """Relative disagreement of ``⟨a, D^k f(θ)[u, v, (w)]⟩``, k = 2, 3: forward-only vs forward over reverse.
+
+    Both are the same number when torch's derivatives are right; the brackets use
+    the second way, and through it the forward pass under two forward levels. The
+    forward-only way also runs f under ``vjp``, so that θ requires grad as in the brackets
+    (some modules, e.g. ``nn.MultiheadAttention``, take an inference kernel otherwise).
+    """
+    a = torch.randn(n_out, generator=gen, dtype=torch.float64)
+    u, v, w = directions
+    try:
+        tracked = lambda t: vjp(f, t)[0]  # noqa: E731  f, with θ tracked for reverse mode innermost
+        Du = lambda t: jvp(tracked, (t,), (u,))[1]  # noqa: E731
+        Duv = lambda t: jvp(Du, (t,), (v,))[1]  # noqa: E731
+        Xa_v = lambda t: jvp(gradient_field(f, a), (t,), (v,))[1]  # noqa: E731  (Hessian of ⟨a, f⟩ times v)
+        terms = [Duv(theta), jvp(Duv, (theta,), (w,))[1]]  # D²f[u, v], D³f[u, v, w]: (n_out,) each
+        reverse = [u @ Xa_v(theta), u @ jvp(Xa_v, (theta,), (w,))[1]]
+    except NotImplementedError as err:  # e.g. a kernel without a forward-mode derivative
+        first_line = str(err).splitlines()[0]
+        raise ValueError(f"torch cannot take the brackets' derivatives of this model: {first_line}") from err
+    size = float(a.norm() * f(theta).norm())  # D^k f[u, v, ..] is about f's size: u, v, w are θ-sized
+    # Relative to the size of the summed terms, not of their sum: on inputs over six decades the terms of
+    # ⟨a, D^k f⟩ can be many times the sum (a saturated softmax), and round-off is relative to the terms.
+    return max(
+        float((a @ t - q).abs()) / (float((a * t).abs().sum() + q.abs()) + 1e-9 * size) for t, q in zip(terms, reverse)
+    )
+

@@ -1,0 +1,221 @@
+"""What the counter works on: a model as a function of the flat θ, its random θ and its inputs.
+
+:func:`problem_of` turns a module (or a function of the parameter dict) into a :class:`Problem`;
+:func:`sample_inputs` draws inputs over six decades of scale and :func:`balanced_inputs` weighs each
+input so that none buries the others (:mod:`conslaw_lite.counting`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.func import functional_call, jvp
+
+from conslaw_lite.counting.module_checks import check_dtypes
+from conslaw_lite.laws import Params
+
+Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
+
+
+Field = Callable[[torch.Tensor], torch.Tensor]  # θ (D,) -> tangent vector (D,)
+
+
+# Tensor weights are at most 10³ times the smallest. Round-off in any coordinate is about ε times the
+# largest tensor's share, so weighting amplifies it to at most 10³ε, far below CUT: a tensor no gradient
+# moves (a key bias) is not blown up into spurious directions, as it was at 10⁶ (ranks 64 and 65 for MHA
+# with biases). Typical shares of real models differ by less (timm's class token: 10³ times the MLP's).
+WEIGHT_FLOOR = 1e-3
+
+
+INPUT_DECADES = (-3.0, 3.0)  # log10 range of the scales of half the sampled inputs (_input_scales)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The model as a function of one flat parameter vector: ``apply(unflatten(θ), x)``."""
+
+    apply: Callable[[Params, torch.Tensor], torch.Tensor]
+    shapes: dict[str, torch.Size]
+    scales: dict[str, float]
+    module: nn.Module | None = None  # names the ReLU units of a module
+
+    @property
+    def num_params(self) -> int:
+        return sum(math.prod(s) for s in self.shapes.values())
+
+    def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        sizes = [math.prod(s) for s in self.shapes.values()]
+        parts = torch.split(theta, sizes)
+        return {n: p.reshape(s) for (n, s), p in zip(self.shapes.items(), parts)}
+
+    def flatten(self, values: Params) -> torch.Tensor:
+        """The flat θ of parameter values given by name (``ValueError`` naming a missing or misshapen one)."""
+        for name, shape in self.shapes.items():
+            if name not in values or tuple(values[name].shape) != tuple(shape):
+                raise ValueError(f"at: parameter {name!r} of shape {tuple(shape)} is missing or has another shape")
+        return torch.cat([values[n].detach().to(torch.float64).reshape(-1) for n in self.shapes])
+
+    def random_theta(self, gen: torch.Generator, factor: float = 1.0, standard: bool = False) -> torch.Tensor:
+        """Each tensor standard normal times ``factor`` times its scale (:func:`_scales`), or with ``standard``
+        times ``1/√(last dimension)`` (``nn.Linear``'s scale for a weight, 1 for a vector)."""
+        scale = {n: s[-1] ** -0.5 if len(s) > 1 else 1.0 for n, s in self.shapes.items()} if standard else self.scales
+        parts = [torch.randn(s, generator=gen, dtype=torch.float64) * scale[n] for n, s in self.shapes.items()]
+        return torch.cat([p.reshape(-1) for p in parts]) * factor
+
+    def unread(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The coordinates (D,) of the tensors the output on ``x`` has no autograd path to."""
+        values = {n: v.detach().requires_grad_() for n, v in self.unflatten(theta).items()}
+        out = self.apply(values, x)
+        grads = torch.autograd.grad(out.sum(), list(values.values()), allow_unused=True)
+        return torch.cat([torch.full((v.numel(),), g is None) for v, g in zip(values.values(), grads)])
+
+    def whole_tensors(self, flags: torch.Tensor) -> torch.Tensor:
+        """The boolean (D,) ``flags`` kept only on tensors flagged in every coordinate."""
+        parts = [part if bool(part.all()) else torch.zeros_like(part) for _, part in self.split(flags)]
+        return torch.cat(parts)
+
+    def split(self, flat: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+        """A flat (D,) vector cut into its parameter tensors' coordinates, with their names."""
+        return list(zip(self.shapes, torch.split(flat, [math.prod(s) for s in self.shapes.values()])))
+
+    def outputs(self, inputs: torch.Tensor, weights: torch.Tensor | None = None) -> Field:
+        """θ ↦ every output on ``inputs``, flattened (S·out,); input s's outputs times ``weights[s]`` if given."""
+        if weights is None:
+            return lambda theta: self.apply(self.unflatten(theta), inputs).reshape(-1)
+        rows = lambda theta: self.apply(self.unflatten(theta), inputs).reshape(len(inputs), -1)  # noqa: E731
+        return lambda theta: (rows(theta) * weights[:, None]).reshape(-1)
+
+
+def problem_of(model: Model, params: Params | None) -> Problem:
+    """Validate the model and its parameters; the module is copied to float64, in the mode it is in."""
+    module = None
+    if isinstance(model, nn.Module):
+        if params is not None:
+            raise TypeError("params is only for a model given as a function f(params, x); a module has its own")
+        check_dtypes(dict(model.named_parameters()), model)
+        module = copy.deepcopy(model).to(torch.float64)
+        params = {n: p for n, p in module.named_parameters() if p.requires_grad}
+
+        def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
+            return functional_call(module, dict(p), (x,))
+
+    elif callable(model):
+        if params is None:
+            raise TypeError("a model given as a function f(params, x) needs params={name: tensor}")
+        apply = model
+        check_dtypes(params)
+    else:
+        raise TypeError(f"model must be an nn.Module or a function f(params, x), got {type(model).__name__}")
+    if not params:
+        raise ValueError("the model has no trainable parameters: there is nothing to count")
+    for name, p in params.items():
+        if not isinstance(p, torch.Tensor):
+            raise TypeError(f"parameter {name!r} is a {type(p).__name__}, not a tensor")
+        if not torch.isfinite(p).all():
+            raise ValueError(f"parameter {name!r} contains NaN or infinite entries")
+    return Problem(apply, {n: p.shape for n, p in params.items()}, _scales(params), module)
+
+
+def _scales(params: Params) -> dict[str, float]:
+    """Each tensor's root mean square; for an all-zero tensor (a bias initialized to 0) that of all parameters."""
+    flat = torch.cat([p.detach().double().reshape(-1) for p in params.values()])
+    overall = float(flat.pow(2).mean().sqrt()) or 1.0
+    return {n: float(p.detach().double().pow(2).mean().sqrt()) or overall for n, p in params.items()}
+
+
+def sample_inputs(
+    input_shape: tuple[int, ...] | None,
+    inputs: torch.Tensor | None,
+    batch: int,
+    gen: torch.Generator,
+    spread: bool = True,
+):
+    if inputs is not None:
+        return inputs.to(torch.float64) if inputs.is_floating_point() else inputs
+    if input_shape is None:
+        raise ValueError("give input_shape (one input, no batch dimension) or inputs")
+    shape = tuple(input_shape)
+    if not shape or any(not isinstance(n, int) or n < 1 for n in shape):
+        raise ValueError(f"input_shape must be positive integers, got {input_shape}")
+    x = torch.randn(batch, *shape, generator=gen, dtype=torch.float64)
+    return x * _input_scales(batch, gen).reshape(-1, *[1] * len(shape)) if spread else x
+
+
+def _input_scales(batch: int, gen: torch.Generator) -> torch.Tensor:
+    """1 for every other input, ``10^u`` with u uniform in ``INPUT_DECADES`` for the others.
+
+    Standard-normal inputs alone meet only the pieces of an activation near 0: a cap (``relu6``,
+    ``hardtanh``, a ``clamp`` at ±3), a threshold, a saturated softmax or sigmoid that a model of
+    ``nn.Linear``'s scale reaches only for larger (or smaller) inputs is never seen, and the count
+    is that of the model without it (``A·relu6(Bx)`` counted 3 laws of ``A·relu(Bx)`` instead of 0).
+    Inputs over six decades reach every such regime whatever the function computing it; laws must
+    hold for every input, so more regimes can only remove spurious laws, never true ones.
+    """
+    low, high = INPUT_DECADES
+    u = low + (high - low) * torch.rand(batch, generator=gen, dtype=torch.float64)
+    return torch.where(torch.arange(batch) % 2 == 0, torch.ones(batch, dtype=torch.float64), 10.0**u)
+
+
+def checked_outputs(problem: Problem, theta: torch.Tensor, inputs: torch.Tensor, finite: bool = True) -> torch.Tensor:
+    """f(θ) on ``inputs``, after checking it is a floating, differentiable tensor (and finite, with ``finite``)."""
+    try:
+        out = problem.apply(problem.unflatten(theta), inputs)
+    except (RuntimeError, ValueError, IndexError, TypeError) as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"the model rejects inputs of shape {tuple(inputs.shape[1:])}: {first_line}") from err
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"the model must return one tensor, got {type(out).__name__}")
+    if not out.is_floating_point():
+        raise TypeError(f"the model's output has dtype {out.dtype} (argmax?): it is not differentiable in θ")
+    if finite and not torch.isfinite(out).all():
+        raise ValueError("the model's output is NaN or infinite at a random θ")
+    return out
+
+
+def balanced_inputs(
+    problem: Problem, theta: torch.Tensor, x: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+    """The inputs whose outputs are finite at θ, for each ``1/‖J_s v‖`` (``None``: outputs not per input), and
+    the number of outputs on them.
+
+    ``J_s v`` is the derivative of input s's outputs along a random direction v of θ: the size of
+    its gradients. Inputs far from the standard scale (:func:`_input_scales`) have gradients up
+    to 10⁶ times larger or smaller; unweighted, they would bury the others' in round-off (MHA's
+    smallest kept singular value fell from 5·10⁻² to 4·10⁻⁸). The size of the outputs would not
+    do: a residual block's output is mostly its input, which no parameter moves. A constant
+    positive factor per output does not change the span of the gradients. An input whose output
+    overflows (an ``exp`` of a large input) is left out; one of standard scale must not overflow.
+    """
+    out = checked_outputs(problem, theta, x, finite=False)
+    if out.dim() == 0 or len(out) != len(x):
+        return x, None, checked_outputs(problem, theta, x).numel()
+    rows = out.detach().reshape(len(x), -1)
+    finite = torch.isfinite(rows).all(dim=1)
+    if not finite[::2].all():  # every other input is standard normal (_input_scales)
+        raise ValueError("the model's output is NaN or infinite at a random θ")
+    x, rows = x[finite], rows[finite]
+    norms = _gradient_sizes(problem, theta, x)
+    if norms is None:
+        norms = rows.norm(dim=1)
+    if not bool((norms > 0).any()):
+        return x, torch.ones_like(norms), rows.numel()
+    # at most 10³ times up, like WEIGHT_FLOOR: a saturated softmax's gradient is round-off, and blown up further its
+    # round-off would pass CUT as directions (a softmax gate's 2 laws lost to rank 6 = D)
+    return x, 1 / norms.clamp_min(WEIGHT_FLOOR * float(norms[norms > 0].median())), rows.numel()
+
+
+def _gradient_sizes(problem: Problem, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
+    """``‖J_s v‖`` per input for one random v of θ's size (``None`` where torch has no forward derivative)."""
+    v = torch.randn(theta.shape, generator=torch.Generator().manual_seed(len(x)), dtype=theta.dtype)
+    try:
+        _, tangent = jvp(problem.outputs(x), (theta,), (v * theta.abs().mean(),))
+    except (NotImplementedError, RuntimeError):
+        return None
+    sizes = tangent.detach().reshape(len(x), -1).norm(dim=1)
+    return sizes if bool(torch.isfinite(sizes).all()) else None
+

@@ -1,0 +1,358 @@
+"""Activation patterns of piecewise-linear models: which pattern each input takes, and which units a θ leaves dead.
+
+A ReLU network is a different polynomial on each region of (θ, x) where the signs
+of its pre-activations are fixed: with the pattern m of those signs, the model is
+``f_m(x; θ)``, every ReLU replaced by multiplication with m. A unit of layer ≥ 2
+reads post-ReLU inputs, which are never negative: if its incoming weights are all
+negative it is **dead** for every input (output 0), if they are all positive it is
+**linear** (ReLU acts as the identity). Both happen on open sets of θ (probability
+about 2^(1−width) per unit), and near such θ the unit's weights are conserved
+trivially or two layers merge: there are more laws there.
+:func:`activation_pattern` records, with one plain forward pass, which units a θ
+leaves on one piece for the sampled inputs.
+
+Recorded: ``torch.relu``, ``F.relu``, ``Tensor.relu`` (hence ``nn.ReLU``) and
+``F.leaky_relu`` (``nn.LeakyReLU``), the activations with one kink at 0, applied
+to a tensor whose first dimension is the batch of inputs. The laws of the whole
+parameter space are also taken with the pieces of ``|z|`` and of every clamp at
+number bounds (``torch.clamp``/``clip``, ``clamp_min``, ``clamp_max``, ``F.hardtanh``,
+``F.relu6``, hence ``nn.ReLU6``, ``nn.Hardtanh`` and ``nn.Hardsigmoid``): a unit that
+one θ leaves below its cap for every input is capped for others (:data:`PIECEWISE`). A unit is an index of
+the last dimension (a feature in ``nn.Linear`` layout); the other dimensions
+(inputs, tokens) are its samples.
+
+**The laws of the whole parameter space.** A law h of the model holds at every θ,
+so on the open set of θ where an input x has activation pattern m it is a law of
+the polynomial ``f_m(x; θ)`` (every ReLU replaced by multiplication with m). h is
+analytic (the laws of these models are polynomials), so ``⟨∇h, ∇f_m(x; θ)⟩ = 0``,
+zero on an open set, is zero at every θ: each law is conserved by the fields of
+*every* pattern that some θ realizes on some input, not only of those the θ at
+hand realizes. :func:`realized_patterns` collects such patterns (each realized by
+a random θ' on its input) and :func:`forced_patterns` evaluates the model with
+them, so the counter sees all these fields at one θ. Near a particular θ there
+can be more laws, which hold only there: a dead unit's weights, or a rank that
+drops on an open set of θ (a ReLU net's *functional dimension* is not the same
+everywhere; Grigsby et al. 2022).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from conslaw_lite.activations import kinked_at_zero
+
+KINKED_AT_ZERO = kinked_at_zero()  # the activations' kinks, from their table
+ABS = frozenset({torch.abs, torch.abs_, torch.Tensor.abs, torch.Tensor.abs_})
+CLAMPS = frozenset(
+    {torch.clamp, torch.clamp_, torch.clip, torch.clip_, torch.Tensor.clamp, torch.Tensor.clamp_, torch.Tensor.clip,
+     torch.Tensor.clip_, torch.clamp_min, torch.clamp_min_, torch.Tensor.clamp_min, torch.Tensor.clamp_min_,
+     torch.clamp_max, torch.clamp_max_, torch.Tensor.clamp_max, torch.Tensor.clamp_max_, F.hardtanh, F.hardtanh_,
+     F.relu6}
+)  # fmt: skip
+# Every piecewise-linear primitive whose pattern the counter records and forces: units kinked at 0 (their pieces
+# z and αz), |z| (z and −z), and clamps at any bounds (lo, z, hi; hardsigmoid is routed to a clamp by exact_ops).
+PIECEWISE = KINKED_AT_ZERO | ABS | CLAMPS
+
+
+def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None] | None:
+    """``(lo, hi)`` of a clamp-like call (``None`` for a missing side); ``None`` if a bound is a tensor."""
+    if func is F.relu6:
+        return 0.0, 6.0
+    if func in (F.hardtanh, F.hardtanh_):
+        lo = args[1] if len(args) > 1 else kwargs.get("min_val", -1.0)
+        return lo, args[2] if len(args) > 2 else kwargs.get("max_val", 1.0)
+    name = func.__name__.rstrip("_")
+    first = args[1] if len(args) > 1 else kwargs.get("min")
+    if name == "clamp_min":
+        lo, hi = first, None
+    elif name == "clamp_max":
+        lo, hi = None, (args[1] if len(args) > 1 else kwargs.get("max"))
+    else:
+        lo, hi = first, args[2] if len(args) > 2 else kwargs.get("max")
+    if isinstance(lo, torch.Tensor) or isinstance(hi, torch.Tensor):
+        return None
+    return lo, hi
+
+
+def _is_piecewise(func, args: tuple, kwargs: dict) -> bool:
+    """A call of a piecewise-linear primitive on a tensor (a clamp with number bounds)."""
+    if func not in PIECEWISE or not args or not isinstance(args[0], torch.Tensor):
+        return False
+    return func not in CLAMPS or _bounds(func, args, kwargs) is not None
+
+
+def _piece(func, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The piece each entry of a piecewise-linear call's input is on: ``z > 0`` for a kink at 0 or |z|,
+    0/1/2 (below lo, between, above hi) for a clamp; ``None`` for any other call."""
+    if not _is_piecewise(func, args, kwargs):
+        return None
+    z = args[0]
+    if func not in CLAMPS:
+        return z.detach() > 0
+    lo, hi = _bounds(func, args, kwargs)
+    code = torch.ones_like(z.detach(), dtype=torch.int64)
+    if lo is not None:
+        code = code - (z.detach() < lo).long()
+    if hi is not None:
+        code = code + (z.detach() > hi).long()
+    return code
+
+
+def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor) -> torch.Tensor:
+    """The call's output with each entry on its recorded piece ``m`` (0/1 or 0/1/2, as :func:`_piece` gives)."""
+    z = args[0]
+    if func in ABS:
+        return z * (2 * m - 1)
+    if func in CLAMPS:
+        lo, hi = _bounds(func, args, kwargs)
+        middle = (m == 1).to(z.dtype)
+        out = z * middle
+        if lo is not None:
+            out = out + lo * (m == 0).to(z.dtype)
+        if hi is not None:
+            out = out + hi * (m == 2).to(z.dtype)
+        return out
+    leaky = func in (F.leaky_relu, F.leaky_relu_)
+    slope = (args[1] if len(args) > 1 else kwargs.get("negative_slope", 0.01)) if leaky else 0.0
+    return z * (m + slope * (1 - m))
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """The activation pattern met at one random θ (the ``draw``-th of the counter's sequence for its seed).
+
+    ``dead`` units were never active on the sampled inputs (pre-activation ≤ 0 on
+    all of them), ``linear`` units never inactive; units are named
+    ``"<module>[j]"`` (``"relu#k[j]"`` for the k-th ReLU call outside a named
+    module). ``constant``: the output's gradient in θ was zero there. ``rank`` is
+    dim Lie(W) at that θ when the counter computed it.
+    """
+
+    draw: int
+    dead: tuple[str, ...] = ()
+    linear: tuple[str, ...] = ()
+    constant: bool = False
+    rank: int | None = None
+
+    @property
+    def generic(self) -> bool:
+        """Every unit active on some inputs and inactive on others, and the output moves with θ."""
+        return not (self.dead or self.linear or self.constant)
+
+    def describe(self) -> str:
+        """One line: which θ, which units on one piece, the rank if known.
+
+        Examples
+        ========
+        >>> Stratum(3, dead=("2[0]",), rank=17).describe()
+        'θ #3: dead 2[0]; rank 17'
+        """
+        parts = [f"dead {', '.join(self.dead)}"] if self.dead else []
+        parts += [f"always active {', '.join(self.linear)}"] if self.linear else []
+        parts += ["output constant in θ"] if self.constant else []
+        parts += [f"rank {self.rank}"] if self.rank is not None else []
+        return f"θ #{self.draw}: " + ("; ".join(parts) or "generic")
+
+
+class _Recorder(TorchFunctionMode):
+    """Keeps the input of every activation kinked at 0 applied to a batch of ``batch`` inputs."""
+
+    def __init__(self, batch: int, where: Callable[[], str]) -> None:
+        super().__init__()
+        self.batch, self.where = batch, where
+        self.calls: list[tuple[str, torch.Tensor]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        x = args[0] if args else None
+        if func in KINKED_AT_ZERO and isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[0] == self.batch:
+            in_place = func.__name__.endswith("_") or (kwargs or {}).get("inplace", False)
+            self.calls.append((self.where(), x.detach().clone() if in_place else x))  # in place: overwritten
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def _module_names(module: nn.Module | None) -> Iterator[Callable[[], str]]:
+    """While active, a function giving the name of the innermost submodule running (``""`` outside any)."""
+    stack: list[str] = []
+    hooks = []
+    for name, sub in module.named_modules() if module is not None else ():
+        if name:
+            hooks.append(sub.register_forward_pre_hook(lambda _m, _x, name=name: stack.append(name)))
+            hooks.append(sub.register_forward_hook(lambda _m, _x, _y: stack.pop() and None))  # None: output kept
+    try:
+        yield lambda: stack[-1] if stack else ""
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def _reach(out: object, pre: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """``∂⟨w, out⟩/∂pre`` for a fixed random w, per tensor (``None`` where it cannot be taken)."""
+    tracked = [p for p in pre if p.requires_grad]
+    if not isinstance(out, torch.Tensor) or not out.requires_grad or not tracked:
+        return [None] * len(pre)
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=out.dtype)
+    grads = iter(torch.autograd.grad((out * w).sum(), tracked, allow_unused=True))
+    return [next(grads) if p.requires_grad else None for p in pre]
+
+
+def activation_pattern(
+    forward: Callable[[], object], batch: int, module: nn.Module | None = None
+) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """``(dead, linear, units)``: the units ``forward()`` leaves on one piece over its ``batch`` inputs, of ``units``.
+
+    ``forward`` runs the model once and returns its output; ``module``, if given, names the units.
+    Dead: no sample where the unit is active (pre-activation > 0) *and* reaches the
+    output (a random combination of the outputs has a nonzero derivative in its
+    pre-activation there: a unit active only where every path after it is off is
+    dead too); linear: pre-activation ≥ 0 at every sample (a sample at exactly 0,
+    e.g. all of a unit's inputs off, decides nothing).
+
+    Examples
+    ========
+    >>> import torch
+    >>> from torch import nn
+    >>> net = nn.Sequential(nn.Linear(2, 2, bias=False), nn.ReLU(), nn.Linear(2, 2, bias=False), nn.ReLU())
+    >>> with torch.no_grad():
+    ...     _ = net[0].weight.copy_(torch.eye(2))
+    ...     _ = net[2].weight.copy_(torch.tensor([[-1.0, -2.0], [1.0, -1.0]]))  # unit 0 of layer 2: dead
+    >>> x = torch.randn(64, 2, generator=torch.Generator().manual_seed(0))
+    >>> activation_pattern(lambda: net(x), 64, net)
+    (('3[0]',), (), 4)
+    """
+    with _module_names(module) as where, _Recorder(batch, where) as recorder, torch.enable_grad():
+        out = forward()
+    reach = _reach(out, [pre for _, pre in recorder.calls])
+    dead, linear, seen, units = [], [], {}, 0
+    for (where, pre), g in zip(recorder.calls, reach):
+        seen[where] = seen.get(where, 0) + 1
+        label = where if where and seen[where] == 1 else f"{where or 'relu'}#{seen[where]}"
+        samples = pre.detach().reshape(-1, pre.shape[-1])
+        units += samples.shape[1]
+        on, off = (samples > 0).any(0), (samples < 0).any(0)
+        used = on if g is None else ((samples > 0) & (g.reshape(samples.shape) != 0)).any(0)
+        dead += [f"{label}[{j}]" for j in torch.nonzero(~used).flatten().tolist()]
+        linear += [f"{label}[{j}]" for j in torch.nonzero(on & ~off).flatten().tolist()]
+    return tuple(dead), tuple(linear), units
+
+
+class _Signs(TorchFunctionMode):
+    """Keeps the piece of every entry of every piecewise-linear call's input (:func:`_piece`), in call order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on: list[torch.Tensor] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        piece = _piece(func, args, kwargs or {})
+        if piece is not None:
+            self.on.append(piece)
+        return func(*args, **(kwargs or {}))
+
+
+def kinked_calls(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> tuple[int, bool]:
+    """``(calls, per_input)``: how many activations kinked at 0 ``forward(x)`` applies, and whether each acts per input.
+
+    *Per input*: the activation's input has the batch of inputs as its first dimension,
+    for ``x[:2]`` and for ``x[:3]`` alike (``x`` holds 3 inputs or more), so a pattern
+    can be paired with each input (:func:`realized_patterns`); a ReLU of the weights
+    alone has no such dimension.
+
+    Examples
+    ========
+    >>> import torch
+    >>> x = torch.ones(3, 2)
+    >>> kinked_calls(lambda x: torch.relu(x) + torch.tanh(x), x)
+    (1, True)
+    >>> kinked_calls(lambda x: x @ torch.relu(torch.ones(2, 2)), x)
+    (1, False)
+    """
+    calls, per_input = set(), True
+    for part in (x[:2], x[:3]):
+        with _Signs() as signs:
+            forward(part)
+        calls.add(len(signs.on))
+        per_input = per_input and all(on.dim() > 0 and on.shape[0] == len(part) for on in signs.on)
+    if len(calls) > 1:
+        raise ValueError("the model applies a different number of ReLUs to different batches of inputs")
+    return calls.pop(), per_input
+
+
+def realized_patterns(
+    forward: Callable[[torch.Tensor, torch.Tensor], object], thetas: Sequence[torch.Tensor], x: torch.Tensor
+) -> list[torch.Tensor]:
+    """Activation patterns ``m = [z > 0]`` of every kinked call, input ``x[s]`` taking its pattern from θ'_{k(s)}.
+
+    The inputs are split into ``len(thetas)`` consecutive chunks; chunk k runs
+    ``forward(θ'_k, x_chunk)``, so every pattern returned is realized by some θ
+    on its input (the only ones the laws of the whole parameter space must
+    respect: see the module docstring). Returns one 0/1 float tensor per call,
+    of the shape that call's input has for the whole batch ``x``.
+
+    Examples
+    ========
+    >>> import torch
+    >>> thetas = [torch.tensor([1.0]), torch.tensor([-1.0])]
+    >>> [m.tolist() for m in realized_patterns(lambda t, x: torch.relu(t * x), thetas, torch.ones(4, 1))]
+    [[[1.0], [1.0], [0.0], [0.0]]]
+    """
+    per_chunk = []
+    for theta, chunk in zip(thetas, torch.tensor_split(x, len(thetas))):
+        with _Signs() as signs:
+            forward(theta, chunk)
+        if any(on.dim() == 0 or on.shape[0] != len(chunk) for on in signs.on):
+            raise ValueError("a ReLU acts on a tensor without the inputs' batch first: see kinked_calls")
+        per_chunk.append(signs.on)
+    if len({len(on) for on in per_chunk}) > 1:
+        raise ValueError("the model applies a different number of ReLUs at different θ (data-dependent control flow)")
+    return [torch.cat(ons).to(x.dtype if x.is_floating_point() else torch.float64) for ons in zip(*per_chunk)]
+
+
+class _Forced(TorchFunctionMode):
+    """Applies the j-th piecewise-linear call on its recorded pieces ``m_j`` (:func:`_on_piece`): a unit kinked
+    at 0 as ``z · (m_j + α (1 − m_j))`` (α: the leaky slope, 0 for ReLU), |z| as ``z (2m_j − 1)``, a clamp as
+    lo, z or hi entry by entry."""
+
+    def __init__(self, patterns: Sequence[torch.Tensor]) -> None:
+        super().__init__()
+        self.patterns, self.calls = patterns, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not _is_piecewise(func, args, kwargs):
+            return func(*args, **kwargs)
+        if self.calls == len(self.patterns):
+            raise ValueError(f"the model applies more than the {len(self.patterns)} ReLUs whose patterns were recorded")
+        z, m = args[0], self.patterns[self.calls]
+        self.calls += 1
+        if tuple(z.shape) != tuple(m.shape):
+            raise ValueError(
+                f"ReLU #{self.calls}: input of shape {tuple(z.shape)}, pattern recorded for {tuple(m.shape)}"
+            )
+        return _on_piece(func, args, kwargs, m)
+
+
+@contextmanager
+def forced_patterns(patterns: Sequence[torch.Tensor]) -> Iterator[None]:
+    """While active, every activation kinked at 0 multiplies by its recorded pattern instead of testing signs.
+
+    The model becomes the polynomial ``f_m`` of the patterns m (one per ReLU call, in
+    order, as :func:`realized_patterns` returns them); torch's derivatives in θ are then
+    those of ``f_m``, at any θ.
+
+    Examples
+    ========
+    >>> import torch
+    >>> with forced_patterns([torch.tensor([1.0, 0.0])]):
+    ...     torch.relu(torch.tensor([-2.0, 3.0]))
+    tensor([-2., 0.])
+    """
+    with _Forced(patterns):
+        yield

@@ -1,0 +1,393 @@
+"""Laws of multi-head attention: the book's block, ``nn.MultiheadAttention`` and timm's ``Attention``.
+
+Per head i (chapters 04 and 05), with Q_i, K_i, V_i, O_i ∈ R^(d×k):
+
+* no PE or sinusoidal PE: ``Q_iᵀQ_i − K_iᵀK_i`` and ``V_iᵀV_i − O_iᵀO_i`` (k×k each), from the
+  symmetry ``Q → QG, K → KG^(−ᵀ)`` (and V, O likewise);
+* RoPE: G must commute with every rotation, one scale per 2×2 block j is left:
+  ``‖Q_i^(j)‖_F² − ‖K_i^(j)‖_F²`` (k/2 per head) and the V/O law;
+* QK-norm (RMSNorm with gains γ_q, γ_k on each head's q and k): the Q/K laws become
+  ``(γ_q)_j² − (γ_k)_j²`` per coordinate (per 2×2 block with RoPE, summed), per head or once
+  for gains shared across heads; when ε = 0 the norm is scale invariant and
+  ``‖Q_i‖_F²``, ``‖K_i‖_F²`` are laws too;
+* biases: a bias row extends the matrix, ``Q̃_i = [Q_i; b_qᵀ]`` (likewise K̃, Ṽ); the output
+  bias enters no law. Without RoPE and QK-norm a key bias only shifts each softmax row
+  by a constant: it gets zero gradient and is itself conserved (k more laws per head).
+
+Controls (look-alikes that move): one half of each law in the law's own shape, ``Q_iᵀQ_i``
+(``‖Q_i^(j)‖_F²`` per block with RoPE) and ``V_iᵀV_i``, and under QK-norm the law the block would
+have without it. Not the traces ``‖Q_i‖_F²``: their first-order motion ``−2τ⟨Q_i, ∂L/∂Q_i⟩`` is
+the scores times their gradient (a change of the head's temperature), which vanishes with the
+scores at a small initialization, so the trace stays nearly still for a reason no symmetry gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from conslaw_lite.families.attention.block import MultiHeadAttention
+from conslaw_lite.laws import Batch, BlockLaws, Law, Params, register_laws
+
+
+def formula(
+    n: int, k: int, *, pe: str = "none", bias: bool = False, qk_norm: bool | str = False, norm_eps: float = 0.0
+) -> tuple[int, str]:
+    """The number of laws of n attention heads of width k (d ≥ k), and how it is counted.
+
+    ``n·k(k+1)`` without PE or with sinusoidal PE (``+ n·k`` with biases: the key bias is
+    conserved); ``n·k/2 + n·k(k+1)/2`` with RoPE; with QK-norm the Q/K laws are those of the
+    gains (``n·k/2`` with RoPE, ``n·k`` without; once, not per head, when shared), plus ``2n``
+    when ε = 0. The one formula the named architectures, the derivation cases and the tests read.
+
+    Examples
+    ========
+    >>> formula(2, 2)
+    (12, 'n·k(k+1) = 2·2·3 = 12')
+    >>> formula(2, 4, pe="rope")
+    (24, 'n·k/2 + n·k(k+1)/2 = 2·4/2 + 2·4·5/2 = 24')
+    """
+    vo = n * k * (k + 1) // 2
+    rope = pe == "rope"
+    if qk_norm:
+        blocks = k // 2 if rope else k
+        gains, gains_text = (blocks, f"{blocks}") if qk_norm == "shared" else (n * blocks, f"{n}·{blocks}")
+        scale, scale_text = (2 * n, f" + 2·{n}") if norm_eps == 0 else (0, "")
+        N, text = gains + scale + vo, f"{gains_text}{scale_text} + {n}·{k}·{k + 1}/2"
+    elif rope:
+        N, text = n * k // 2 + vo, f"n·k/2 + n·k(k+1)/2 = {n}·{k}/2 + {n}·{k}·{k + 1}/2"
+    else:
+        extra, extra_text = (n * k, f" + {n}·{k}") if bias else (0, "")
+        N, text = 2 * vo + extra, f"n·k(k+1){' + n·k' if bias else ''} = {n}·{k}·{k + 1}{extra_text}"
+    return N, f"{text} = {N}"
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Rows ``offset : offset + n·k`` of the weight called ``weight`` (and of ``bias``, from ``bias_offset``)."""
+
+    weight: str
+    offset: int = 0
+    bias: str | None = None
+    bias_offset: int = 0
+
+    def heads(self, p: Params, heads: slice, k: int) -> torch.Tensor:
+        """Heads ``heads`` (a slice, step 1) in the paper's layout, bias as an extra row: (m, d, k) or (m, d+1, k).
+
+        ``Q_i = W[offset + i·k : offset + (i+1)·k]ᵀ``: ``nn.Linear`` keeps heads as row blocks, the paper as columns.
+
+        Examples
+        ========
+        >>> import torch
+        >>> p = {"W": torch.arange(12.0).reshape(4, 3), "b": torch.tensor([10.0, 20.0, 30.0, 40.0])}
+        >>> Projection("W").heads(p, slice(1, 2), k=2)  # rows 2, 3 of W, transposed: (m, d, k) = (1, 3, 2)
+        tensor([[[ 6.,  9.],
+                 [ 7., 10.],
+                 [ 8., 11.]]])
+        >>> Projection("W", bias="b").heads(p, slice(0, 2), k=2)[1]  # [Q_1; b_1]: (d+1, k)
+        tensor([[ 6.,  9.],
+                [ 7., 10.],
+                [ 8., 11.],
+                [30., 40.]])
+        """
+        W = p[self.weight][self.offset + heads.start * k : self.offset + heads.stop * k]  # (m·k, d)
+        M = W.reshape(-1, k, W.shape[-1]).transpose(1, 2)  # (m, d, k)
+        return M if self.bias is None else torch.cat([M, self.bias_of(p, heads, k)[:, None, :]], dim=1)  # (m, d+1, k)
+
+    def head(self, p: Params, i: int, k: int) -> torch.Tensor:
+        """Head i alone, ``heads(p, slice(i, i + 1), k)[0]``: (d, k), or (d+1, k) with a bias.
+
+        Examples
+        ========
+        >>> import torch
+        >>> Projection("W").head({"W": torch.arange(12.0).reshape(4, 3)}, 1, k=2).shape
+        torch.Size([3, 2])
+        """
+        return self.heads(p, slice(i, i + 1), k)[0]
+
+    def bias_of(self, p: Params, heads: slice, k: int) -> torch.Tensor:
+        """Heads' biases ``b_i = bias[bias_offset + i·k : bias_offset + (i+1)·k]``, stacked: (m, k).
+
+        Examples
+        ========
+        >>> import torch
+        >>> p = {"b": torch.tensor([10.0, 20.0, 30.0, 40.0])}
+        >>> Projection("W", bias="b").bias_of(p, slice(1, 2), k=2)
+        tensor([[30., 40.]])
+        """
+        return p[self.bias][self.bias_offset + heads.start * k : self.bias_offset + heads.stop * k].reshape(-1, k)
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """Where one attention block keeps its parameters, and what shapes its laws.
+
+    ``O`` names the output weight (d, n·k), head i being its columns i·k:(i+1)·k.
+    ``gamma_q``/``gamma_k`` name the QK-norm gains: shape (n, k), or (k,) when ``shared_gains``.
+    """
+
+    n: int
+    k: int
+    Q: Projection
+    K: Projection
+    V: Projection
+    O: str
+    pe: str = "none"
+    gamma_q: str | None = None
+    gamma_k: str | None = None
+    shared_gains: bool = False
+    norm_eps: float = 0.0
+
+
+# A head function maps (θ, heads) to the stacked values of those heads, (m, ...): a head's matrix (m, rows, k)
+# or a law. One code path serves one head (a law function of the registry) and all n at once (the block's
+# Batch, one batched matmul).
+HeadFn = Callable[[Params, slice], torch.Tensor]
+# Quantities of the same shape evaluated together because they share their costly part: a law and its
+# half (one Gram matrix, or one set of block norms), or a single law.
+HeadQuantities = Callable[[Params, slice], tuple[torch.Tensor, ...]]
+
+
+def _gram_pair(A: HeadFn, B: HeadFn) -> HeadQuantities:
+    """``(AᵀA − BᵀB, AᵀA)`` per head: (m, k, k) each."""
+
+    def pair(p: Params, heads: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = A(p, heads), B(p, heads)  # each getter slices (and may concatenate a bias row): once per evaluation
+        gram_a = torch.bmm(a.mT, a)  # bmm: a third of the overhead of @ on (m, k, k) products
+        return gram_a - torch.bmm(b.mT, b), gram_a
+
+    return pair
+
+
+def _block_sq(A: torch.Tensor) -> torch.Tensor:
+    """``‖A^(j)‖_F²`` per head for the 2×2 blocks j = columns (2j, 2j+1) of A (m, rows, k), or of gains (m, k)."""
+    col = (A * A).reshape(A.shape[0], -1, A.shape[-1]).sum(1)  # (m, k)
+    return col.view(A.shape[0], -1, 2).sum(2)  # (m, k/2)
+
+
+def _block_difference(A: HeadFn, B: HeadFn) -> HeadFn:
+    """``‖A^(j)‖_F² − ‖B^(j)‖_F²`` per head and 2×2 block j: (m, k/2)."""
+    return lambda p, heads: _block_sq(A(p, heads)) - _block_sq(B(p, heads))
+
+
+def _block_pair(A: HeadFn, B: HeadFn) -> HeadQuantities:
+    """``(‖A^(j)‖_F² − ‖B^(j)‖_F², ‖A^(j)‖_F²)`` per head and 2×2 block j: (m, k/2) each."""
+
+    def pair(p: Params, heads: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        a = _block_sq(A(p, heads))
+        return a - _block_sq(B(p, heads)), a
+
+    return pair
+
+
+def _square_difference(A: HeadFn, B: HeadFn) -> HeadFn:
+    """``A ⊙ A − B ⊙ B`` entrywise."""
+    return lambda p, heads: A(p, heads) ** 2 - B(p, heads) ** 2
+
+
+def _square_norm(A: HeadFn) -> HeadFn:
+    """``‖A‖_F²`` per head: (m,)."""
+    return lambda p, heads: A(p, heads).square().sum((1, 2))
+
+
+def _gain_law(spec: AttentionSpec, shared: bool) -> tuple[str, HeadFn]:
+    """Gains γ_q, γ_k per head (one row for all heads when shared): per 2×2 block with RoPE, per coordinate without."""
+
+    def gain(name: str) -> HeadFn:
+        return lambda p, heads: p[name][None] if shared else p[name][heads]  # (m, k)
+
+    gq, gk = gain(spec.gamma_q), gain(spec.gamma_k)
+    if spec.pe == "rope":  # a diagonal scale commutes with the rotations only if constant on each block
+        return "‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²", _block_difference(gq, gk)
+    return "γ_q²−γ_k²", _square_difference(gq, gk)
+
+
+def _one_head(quantities: HeadQuantities, i: int, j: int) -> Law:
+    """Quantity j of head i (or of the one row of shared gains): a law function of the registry."""
+    return lambda p: quantities(p, slice(i, i + 1))[j][0]
+
+
+def _single(law: HeadFn) -> HeadQuantities:
+    return lambda p, heads: (law(p, heads),)
+
+
+def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
+    """The laws and the controls of one attention block, keyed ``"head{i}:..."`` (see the module docstring),
+    and the batches that evaluate each per-head law, with its half, for all n heads in one call.
+
+    Examples
+    ========
+    >>> mha = MultiHeadAttention(4, 2, 2).double()
+    >>> laws, controls, batches = attention_laws(spec_of(mha))
+    >>> sorted(laws)
+    ['head0:QᵀQ−KᵀK', 'head0:VᵀV−OᵀO', 'head1:QᵀQ−KᵀK', 'head1:VᵀV−OᵀO']
+    >>> p = dict(mha.named_parameters())
+    >>> Q1, K1 = mha.head(1)["Q"], mha.head(1)["K"]
+    >>> bool(torch.allclose(laws["head1:QᵀQ−KᵀK"](p), Q1.T @ Q1 - K1.T @ K1))
+    True
+    >>> sorted(controls)  # one half of each law, in the law's shape
+    ['head0:QᵀQ', 'head0:VᵀV', 'head1:QᵀQ', 'head1:VᵀV']
+    >>> batches[0].names  # each law with its half: one Gram matrix QᵀQ for both
+    ('head0:QᵀQ−KᵀK', 'head1:QᵀQ−KᵀK', 'head0:QᵀQ', 'head1:QᵀQ')
+    >>> bool(torch.equal(batches[0].fn(p)[1], laws["head1:QᵀQ−KᵀK"](p)))
+    True
+    """
+    n, k = spec.n, spec.k
+    if spec.pe == "rope" and k % 2:
+        raise ValueError(f"RoPE needs an even head_dim, got {k}")
+    if (spec.gamma_q is None) != (spec.gamma_k is None):
+        raise ValueError("QK-norm needs both gains gamma_q and gamma_k")
+    laws: dict[str, Law] = {}
+    controls: dict[str, Law] = {}
+    if spec.gamma_q is not None and spec.shared_gains:
+        name, law = _gain_law(spec, shared=True)
+        laws[name] = _one_head(_single(law), 0, 0)
+    Q = lambda p, heads: spec.Q.heads(p, heads, k)  # noqa: E731  (m, d(+1), k)
+    K = lambda p, heads: spec.K.heads(p, heads, k)  # noqa: E731
+    V = lambda p, heads: spec.V.heads(p, heads, k)  # noqa: E731
+    # O (d, n·k) keeps head i in columns i·k:(i+1)·k: (d, m·k) -> (m, d, k)
+    O = lambda p, heads: p[spec.O][:, heads.start * k : heads.stop * k].unflatten(1, (-1, k)).transpose(0, 1)  # noqa: E731
+    # What each head has, in the order each head lists it: (names, quantities, conserved? per name).
+    per_head: list[tuple[tuple[str, ...], HeadQuantities, tuple[bool, ...]]] = []
+    if spec.pe == "rope":
+        qk_names, qk = ("‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", "‖Q⁽ʲ⁾‖²"), _block_pair(Q, K)
+    else:
+        qk_names, qk = ("QᵀQ−KᵀK", "QᵀQ"), _gram_pair(Q, K)
+    if spec.gamma_q is None:
+        per_head.append((qk_names, qk, (True, False)))
+        if spec.K.bias is not None and spec.pe != "rope":  # with RoPE the key bias turns with p: no shift
+            per_head.append((("b_k",), _single(lambda p, heads: spec.K.bias_of(p, heads, k)), (True,)))
+    else:
+        if not spec.shared_gains:
+            name, law = _gain_law(spec, shared=False)
+            per_head.append(((name,), _single(law), (True,)))
+        per_head.append((qk_names, qk, (False, False)))  # the law QK-norm breaks, and its half
+    if spec.gamma_q is not None and spec.norm_eps == 0:  # RMSNorm with ε = 0 ignores ‖Q_i‖, ‖K_i‖: two laws
+        per_head += [(("‖Q‖²",), _single(_square_norm(Q)), (True,)), (("‖K‖²",), _single(_square_norm(K)), (True,))]
+    per_head.append((("VᵀV−OᵀO", "VᵀV"), _gram_pair(V, O), (True, False)))
+    for i in range(n):
+        for names, quantities, conserved in per_head:
+            for j, (name, kept) in enumerate(zip(names, conserved)):
+                (laws if kept else controls)[f"head{i}:{name}"] = _one_head(quantities, i, j)
+    batches = tuple(
+        Batch(
+            lambda p, q=quantities: torch.cat(q(p, slice(0, n))),
+            tuple(f"head{i}:{name}" for name in names for i in range(n)),
+        )
+        for names, quantities, _ in per_head
+    )
+    return laws, controls, batches
+
+
+def _kind(spec: AttentionSpec) -> str:
+    pe = "" if spec.pe == "none" else f"-{spec.pe}"
+    norm = "" if spec.gamma_q is None else ("-qknorm-shared" if spec.shared_gains else "-qknorm")
+    return f"mha{pe}{norm}"
+
+
+# ---------------------------------------------------------------- the three layouts
+
+
+def spec_of(module: MultiHeadAttention, prefix: str = "") -> AttentionSpec:
+    """The book's block: separate ``Q``, ``K``, ``V``, ``O`` linears, gains ``gamma_q``, ``gamma_k``.
+
+    Examples
+    ========
+    >>> spec_of(MultiHeadAttention(4, 2, 2, bias=True)).Q
+    Projection(weight='Q.weight', offset=0, bias='Q.bias', bias_offset=0)
+    """
+
+    def proj(name: str) -> Projection:
+        return Projection(f"{prefix}{name}.weight", 0, f"{prefix}{name}.bias" if module.bias else None)
+
+    gains = module.qk_norm is not False
+    return AttentionSpec(
+        n=module.n_heads,
+        k=module.head_dim,
+        Q=proj("Q"),
+        K=proj("K"),
+        V=proj("V"),
+        O=f"{prefix}O.weight",
+        pe=module.pe,
+        gamma_q=f"{prefix}gamma_q" if gains else None,
+        gamma_k=f"{prefix}gamma_k" if gains else None,
+        shared_gains=module.qk_norm == "shared",
+        norm_eps=module.norm_eps,
+    )
+
+
+def torch_spec_of(module: nn.MultiheadAttention, prefix: str = "") -> AttentionSpec:
+    """``nn.MultiheadAttention``: ``in_proj_weight`` (3E, E) packs W_q, W_k, W_v (rows 0, E, 2E), or
+    ``q_proj_weight``/``k_proj_weight``/``v_proj_weight`` when kdim/vdim differ; output ``out_proj``.
+
+    Examples
+    ========
+    >>> torch_spec_of(nn.MultiheadAttention(4, 2)).K
+    Projection(weight='in_proj_weight', offset=4, bias='in_proj_bias', bias_offset=4)
+    """
+    if module.bias_k is not None:
+        raise ValueError("nn.MultiheadAttention with add_bias_kv=True: its laws are not derived here")
+    E, n = module.embed_dim, module.num_heads
+    bias = f"{prefix}in_proj_bias" if module.in_proj_bias is not None else None
+    if module.in_proj_weight is not None:  # packed W_q, W_k, W_v (kdim = vdim = E)
+        Q, K, V = (Projection(f"{prefix}in_proj_weight", s * E, bias, s * E) for s in range(3))
+    else:  # separate weights, but the bias stays packed
+        Q, K, V = (Projection(f"{prefix}{c}_proj_weight", 0, bias, s * E) for s, c in enumerate("qkv"))
+    return AttentionSpec(n=n, k=E // n, Q=Q, K=K, V=V, O=f"{prefix}out_proj.weight")
+
+
+def timm_spec_of(module: nn.Module, prefix: str = "") -> AttentionSpec:
+    """timm's ``Attention``: fused ``qkv`` (3·n·k, d) with W_q, W_k, W_v at rows 0, n·k, 2·n·k; output ``proj``.
+
+    timm's ``qk_norm`` (LayerNorm, which also subtracts the mean), ``scale_norm`` and ``gated``
+    change the laws and are refused.
+
+    Examples
+    ========
+    Only the layout matters, so a module laid out like timm's (d = 8, n = 2 heads of k = 4) shows it
+    without importing timm:
+
+    >>> class Attention(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.num_heads, self.head_dim = 2, 4
+    ...         self.qkv, self.proj = nn.Linear(8, 3 * 8), nn.Linear(8, 8)
+    >>> spec = timm_spec_of(Attention())
+    >>> spec.n, spec.k, [P.offset for P in (spec.Q, spec.K, spec.V)], spec.O
+    (2, 4, [0, 8, 16], 'proj.weight')
+    """
+    plain = all(isinstance(getattr(module, a, nn.Identity()), nn.Identity) for a in ("q_norm", "k_norm", "norm"))
+    if not plain or getattr(module, "gate", None) is not None:
+        raise ValueError(
+            f"timm Attention at {prefix.rstrip('.') or 'the root'}: qk_norm, scale_norm and gated "
+            "variants have other laws; only the plain layer is supported"
+        )
+    n, k = module.num_heads, module.head_dim
+    bias = f"{prefix}qkv.bias" if module.qkv.bias is not None else None
+    Q, K, V = (Projection(f"{prefix}qkv.weight", s * n * k, bias, s * n * k) for s in range(3))
+    return AttentionSpec(n=n, k=k, Q=Q, K=K, V=V, O=f"{prefix}proj.weight")
+
+
+def _block_laws(spec: AttentionSpec, prefix: str) -> BlockLaws:
+    laws, controls, batches = attention_laws(spec)
+    return BlockLaws(_kind(spec), laws, controls, batches)
+
+
+@register_laws(MultiHeadAttention)
+def _mha_block(module: MultiHeadAttention, prefix: str) -> BlockLaws:
+    return _block_laws(spec_of(module, prefix), prefix)
+
+
+@register_laws(nn.MultiheadAttention)
+def _torch_mha_block(module: nn.MultiheadAttention, prefix: str) -> BlockLaws:
+    return _block_laws(torch_spec_of(module, prefix), prefix)
+
+
+@register_laws(  # by name: timm is optional and slow to import; older timm kept the class in vision_transformer
+    "timm.layers.attention.Attention", "timm.models.vision_transformer.Attention"
+)
+def _timm_attention_block(module: nn.Module, prefix: str) -> BlockLaws:
+    return _block_laws(timm_spec_of(module, prefix), prefix)

@@ -1,0 +1,14 @@
+"""Grouped-query attention: per key/value group g, ``Σ_{h∈g} Q_hᵀQ_h − K_gᵀK_g`` and ``V_gᵀV_g − Σ_{h∈g} O_hᵀO_h``.
+
+``block`` (:class:`~.block.GroupedQueryAttention`), ``laws`` (its finder and :func:`~.laws.formula`)
+and ``archs`` (``gqa``). This folder is the whole family: the registry finds it.
+"""
+
+from conslaw_lite.families import Family
+from conslaw_lite.families.gqa import laws  # noqa: F401  (registers the finder)
+from conslaw_lite.families.gqa.archs import ARCHITECTURES
+from conslaw_lite.families.gqa.block import GroupedQueryAttention
+
+FAMILY = Family("gqa", "grouped-query attention: n_q query heads on n_kv key/value heads", 4, ARCHITECTURES)
+
+__all__ = ["FAMILY", "GroupedQueryAttention"]
