@@ -2,9 +2,10 @@
 
 The package behind the book: symbolic derivations (:mod:`conslaw_lite.symbolic`),
 numerical law counting (:mod:`conslaw_lite.counting`) and finding
-(:mod:`conslaw_lite.find_laws`), blocks and their laws
-(:mod:`conslaw_lite.blocks`, :mod:`conslaw_lite.laws`), flows and training
-(:mod:`conslaw_lite.flows`), and plots (:mod:`conslaw_lite.plots`).
+(:mod:`conslaw_lite.find_laws`), one folder per block family with its module, laws, sympy form
+and architectures (:mod:`conslaw_lite.families`, read through the registry :mod:`conslaw_lite.laws`),
+flows and training (:mod:`conslaw_lite.flows`), what the laws are good for (:mod:`conslaw_lite.orbits`,
+:mod:`conslaw_lite.teleport`), and plots (:mod:`conslaw_lite.plots`).
 """
 
 import warnings

@@ -80,7 +80,7 @@ class DriftAlarm:
 
     Examples
     ========
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> toy = ToyProduct(a=1.0, b=0.5)
     >>> alarm = DriftAlarm(Monitor(toy), factor=10.0, callback=lambda k, key, ratio: None)
     >>> opt = torch.optim.SGD(toy.parameters(), lr=1.2)  # past 2/(a² + b²): each step overshoots more
@@ -197,7 +197,7 @@ def sweep(
     Examples
     ========
     >>> from conslaw_lite import mse_loss
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> one = torch.ones(1, 1, dtype=torch.float64)
     >>> toy = lambda seed: (ToyProduct(a=1.0, b=0.5), mse_loss(one, one))
     >>> [(p.lr, p.diverged_at, p.warned_at, p.loss_warned_at) for p in sweep(toy, [0.5, 1.85], steps=60)]

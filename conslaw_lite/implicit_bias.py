@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from conslaw_lite import Diverged, mse_loss
-from conslaw_lite.blocks.ffn import FFN
+from conslaw_lite.families.ffn.block import FFN
 from conslaw_lite.orbits import act, dilation, laws, move_to_level, orbits_of, parameters64, pieces_of, write
 from conslaw_lite.teleport import LossFn, Setup, loss_at, train_curve
 
@@ -52,7 +52,7 @@ def sharpness(model: nn.Module, loss_fn: LossFn, k: int = 0) -> float:
     At a minimum of ``½(a·b − 3)²`` the Hessian is ``[b, a]ᵀ[b, a]``: λ_max = a² + b².
 
     >>> from conslaw_lite import mse_loss
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> one = torch.ones(1, 1, dtype=torch.float64)
     >>> round(sharpness(ToyProduct(a=3.0, b=1.0), mse_loss(one, 3 * one)), 12)
     10.0
@@ -82,7 +82,7 @@ def set_imbalance(model: nn.Module, s: float) -> None:
 
     Examples
     ========
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> toy = ToyProduct(a=2.0, b=0.5)
     >>> set_imbalance(toy, math.log(2.0))  # from (1, 1): a → 2, b → 1/2
     >>> round(toy.a.item(), 12), round(toy.b.item(), 12)
@@ -98,7 +98,7 @@ def imbalance(model: nn.Module) -> float:
 
     Examples
     ========
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> imbalance(ToyProduct(a=2.0, b=1.0))  # |a² − b²|
     3.0
     """
@@ -122,7 +122,7 @@ def limit_from(model: nn.Module, loss_fn: LossFn, *, lr: float, steps: int) -> L
     Examples
     ========
     >>> from conslaw_lite import mse_loss
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> one = torch.ones(1, 1, dtype=torch.float64)
     >>> end = limit_from(ToyProduct(a=2.0, b=1.0), mse_loss(one, 3 * one), lr=0.05, steps=400)
     >>> a, b = toy_limit(3.0, 3.0)  # GD with a small step ends near the flow's limit
@@ -138,7 +138,8 @@ def limit_from(model: nn.Module, loss_fn: LossFn, *, lr: float, steps: int) -> L
 
 
 def teacher_setup(activation: str, d: int, r: int, m: int, *, samples: int = 20) -> Setup:
-    """``seed -> (student, loss)``: an :class:`~conslaw_lite.blocks.ffn.FFN` ``A·act(Bx)`` and the MSE on the outputs
+    """``seed -> (student, loss)``: an :class:`~conslaw_lite.families.ffn.block.FFN` ``A·act(Bx)`` and the MSE on the
+    outputs
     of a teacher FFN of the same shape, so that a minimizer of loss 0 exists and every start can reach one.
 
     Examples

@@ -35,7 +35,7 @@ class LawKeeper:
     Examples
     ========
     >>> from conslaw_lite import laws_of
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> toy = ToyProduct(a=2.0, b=1.0)
     >>> keeper = LawKeeper(toy)
     >>> opt = torch.optim.SGD(toy.parameters(), lr=0.1)
@@ -88,7 +88,7 @@ def sgd_run(setup: Setup, seed: int, *, lr: float, steps: int, keep: bool) -> Ke
     Examples
     ========
     >>> from conslaw_lite import mse_loss
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> one = torch.ones(1, 1, dtype=torch.float64)
     >>> toy = lambda seed: (ToyProduct(a=2.0, b=1.0), mse_loss(one, 3 * one))
     >>> plain, kept = (sgd_run(toy, 0, lr=0.05, steps=50, keep=keep) for keep in (False, True))

@@ -30,10 +30,10 @@ import torch
 from torch import nn
 
 from conslaw_lite import find_blocks
-from conslaw_lite.blocks.attention import MultiHeadAttention
-from conslaw_lite.blocks.ffn import FFN, SwiGLU
-from conslaw_lite.blocks.moe import MoE
-from conslaw_lite.blocks.toy import ToyProduct
+from conslaw_lite.families.attention.block import MultiHeadAttention
+from conslaw_lite.families.ffn.block import FFN, SwiGLU
+from conslaw_lite.families.moe.block import MoE
+from conslaw_lite.families.toy.block import ToyProduct
 
 Params = Mapping[str, torch.Tensor]  # θ by the model's own parameter names, float64
 

@@ -58,7 +58,7 @@ def loss_at(model: nn.Module, loss_fn: LossFn, k: int, params: dict[str, torch.T
     Examples
     ========
     >>> from conslaw_lite import mse_loss
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> one = torch.ones(1, 1, dtype=torch.float64)
     >>> toy, loss = ToyProduct(a=2.0, b=1.0), mse_loss(one, 3 * one)
     >>> float(loss_at(toy, loss, 0, {"a": torch.tensor(3.0, dtype=torch.float64)}).detach())  # ½(3·1 − 3)², b kept
@@ -106,7 +106,7 @@ def teleport(
     ``a·b·x = 3`` from a small, unbalanced start: a²+b² sets the speed, and τ = 0.1 can take 1/τ = 10.
 
     >>> from conslaw_lite import mse_loss
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> one = torch.ones(1, 1, dtype=torch.float64)
     >>> toy = ToyProduct(a=0.5, b=0.1)
     >>> t = teleport(toy, mse_loss(one, 3 * one), lr=0.1)
@@ -215,7 +215,7 @@ def train_curve(
     Examples
     ========
     >>> from conslaw_lite import mse_loss
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> one = torch.ones(1, 1, dtype=torch.float64)
     >>> plain = train_curve(ToyProduct(a=0.5, b=0.1), mse_loss(one, 3 * one), lr=0.1, steps=20)
     >>> jump = train_curve(ToyProduct(a=0.5, b=0.1), mse_loss(one, 3 * one), lr=0.1, steps=20, teleport_at=[0])
@@ -306,7 +306,7 @@ def race(
     Examples
     ========
     >>> from conslaw_lite import mse_loss
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> one = torch.ones(1, 1, dtype=torch.float64)
     >>> toy = lambda seed: (ToyProduct(a=0.5, b=0.1 * (seed + 1)), mse_loss(one, 3 * one))
     >>> [r.ratio < 0.5 for r in race(toy, [0, 1], lr=0.1, steps=30)]

@@ -63,7 +63,7 @@ def warning_figure(
     ========
     >>> import torch
     >>> from conslaw_lite import mse_loss
-    >>> from conslaw_lite.blocks.toy import ToyProduct
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> from conslaw_lite.early_warning import sweep
     >>> one = torch.ones(1, 1, dtype=torch.float64)
     >>> points = sweep(lambda seed: (ToyProduct(a=1.0, b=0.5), mse_loss(one, one)), [0.5, 1.85], steps=20)

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from conslaw_lite import Monitor, mse_loss
-from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.early_warning import DriftAlarm, DriftWarning, sweep, warning_step
+from conslaw_lite.families.toy.block import ToyProduct
 
 ONE = torch.ones(1, 1, dtype=torch.float64)
 

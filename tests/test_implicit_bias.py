@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from conslaw_lite import gradient_flow, mse_loss
-from conslaw_lite.blocks.ffn import FFN
-from conslaw_lite.blocks.toy import ToyProduct
+from conslaw_lite.families.ffn.block import FFN
+from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.implicit_bias import MAX_HESSIAN, imbalance, limit_from, set_imbalance, sharpness, toy_limit
 
 ONE = torch.ones(1, 1, dtype=torch.float64)

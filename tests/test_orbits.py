@@ -10,10 +10,10 @@ from torch import nn
 from torch.func import functional_call
 
 from conslaw_lite import laws_of
-from conslaw_lite.blocks.attention import MultiHeadAttention
-from conslaw_lite.blocks.ffn import FFN, SwiGLU
-from conslaw_lite.blocks.moe import MoE
-from conslaw_lite.blocks.toy import ToyProduct
+from conslaw_lite.families.attention.block import MultiHeadAttention
+from conslaw_lite.families.ffn.block import FFN, SwiGLU
+from conslaw_lite.families.moe.block import MoE
+from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.orbits import act, laws, level_coordinates, move_to_level, orbits_of, pieces_of
 
 F64 = torch.float64

@@ -8,8 +8,8 @@ import torch
 
 from conslaw_lite import mse_loss
 from conslaw_lite.archs import ArchOptions
-from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.drift import arch_setup
+from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.teleport import TeleportRefused, race, teleport, train_curve
 from conslaw_lite.weight_decay import with_weight_decay
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from conslaw_lite import mse_loss
-from conslaw_lite.blocks.toy import ToyProduct
 from conslaw_lite.early_warning import sweep
+from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.warning_figure import warning_figure
 from conslaw_lite.widgets import to_html
 
