@@ -139,8 +139,7 @@ def limit_from(model: nn.Module, loss_fn: LossFn, *, lr: float, steps: int) -> L
 
 def teacher_setup(activation: str, d: int, r: int, m: int, *, samples: int = 20) -> Setup:
     """``seed -> (student, loss)``: an :class:`~conslaw_lite.families.ffn.block.FFN` ``A·act(Bx)`` and the MSE on the
-    outputs
-    of a teacher FFN of the same shape, so that a minimizer of loss 0 exists and every start can reach one.
+    outputs of a teacher FFN of the same shape, so that a minimizer of loss 0 exists and every start can reach one.
 
     Examples
     ========
