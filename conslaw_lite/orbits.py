@@ -1,7 +1,8 @@
 """Symmetry orbits: the group action behind each family of laws, and moving θ along it.
 
 Every law of the book comes from a group acting on a block's parameters without changing
-its output. This module writes each action down, keyed by the block's type, with
+its output. Each family writes its action down in its folder (``families/<name>/orbits.py``), keyed by the
+block's type (:func:`register_orbit`), with
 coordinates ξ of the group near the identity (ξ = 0 leaves θ as it is):
 
 * toy ``a·b·x``: ``a → e^{ξ}a, b → e^{−ξ}b`` (``a → e^{Σ_j ξ_j}a, θ_j → e^{−ξ_j}θ_j`` with more factors);
@@ -17,7 +18,7 @@ its laws ``h`` (the registry's, entry for entry) and how to reach a level ``h = 
 orbit: in closed form for rescalings and the shift, by Newton's method for ``GL(k)`` (each step
 a k×k eigendecomposition) and for products of three or more factors (:func:`newton`).
 :func:`orbits_of` refuses any block whose laws are known but whose action
-is not written here: a guessed action would move θ off the orbit.
+is not written: a guessed action would move θ off the orbit.
 """
 
 from __future__ import annotations
@@ -30,10 +31,7 @@ import torch
 from torch import nn
 
 from conslaw_lite import find_blocks
-from conslaw_lite.families.attention.block import MultiHeadAttention
-from conslaw_lite.families.ffn.block import FFN, SwiGLU
-from conslaw_lite.families.moe.block import MoE
-from conslaw_lite.families.toy.block import ToyProduct
+from conslaw_lite.families import registered
 
 Params = Mapping[str, torch.Tensor]  # θ by the model's own parameter names, float64
 
@@ -336,7 +334,8 @@ _BUILDERS: dict[type, Builder] = {}
 def register_orbit(t: type) -> Callable[[Builder], Builder]:
     """Register ``builder(module, prefix) -> pieces`` as the group action of modules of exactly type ``t``.
 
-    Exact type, not subclasses: a subclass may compute something else with the same weights.
+    Exact type, not subclasses: a subclass may compute something else with the same weights. Each family
+    registers its own, in its folder's ``orbits.py``.
     """
 
     def decorate(builder: Builder) -> Builder:
@@ -344,95 +343,6 @@ def register_orbit(t: type) -> Callable[[Builder], Builder]:
         return builder
 
     return decorate
-
-
-def _bias(module: nn.Module, prefix: str, name: str) -> tuple[Slot, ...]:
-    return (Slot(f"{prefix}{name}.bias"),) if getattr(module, name).bias is not None else ()
-
-
-@register_orbit(ToyProduct)
-def _toy(module: ToyProduct, prefix: str) -> tuple[Piece, ...]:
-    names = tuple(prefix + n for n, _ in module.named_parameters(recurse=False))
-    n = next(module.parameters()).numel()
-    if len(names) == 2:
-        return (Rescaling((Slot(names[0]),), (Slot(names[1]),), n, "a → e^ξ a, b → e^−ξ b"),)
-    return (ProductScales(names, n, "θ_0 → e^{Σξ_j} θ_0, θ_j → e^{−ξ_j} θ_j"),)
-
-
-@register_orbit(FFN)
-def _ffn(module: FFN, prefix: str) -> tuple[Piece, ...]:
-    r = module.B.weight.shape[0]
-    if module.activation == "relu":
-        up, down = (Slot(f"{prefix}A.weight", axis=1),), (Slot(f"{prefix}B.weight"), *_bias(module, prefix, "B"))
-        return (Rescaling(up, down, r, "per-unit rescaling of A's columns against B's rows"),)
-    if module.activation == "linear":
-        return (_linear_gram(prefix, module.B.bias is not None, r),)
-    return ()  # GELU and SiLU: no law, no symmetry to move along
-
-
-def _linear_gram(prefix: str, bias: bool, r: int) -> GramPair:
-    A, B, b = f"{prefix}A.weight", f"{prefix}B.weight", f"{prefix}B.bias"
-
-    def get(p: Params) -> tuple[torch.Tensor, torch.Tensor]:
-        Bb = torch.cat([p[B], p[b][:, None]], dim=1) if bias else p[B]  # (r, d[+1])
-        return p[A][None], Bb.T[None]  # P = A (m, r), R = [B, b]ᵀ (d[+1], r)
-
-    def put(p: Params, P: torch.Tensor, R: torch.Tensor) -> dict[str, torch.Tensor]:
-        Bb = R[0].T
-        return {A: P[0], B: Bb[:, : p[B].shape[1]]} | ({b: Bb[:, -1]} if bias else {})
-
-    return GramPair(get, put, 1, r, (A, B, b) if bias else (A, B), "GL(r): A → A Eᵀ, [B, b] → E^−ᵀ [B, b]")
-
-
-@register_orbit(SwiGLU)
-def _swiglu(module: SwiGLU, prefix: str) -> tuple[Piece, ...]:
-    up, down = (Slot(f"{prefix}A.weight", axis=1),), (Slot(f"{prefix}C.weight"), *_bias(module, prefix, "C"))
-    return (Rescaling(up, down, module.C.weight.shape[0], "per-unit rescaling of A's columns against C's rows"),)
-
-
-def _heads_of(name: str, n: int, k: int, *, columns: bool) -> tuple[Callable, Callable]:
-    """Read/write head matrices (n, d, k): rows i·k:(i+1)·k transposed (Q, K, V) or columns (O)."""
-    if columns:  # O.weight (d, n·k) -> (n, d, k)
-        return (lambda p: p[name].view(-1, n, k).permute(1, 0, 2),
-                lambda H: H.permute(1, 0, 2).reshape(H.shape[1], n * k))
-    return (lambda p: p[name].view(n, k, -1).transpose(1, 2),  # Q.weight (n·k, d) -> (n, d, k)
-            lambda H: H.transpose(1, 2).reshape(n * k, H.shape[1]))
-
-
-def _head_pair(prefix: str, left: str, right: str, n: int, k: int, description: str) -> GramPair:
-    (get_l, put_l), (get_r, put_r) = (_heads_of(f"{prefix}{x}.weight", n, k, columns=x == "O") for x in (left, right))
-    names = (f"{prefix}{left}.weight", f"{prefix}{right}.weight")
-    return GramPair(lambda p: (get_l(p), get_r(p)), lambda p, P, R: {names[0]: put_l(P), names[1]: put_r(R)},
-                    n, k, names, description)
-
-
-@register_orbit(MultiHeadAttention)
-def _attention(module: MultiHeadAttention, prefix: str) -> tuple[Piece, ...]:
-    if module.bias or module.qk_norm:
-        raise ValueError(
-            f"attention at {prefix.rstrip('.') or 'the root'}: the group action is written for heads without biases "
-            "and without QK-norm only (their laws have other orbits); refusing rather than guessing one"
-        )
-    n, k = module.n_heads, module.head_dim
-    vo = _head_pair(prefix, "V", "O", n, k, "GL(k) per head: V → V Fᵀ, O → O F^−1")
-    if module.pe == "rope":  # a scale per 2×2 block: what commutes with every rotation and changes the law
-        qk = Rescaling((Slot(f"{prefix}Q.weight", width=2),), (Slot(f"{prefix}K.weight", width=2),), n * k // 2,
-                       "a scale per RoPE block: Q⁽ʲ⁾ → e^ξ Q⁽ʲ⁾, K⁽ʲ⁾ → e^−ξ K⁽ʲ⁾")
-    else:
-        qk = _head_pair(prefix, "Q", "K", n, k, "GL(k) per head: Q → Q Eᵀ, K → K E^−1")
-    return (qk, vo)
-
-
-@register_orbit(MoE)
-def _moe(module: MoE, prefix: str) -> tuple[Piece, ...]:
-    if module.gating != "softmax" or module.top_k == 1:
-        if module.top_k == 1:
-            raise ValueError(
-                f"MoE at {prefix.rstrip('.') or 'the root'}: under top-1 routing the gate W is frozen (its law is W "
-                "itself), which no group orbit moves to a level; refusing"
-            )
-        return ()  # normalized sigmoid gating: the gate has no law, and no shift symmetry
-    return (Shift(f"{prefix}gate.weight", module.n_experts, module.d, "the gate shift W_e → W_e + v"),)
 
 
 def supported_types() -> list[str]:
@@ -443,6 +353,7 @@ def supported_types() -> list[str]:
     >>> "SwiGLU" in supported_types(), "MultiHeadAttention" in supported_types()
     (True, True)
     """
+    registered()  # the families register their actions when they are loaded
     return sorted(t.__name__ for t in _BUILDERS)
 
 
@@ -455,6 +366,7 @@ def orbits_of(model: nn.Module) -> list[Orbit]:
 
     Examples
     ========
+    >>> from conslaw_lite.families.ffn.block import FFN
     >>> [(o.path, o.kind, o.description) for o in orbits_of(nn.Sequential(FFN(3, 4, 2, activation="relu")))]
     [('0', 'ffn-relu', "per-unit rescaling of A's columns against B's rows")]
     >>> orbits_of(nn.Linear(2, 2))
@@ -462,6 +374,7 @@ def orbits_of(model: nn.Module) -> list[Orbit]:
     ...
     ValueError: no block with known conservation laws in Linear; supported module types: ...
     """
+    registered()  # the families register their actions when they are loaded
     orbits = []
     for block in find_blocks(model, required=True):
         module = model.get_submodule(block.path)
@@ -495,6 +408,7 @@ def act(pieces: list[Piece], p: Params, xi: torch.Tensor) -> dict[str, torch.Ten
 
     Examples
     ========
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> toy = ToyProduct(a=2.0, b=1.0)
     >>> p = {n: t.detach() for n, t in toy.named_parameters()}
     >>> moved = act(pieces_of(orbits_of(toy)), p, torch.tensor([0.5], dtype=torch.float64))
@@ -550,6 +464,7 @@ def move_to_level(model: nn.Module, targets: list[torch.Tensor] | None = None) -
 
     Examples
     ========
+    >>> from conslaw_lite.families.toy.block import ToyProduct
     >>> toy = ToyProduct(a=2.0, b=0.5)
     >>> move_to_level(toy)  # a² − b² = 0 at the same product a·b = 1
     >>> round(toy.a.item(), 12), round(toy.b.item(), 12)

@@ -14,7 +14,7 @@ from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.families.ffn.block import FFN, SwiGLU
 from conslaw_lite.families.moe.block import MoE
 from conslaw_lite.families.toy.block import ToyProduct
-from conslaw_lite.orbits import act, laws, level_coordinates, move_to_level, orbits_of, pieces_of
+from conslaw_lite.orbits import act, laws, level_coordinates, move_to_level, orbits_of, pieces_of, supported_types
 
 F64 = torch.float64
 
@@ -37,6 +37,12 @@ def _models() -> dict[str, tuple[nn.Module, tuple[int, ...]]]:
 
 
 MODELS = _models()
+
+
+def test_every_registered_action_has_a_model_here() -> None:
+    """A family's new ``orbits.py`` fails here until a model of its block joins MODELS (and the checks below)."""
+    tested = {type(m).__name__ for model, _ in MODELS.values() for m in model.modules()}
+    assert set(supported_types()) <= tested, sorted(set(supported_types()) - tested)
 
 
 @pytest.fixture(params=list(MODELS))

@@ -6,7 +6,10 @@
 """
 
 from conslaw_lite.families import Family
-from conslaw_lite.families.attention import laws  # noqa: F401  (registers the finders)
+from conslaw_lite.families.attention import (
+    laws,  # noqa: F401  (registers the finders)
+    orbits,  # noqa: F401  (registers the group action)
+)
 from conslaw_lite.families.attention.archs import ARCHITECTURES
 from conslaw_lite.families.attention.block import MultiHeadAttention
 

@@ -5,7 +5,10 @@
 """
 
 from conslaw_lite.families import Family
-from conslaw_lite.families.ffn import laws  # noqa: F401  (registers the finders)
+from conslaw_lite.families.ffn import (
+    laws,  # noqa: F401  (registers the finders)
+    orbits,  # noqa: F401  (registers the group action)
+)
 from conslaw_lite.families.ffn.archs import ARCHITECTURES
 from conslaw_lite.families.ffn.block import FFN, SwiGLU
 

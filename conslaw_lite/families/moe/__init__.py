@@ -5,7 +5,10 @@
 """
 
 from conslaw_lite.families import Family
-from conslaw_lite.families.moe import laws  # noqa: F401  (registers the finder)
+from conslaw_lite.families.moe import (
+    laws,  # noqa: F401  (registers the finder)
+    orbits,  # noqa: F401  (registers the group action)
+)
 from conslaw_lite.families.moe.archs import ARCHITECTURES
 from conslaw_lite.families.moe.block import MoE, routing_margin
 

@@ -1,7 +1,10 @@
 """The toy products of chapter 1, ``f = a·b·x`` (law ``a² − b²``) and ``a·b·c·x``: D − 1 laws."""
 
 from conslaw_lite.families import Family
-from conslaw_lite.families.toy import laws  # noqa: F401  (registers the finder)
+from conslaw_lite.families.toy import (
+    laws,  # noqa: F401  (registers the finder)
+    orbits,  # noqa: F401  (registers the group action)
+)
 from conslaw_lite.families.toy.archs import ARCHITECTURES
 from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.families.toy.laws import toy_laws
