@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import yaml
 from jupyter_cache import get_cache
-from jupyter_cache.base import CacheBundleIn
+from jupyter_cache.base import CacheBundleIn, JupyterCacheAbstract
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
@@ -119,14 +119,13 @@ def _run_for_cache(path: Path) -> tuple[Path, nbformat.NotebookNode, list[float]
     return path, nb, times, time.perf_counter() - start
 
 
-def is_cached(cache_dir: Path, path: Path) -> bool:
-    """Whether the jupyter-cache at ``cache_dir`` holds outputs of ``path`` as it is now (same code cells),
-    executed at the scale the build runs at (``conslaw_lite.scale()``)."""
+def _is_cached(cache: JupyterCacheAbstract, path: Path, scale_name: str) -> bool:
+    """Whether ``cache`` holds outputs of ``path`` as it is now (same code cells), executed at ``scale_name``."""
     try:
-        record = get_cache(str(cache_dir)).match_cache_notebook(nbformat.read(path, as_version=4))
+        record = cache.match_cache_notebook(nbformat.read(path, as_version=4))
     except KeyError:
         return False
-    return record.data.get("scale") == scale().name
+    return record.data.get("scale") == scale_name
 
 
 def execute_into_cache(paths: list[Path], cache_dir: Path, jobs: int) -> dict[Path, float]:
@@ -136,16 +135,16 @@ def execute_into_cache(paths: list[Path], cache_dir: Path, jobs: int) -> dict[Pa
     The chapters run longest first (by the seconds the cache recorded last time), so the slowest does
     not start last. The first failure stops the build with :class:`NotebookCellError`, naming the cell.
     """
-    cache = get_cache(str(cache_dir))
+    cache, scale_name = get_cache(str(cache_dir)), scale().name  # the scale the kernels run at (they inherit it)
     last = {Path(r.uri): r.data.get("execution_seconds", 0.0) for r in cache.list_cache_records()}
-    order = sorted([p for p in paths if not is_cached(cache_dir, p)], key=lambda p: -last.get(p, 0.0))
+    order = sorted([p for p in paths if not _is_cached(cache, p, scale_name)], key=lambda p: -last.get(p, 0.0))
     seconds: dict[Path, float] = {}
     with ProcessPoolExecutor(jobs) as pool:  # a failure cancels the chapters not yet started
         for done in as_completed([pool.submit(_run_for_cache, p) for p in order]):
             path, nb, times, wall = done.result()
             cell_seconds, cell = slowest_cell(path, times)
             print(f"  {wall:6.1f} s  {path.name:24}  (slowest cell {cell_seconds:.1f} s: {cell})", flush=True)
-            bundle = CacheBundleIn(nb, str(path), data={"execution_seconds": wall, "scale": scale().name})
+            bundle = CacheBundleIn(nb, str(path), data={"execution_seconds": wall, "scale": scale_name})
             cache.cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
             seconds[path] = wall
     return seconds
@@ -161,13 +160,14 @@ def main() -> None:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
     start = time.perf_counter()
     print(f"Executing the chapters, {args.jobs} at once (seconds, chapter, slowest cell):", flush=True)
+    chapters = toc_notebooks()
     try:
-        seconds = execute_into_cache(toc_notebooks(), args.cache, args.jobs)
+        seconds = execute_into_cache(chapters, args.cache, args.jobs)
     except NotebookCellError as err:
         sys.exit(f"make book: {err}")
     print(f"{len(seconds)} chapters executed, {sum(seconds.values()):.0f} s of kernel time in "
           f"{time.perf_counter() - start:.0f} s", flush=True)
-    if unchanged := len(toc_notebooks()) - len(seconds):
+    if unchanged := len(chapters) - len(seconds):
         print(f"{unchanged} unchanged since they were cached at this scale ('make clean book' executes all)")
 
 
