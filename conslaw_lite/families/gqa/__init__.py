@@ -1,7 +1,9 @@
-"""Grouped-query attention: per key/value group g, ``Σ_{h∈g} Q_hᵀQ_h − K_gᵀK_g`` and ``V_gᵀV_g − Σ_{h∈g} O_hᵀO_h``.
+"""Grouped- and multi-query attention: per key/value group g, ``Σ_{h∈g} Q_hᵀQ_h − K_gᵀK_g`` and ``V_gᵀV_g − Σ_{h∈g} O_hᵀO_h``.
 
-``block`` (:class:`~.block.GroupedQueryAttention`), ``laws`` (its finder and :func:`~.laws.formula`)
-and ``archs`` (``gqa``). This folder is the whole family: the registry finds it.
+``block`` (:class:`~.block.GroupedQueryAttention`, with RoPE, QK-norm and a causal mask as options),
+``laws`` (its finder, :func:`~.laws.grouped_laws` for any module of the same layout, and
+:func:`~.laws.formula`) and ``archs`` (``gqa``, ``gqa-rope``, ``gqa-rope-qknorm*``, ``mqa``, ``mqa-rope``).
+This folder is the whole family: the registry finds it.
 """
 
 from conslaw_lite.families import Family
@@ -9,6 +11,7 @@ from conslaw_lite.families.gqa import laws  # noqa: F401  (registers the finder)
 from conslaw_lite.families.gqa.archs import ARCHITECTURES
 from conslaw_lite.families.gqa.block import GroupedQueryAttention
 
-FAMILY = Family("gqa", "grouped-query attention: n_q query heads on n_kv key/value heads", 4, ARCHITECTURES)
+SUMMARY = "grouped- and multi-query attention: n_q query heads on n_kv key/value heads, with RoPE or QK-norm"
+FAMILY = Family("gqa", SUMMARY, 4, ARCHITECTURES)
 
 __all__ = ["FAMILY", "GroupedQueryAttention"]

@@ -1,63 +1,286 @@
-"""Laws of grouped-query attention: one pair of k×k laws per key/value group.
+"""Laws of grouped-query attention: per key/value group, the laws of one head with its queries summed.
 
-The key K_g is shared by the queries h ∈ g, so the symmetry ``K_g → K_g G^(−ᵀ)`` must move
-all of them at once, ``Q_h → Q_h G``; likewise ``V_g → V_g H`` with ``O_h → O_h H^(−ᵀ)`` for h ∈ g.
-Per group g:
+The key K_g is shared by the queries h ∈ g, so the symmetry ``K_g → K_g G^(−ᵀ)`` must move all of
+them at once, ``Q_h → Q_h G``; likewise ``V_g → V_g H`` with ``O_h → O_h H^(−ᵀ)`` for h ∈ g. Per group g:
 
-* ``Σ_{h∈g} Q_hᵀQ_h − K_gᵀK_g`` and ``V_gᵀV_g − Σ_{h∈g} O_hᵀO_h`` (k×k, symmetric: k(k+1)/2 each),
+* no PE: ``Σ_{h∈g} Q_hᵀQ_h − K_gᵀK_g`` (k×k symmetric, k(k+1)/2 laws);
+* RoPE: G must commute with the rotations, one scale per 2×2 block j is left:
+  ``Σ_{h∈g} ‖Q_h^(j)‖_F² − ‖K_g^(j)‖_F²`` (k/2 laws);
+* QK-norm (RMSNorm with gains on each head's q and k): the Q/K laws move to the gains,
+  ``Σ_{h∈g} (γ_q,h)_c² − (γ_k,g)_c²`` per coordinate c (per 2×2 block with RoPE, summed), once for all
+  groups when the gains are shared; with ε = 0 the norm ignores each head's scale, and ``‖Q_h‖_F²``
+  (every query head) and ``‖K_g‖_F²`` (every key head) are laws too;
+* always ``V_gᵀV_g − Σ_{h∈g} O_hᵀO_h`` (k(k+1)/2 laws).
 
-N = n_kv·k(k+1): the count of multi-head attention with n_kv heads, however many queries share them.
-Controls: ``K_gᵀK_g`` and ``V_gᵀV_g`` alone.
+With one query per group this is multi-head attention; with one group, multi-query attention.
+Controls: one half of each law in its own shape, and under QK-norm the law the block would have without it.
+
+:func:`grouped_laws` reads any module of this layout by parameter names (:class:`GroupedSpec`), and RoPE's
+2×2 blocks may pair coordinates (2j, 2j+1) (``pairs="interleaved"``, this block) or (j, j + k/2)
+(``pairs="half"``, Hugging Face's ``rotate_half``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import torch
 
 from conslaw_lite.families.gqa.block import GroupedQueryAttention
-from conslaw_lite.laws import BlockLaws, Law, Params, register_laws
+from conslaw_lite.laws import Batch, BlockLaws, Law, Params, register_laws
+
+PAIRS = ("interleaved", "half")
 
 
-def formula(n_kv_heads: int, k: int) -> tuple[int, str]:
-    """The number of laws of grouped-query attention with n_kv key/value heads of width k, and how.
+def formula(
+    n_kv_heads: int,
+    k: int,
+    *,
+    n_heads: int | None = None,
+    pe: str = "none",
+    qk_norm: bool | str = False,
+    norm_eps: float = 0.0,
+) -> tuple[int, str]:
+    """The number of laws of grouped-query attention with n_kv key/value heads of width k (d ≥ k), and how.
+
+    ``n_kv·k(k+1)`` without PE; ``n_kv·k/2 + n_kv·k(k+1)/2`` with RoPE; with QK-norm the Q/K part is the
+    gains' (``n_kv·k/2`` with RoPE, ``n_kv·k`` without; ``k/2`` or ``k`` when shared), plus ``n_q + n_kv``
+    when ε = 0 (which needs ``n_heads``). The number of query heads enters nowhere else.
 
     Examples
     ========
     >>> formula(2, 2)
     (12, 'n_kv·k(k+1) = 2·2·3 = 12')
+    >>> formula(1, 4, pe="rope")
+    (12, 'n_kv·k/2 + n_kv·k(k+1)/2 = 1·4/2 + 1·4·5/2 = 12')
+    >>> formula(2, 4, n_heads=4, pe="rope", qk_norm="shared", norm_eps=1e-6)[1]
+    '4/2 + 2·4·5/2 = 22'
+    >>> formula(2, 4, n_heads=4, pe="rope", qk_norm="shared")[1]  # ε = 0: a scale law per query and key head
+    '4/2 + 4 + 2 + 2·4·5/2 = 28'
     """
-    N = n_kv_heads * k * (k + 1)
-    return N, f"n_kv·k(k+1) = {n_kv_heads}·{k}·{k + 1} = {N}"
+    vo = n_kv_heads * k * (k + 1) // 2
+    rope = pe == "rope"
+    if qk_norm:
+        coords, coords_text = (k // 2, f"{k}/2") if rope else (k, f"{k}")
+        shared = qk_norm == "shared"
+        gains, gains_text = (coords, coords_text) if shared else (n_kv_heads * coords, f"{n_kv_heads}·{coords_text}")
+        if norm_eps == 0:
+            if n_heads is None:
+                raise ValueError("with QK-norm and ε = 0 the count needs n_heads (a scale law per query head)")
+            scale, scale_text = n_heads + n_kv_heads, f" + {n_heads} + {n_kv_heads}"
+        else:
+            scale, scale_text = 0, ""
+        N, text = gains + scale + vo, f"{gains_text}{scale_text} + {n_kv_heads}·{k}·{k + 1}/2"
+    elif rope:
+        N, text = n_kv_heads * k // 2 + vo, f"n_kv·k/2 + n_kv·k(k+1)/2 = {n_kv_heads}·{k}/2 + {n_kv_heads}·{k}·{k + 1}/2"
+    else:
+        N, text = 2 * vo, f"n_kv·k(k+1) = {n_kv_heads}·{k}·{k + 1}"
+    return N, f"{text} = {N}"
 
 
-def _gram(p: Params, weight: str, blocks: range, k: int, columns: bool = False) -> torch.Tensor:
-    """``Σ_{b ∈ blocks} W_bᵀW_b`` (k×k), W_b = rows b·k:(b+1)·k of ``weight`` transposed, or its columns."""
-    W = p[weight]
-    parts = [W[:, b * k : (b + 1) * k] if columns else W[b * k : (b + 1) * k].T for b in blocks]  # (d, k) each
-    return sum(P.T @ P for P in parts)
+@dataclass(frozen=True)
+class GroupedSpec:
+    """Where a grouped-query attention block keeps its parameters, by name, and what shapes its laws.
 
-
-def group_laws(module: GroupedQueryAttention, prefix: str = "") -> tuple[dict[str, Law], dict[str, Law]]:
-    """``({"group{g}:ΣQᵀQ−KᵀK": ..., "group{g}:VᵀV−ΣOᵀO": ...}, controls)`` for each key/value group g.
+    ``Q``, ``K``, ``V``: weights (n·k, d) whose rows h·k:(h+1)·k are head h (``nn.Linear``'s layout, as
+    Hugging Face's ``q_proj``/``k_proj``/``v_proj``); ``O``: the output weight (d, n_q·k), head h its
+    columns h·k:(h+1)·k (``o_proj``). ``gamma_q``/``gamma_k``: QK-norm gains, (n_q, k) and (n_kv, k), or
+    (k,) each when ``shared_gains``. ``pairs``: RoPE's 2×2 blocks, (2j, 2j+1) or (j, j + k/2).
 
     Examples
     ========
-    >>> laws, controls = group_laws(GroupedQueryAttention(4, n_heads=4, n_kv_heads=2, head_dim=2))
-    >>> list(laws)[:2], list(controls)[:1]
-    (['group0:ΣQᵀQ−KᵀK', 'group0:VᵀV−ΣOᵀO'], ['group0:KᵀK'])
+    >>> GroupedSpec(4, 3, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_heads (4) must be a multiple of n_kv_heads (3): equal groups
     """
-    k, per_group = module.head_dim, module.n_heads // module.n_kv_heads
-    Q, K, V, O = (prefix + f"{m}.weight" for m in "QKVO")
-    laws, controls = {}, {}
-    for g in range(module.n_kv_heads):
-        queries, own = range(g * per_group, (g + 1) * per_group), range(g, g + 1)
-        laws[f"group{g}:ΣQᵀQ−KᵀK"] = lambda p, q=queries, o=own: _gram(p, Q, q, k) - _gram(p, K, o, k)
-        laws[f"group{g}:VᵀV−ΣOᵀO"] = lambda p, q=queries, o=own: _gram(p, V, o, k) - _gram(p, O, q, k, columns=True)
-        controls[f"group{g}:KᵀK"] = lambda p, o=own: _gram(p, K, o, k)
-        controls[f"group{g}:VᵀV"] = lambda p, o=own: _gram(p, V, o, k)
-    return laws, controls
+
+    n_heads: int
+    n_kv_heads: int
+    k: int
+    Q: str = "Q.weight"
+    K: str = "K.weight"
+    V: str = "V.weight"
+    O: str = "O.weight"
+    pe: str = "none"
+    pairs: str = "interleaved"
+    gamma_q: str | None = None
+    gamma_k: str | None = None
+    shared_gains: bool = False
+    norm_eps: float = 0.0
+
+    def __post_init__(self) -> None:
+        if min(self.n_heads, self.n_kv_heads, self.k) < 1:
+            raise ValueError(f"sizes must be positive: n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, k={self.k}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads}): equal groups"
+            )
+        if self.pe not in ("none", "rope"):
+            raise ValueError(f"pe must be 'none' or 'rope', got {self.pe!r}")
+        if self.pairs not in PAIRS:
+            raise ValueError(f"pairs must be one of {PAIRS}, got {self.pairs!r}")
+        if self.pe == "rope" and self.k % 2:
+            raise ValueError(f"RoPE needs an even head width, got k = {self.k}")
+        if (self.gamma_q is None) != (self.gamma_k is None):
+            raise ValueError("QK-norm needs both gains gamma_q and gamma_k")
+        if self.norm_eps < 0:
+            raise ValueError(f"norm_eps must be ≥ 0, got {self.norm_eps}")
+
+    @property
+    def per_group(self) -> int:
+        return self.n_heads // self.n_kv_heads
+
+
+GroupFn = Callable[[Params], torch.Tensor]  # θ -> one value per group (or per head), stacked on axis 0
+
+
+def _rows(W: torch.Tensor, k: int) -> torch.Tensor:
+    """Heads of a projection (m·k, d) in the paper's layout, Q_h = rows h·k:(h+1)·k transposed: (m, d, k)."""
+    return W.view(-1, k, W.shape[-1]).transpose(1, 2)
+
+
+def _columns(W: torch.Tensor, k: int) -> torch.Tensor:
+    """Heads of the output weight (d, m·k), O_h = columns h·k:(h+1)·k: (m, d, k)."""
+    return W.view(W.shape[0], -1, k).transpose(0, 1)
+
+
+def _block_sums(col: torch.Tensor, pairs: str) -> torch.Tensor:
+    """Sums over RoPE's 2×2 blocks of per-coordinate values (..., k) -> (..., k/2)."""
+    k = col.shape[-1]
+    if pairs == "half":
+        return col[..., : k // 2] + col[..., k // 2 :]
+    return col.unflatten(-1, (k // 2, 2)).sum(-1)
+
+
+def _parts(spec: GroupedSpec) -> dict[str, GroupFn]:
+    """Each group's stacked matrices: query heads of a group one under the other, so ``Σ_h Q_hᵀQ_h = Q̄_gᵀQ̄_g``."""
+    k, n_kv = spec.k, spec.n_kv_heads
+    return {
+        "Q": lambda p: _rows(p[spec.Q], k).reshape(n_kv, -1, k),  # (n_kv, per·d, k)
+        "K": lambda p: _rows(p[spec.K], k),  # (n_kv, d, k)
+        "V": lambda p: _rows(p[spec.V], k),  # (n_kv, d, k)
+        "O": lambda p: _columns(p[spec.O], k).reshape(n_kv, -1, k),  # (n_kv, per·d, k)
+    }
+
+
+def _gram(A: GroupFn) -> GroupFn:
+    return lambda p: A(p).mT @ A(p)  # (n_kv, k, k)
+
+
+def _blocks(A: GroupFn, pairs: str) -> GroupFn:
+    """``‖A^(j)‖_F²`` per group and RoPE block j: (n_kv, k/2)."""
+    return lambda p: _block_sums(A(p).square().sum(-2), pairs)
+
+
+def _difference(a: GroupFn, b: GroupFn) -> GroupFn:
+    return lambda p: a(p) - b(p)
+
+
+def _gain_squares(spec: GroupedSpec, name: str, heads: int) -> GroupFn:
+    """Squared gains summed over each group's heads, per coordinate (RoPE: per block): (n_kv, ·), or (1, ·) shared."""
+
+    def squares(p: Params) -> torch.Tensor:
+        g = p[name].square()
+        g = g[None] if spec.shared_gains else g.view(spec.n_kv_heads, heads // spec.n_kv_heads, -1).sum(1)
+        return _block_sums(g, spec.pairs) if spec.pe == "rope" else g
+
+    return squares
+
+
+def _entries(spec: GroupedSpec) -> list[tuple[str, str, GroupFn, bool]]:
+    """(unit, name, function stacked over units, conserved?) for every quantity of the block, in order."""
+    parts, pairs = _parts(spec), spec.pairs
+    rope = spec.pe == "rope"
+    if rope:
+        name, half = "Σ‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", "Σ‖Q⁽ʲ⁾‖²"
+        q, kk = _blocks(parts["Q"], pairs), _blocks(parts["K"], pairs)
+    else:
+        name, half = "ΣQᵀQ−KᵀK", "ΣQᵀQ"
+        q, kk = _gram(parts["Q"]), _gram(parts["K"])
+    normed = spec.gamma_q is not None
+    out = []
+    if normed:
+        gains = _difference(_gain_squares(spec, spec.gamma_q, spec.n_heads), _gain_squares(spec, spec.gamma_k, spec.n_kv_heads))
+        gain_name = "Σ‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²" if rope else "Σγ_q²−γ_k²"
+        out.append(("shared" if spec.shared_gains else "group", gain_name, gains, True))
+    out += [("group", name, _difference(q, kk), not normed), ("group", half, q, False)]
+    if normed and spec.norm_eps == 0:
+        out += [("head", "‖Q‖²", lambda p: _rows(p[spec.Q], spec.k).square().sum((1, 2)), True),
+                ("group", "‖K‖²", lambda p: parts["K"](p).square().sum((1, 2)), True)]
+    vo = _gram(parts["V"])
+    out += [("group", "VᵀV−ΣOᵀO", _difference(vo, _gram(parts["O"])), True), ("group", "VᵀV", vo, False)]
+    return out
+
+
+def grouped_laws(spec: GroupedSpec) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
+    """The laws and controls of one grouped-query attention block, keyed ``"group{g}:..."`` (``"head{h}:‖Q‖²"``
+    for the scale laws of query heads, no prefix for the gains shared by all groups), and one batch per
+    quantity that evaluates it for every group at once.
+
+    Examples
+    ========
+    >>> gqa = GroupedQueryAttention(4, n_heads=4, n_kv_heads=2, head_dim=2).double()
+    >>> laws, controls, _ = grouped_laws(spec_of(gqa))
+    >>> sorted(laws)
+    ['group0:VᵀV−ΣOᵀO', 'group0:ΣQᵀQ−KᵀK', 'group1:VᵀV−ΣOᵀO', 'group1:ΣQᵀQ−KᵀK']
+    >>> p = dict(gqa.named_parameters())
+    >>> Q2, Q3, K1 = gqa.Q.weight[4:6].T, gqa.Q.weight[6:8].T, gqa.K.weight[2:4].T  # group 1: queries 2, 3
+    >>> bool(torch.allclose(laws["group1:ΣQᵀQ−KᵀK"](p), Q2.T @ Q2 + Q3.T @ Q3 - K1.T @ K1))
+    True
+    >>> rope = grouped_laws(GroupedSpec(4, 1, 4, pe="rope", pairs="half"))[0]  # multi-query, Hugging Face's pairs
+    >>> sorted(rope)
+    ['group0:VᵀV−ΣOᵀO', 'group0:Σ‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²']
+    """
+    laws: dict[str, Law] = {}
+    controls: dict[str, Law] = {}
+    batches = []
+    for unit, name, fn, conserved in _entries(spec):
+        count = {"group": spec.n_kv_heads, "head": spec.n_heads, "shared": 1}[unit]
+        names = tuple(name if unit == "shared" else f"{unit}{u}:{name}" for u in range(count))
+        for u, key in enumerate(names):
+            (laws if conserved else controls)[key] = lambda p, fn=fn, u=u: fn(p)[u]
+        batches.append(Batch(fn, names))
+    return laws, controls, tuple(batches)
+
+
+def spec_of(module: GroupedQueryAttention, prefix: str = "") -> GroupedSpec:
+    """The book's block: linears ``Q``, ``K``, ``V``, ``O`` and gains ``gamma_q``, ``gamma_k``, under ``prefix``.
+
+    Examples
+    ========
+    >>> spec_of(GroupedQueryAttention(4, 2, 1, 2), "attn.").K
+    'attn.K.weight'
+    """
+    normed = module.qk_norm is not False
+    return GroupedSpec(
+        module.n_heads,
+        module.n_kv_heads,
+        module.head_dim,
+        *(f"{prefix}{m}.weight" for m in "QKVO"),
+        pe=module.pe,
+        gamma_q=f"{prefix}gamma_q" if normed else None,
+        gamma_k=f"{prefix}gamma_k" if normed else None,
+        shared_gains=module.qk_norm == "shared",
+        norm_eps=module.norm_eps,
+    )
+
+
+def kind_of(spec: GroupedSpec) -> str:
+    """The block kind the monitor groups these laws under: ``gqa``, ``gqa-rope``, ``gqa-rope-qknorm-shared``, ...
+
+    Examples
+    ========
+    >>> kind_of(GroupedSpec(4, 2, 4, pe="rope", gamma_q="gq", gamma_k="gk", shared_gains=True))
+    'gqa-rope-qknorm-shared'
+    """
+    pe = "-rope" if spec.pe == "rope" else ""
+    norm = "" if spec.gamma_q is None else ("-qknorm-shared" if spec.shared_gains else "-qknorm")
+    return f"gqa{pe}{norm}"
 
 
 @register_laws(GroupedQueryAttention)
 def _gqa_block(module: GroupedQueryAttention, prefix: str) -> BlockLaws:
-    return BlockLaws("gqa", *group_laws(module, prefix))
+    spec = spec_of(module, prefix)
+    return BlockLaws(kind_of(spec), *grouped_laws(spec))
