@@ -1,4 +1,4 @@
-"""Grouped- and multi-query attention: per key/value group g, ``Σ_{h∈g} Q_hᵀQ_h − K_gᵀK_g`` and ``V_gᵀV_g − Σ_{h∈g} O_hᵀO_h``.
+"""Grouped- and multi-query attention: per K/V group g, ``Σ_{h∈g} Q_hᵀQ_h − K_gᵀK_g`` and ``V_gᵀV_g − Σ_{h∈g} O_hᵀO_h``.
 
 ``block`` (:class:`~.block.GroupedQueryAttention`, with RoPE, QK-norm and a causal mask as options),
 ``laws`` (its finder, :func:`~.laws.grouped_laws` for any module of the same layout, and

@@ -1,4 +1,4 @@
-"""Grouped- and multi-query attention as named architectures: ``gqa``, ``gqa-rope``, ``gqa-rope-qknorm``, ``mqa``, ..."""
+"""Grouped- and multi-query attention as named architectures: ``gqa``, ``gqa-rope``, ``gqa-rope-qknorm``, ``mqa``..."""
 
 from __future__ import annotations
 

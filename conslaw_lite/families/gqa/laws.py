@@ -73,7 +73,8 @@ def formula(
             scale, scale_text = 0, ""
         N, text = gains + scale + vo, f"{gains_text}{scale_text} + {n_kv_heads}·{k}·{k + 1}/2"
     elif rope:
-        N, text = n_kv_heads * k // 2 + vo, f"n_kv·k/2 + n_kv·k(k+1)/2 = {n_kv_heads}·{k}/2 + {n_kv_heads}·{k}·{k + 1}/2"
+        N = n_kv_heads * k // 2 + vo
+        text = f"n_kv·k/2 + n_kv·k(k+1)/2 = {n_kv_heads}·{k}/2 + {n_kv_heads}·{k}·{k + 1}/2"
     else:
         N, text = 2 * vo, f"n_kv·k(k+1) = {n_kv_heads}·{k}·{k + 1}"
     return N, f"{text} = {N}"
@@ -112,7 +113,7 @@ class GroupedSpec:
 
     def __post_init__(self) -> None:
         if min(self.n_heads, self.n_kv_heads, self.k) < 1:
-            raise ValueError(f"sizes must be positive: n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, k={self.k}")
+            raise ValueError(f"sizes must be positive: n_heads={self.n_heads}, n_kv={self.n_kv_heads}, k={self.k}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads}): equal groups"
@@ -202,7 +203,8 @@ def _entries(spec: GroupedSpec) -> list[tuple[str, str, GroupFn, bool]]:
     normed = spec.gamma_q is not None
     out = []
     if normed:
-        gains = _difference(_gain_squares(spec, spec.gamma_q, spec.n_heads), _gain_squares(spec, spec.gamma_k, spec.n_kv_heads))
+        gq, gk = _gain_squares(spec, spec.gamma_q, spec.n_heads), _gain_squares(spec, spec.gamma_k, spec.n_kv_heads)
+        gains = _difference(gq, gk)
         gain_name = "Σ‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²" if rope else "Σγ_q²−γ_k²"
         out.append(("shared" if spec.shared_gains else "group", gain_name, gains, True))
     out += [("group", name, _difference(q, kk), not normed), ("group", half, q, False)]
