@@ -12,6 +12,7 @@ from torch.func import functional_call
 from conslaw_lite import laws_of
 from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.families.ffn.block import FFN, SwiGLU
+from conslaw_lite.families.gqa.block import GroupedQueryAttention
 from conslaw_lite.families.moe.block import MoE
 from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.orbits import act, laws, level_coordinates, move_to_level, orbits_of, pieces_of, supported_types
@@ -31,6 +32,8 @@ def _models() -> dict[str, tuple[nn.Module, tuple[int, ...]]]:
         "mha": (MultiHeadAttention(4, 2, 2), (3, 4)),
         "mha-sinusoidal": (MultiHeadAttention(4, 2, 2, pe="sinusoidal"), (3, 4)),
         "mha-rope": (MultiHeadAttention(4, 2, 2, pe="rope"), (3, 4)),
+        "gqa": (GroupedQueryAttention(4, 4, 2, 2), (3, 4)),
+        "gqa-rope": (GroupedQueryAttention(4, 6, 2, 4, pe="rope"), (3, 4)),
         "moe-top2": (MoE(3, 4, 2, 2, top_k=2), (3,)),
         "sequential": (nn.Sequential(FFN(3, 4, 3, activation="relu"), SwiGLU(3, 4, 2)), (3,)),
     }

@@ -7,7 +7,10 @@ This folder is the whole family: the registry finds it.
 """
 
 from conslaw_lite.families import Family
-from conslaw_lite.families.gqa import laws  # noqa: F401  (registers the finder)
+from conslaw_lite.families.gqa import (
+    laws,  # noqa: F401  (registers the finder)
+    orbits,  # noqa: F401  (registers the group action)
+)
 from conslaw_lite.families.gqa.archs import ARCHITECTURES
 from conslaw_lite.families.gqa.block import GroupedQueryAttention
 
