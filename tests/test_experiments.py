@@ -105,8 +105,8 @@ def test_decoder_is_causal_and_its_laws_are_found() -> None:
         torch.testing.assert_close(model(later)[:, : t + 1], logits[:, : t + 1], rtol=0, atol=1e-14)
         assert not torch.allclose(model(later)[:, t + 1], logits[:, t + 1])  # the change is seen where it is
     laws = law_functions(model)
-    for layer in range(2):  # per head: the gain law (QK-norm) and VᵀV − OᵀO; the SwiGLU laws
-        assert sum(name.startswith(f"layers.{layer}.attn:") for name in laws) == 2 * config.n_heads
+    for layer in range(2):  # per key/value group: the gain law (QK-norm) and VᵀV − ΣOᵀO; the SwiGLU laws
+        assert sum(name.startswith(f"layers.{layer}.attn:") for name in laws) == 2 * config.n_kv_heads
         assert any(name.startswith(f"layers.{layer}.ffn:") for name in laws)
 
 
@@ -179,12 +179,12 @@ def test_conserved_drift_ten_times_below_controls(task: str, options: dict, requ
         request.getfixturevalue("timm")  # the ViT is timm's: skipped, with the reason, when timm cannot import
     out = run_experiment(ExperimentConfig(task, "ci", seeds=1, **options), progress=False)
     kinds = {kind for by_kind in out["ratios"].values() for kind in by_kind}
-    assert {"swiglu"} <= kinds and any(k.startswith("mha") for k in kinds)
+    assert {"swiglu"} <= kinds and any(k.startswith(("mha", "gqa")) for k in kinds)
     for lr, by_kind in out["ratios"].items():
         for kind, ratio in by_kind.items():
             assert ratio >= 10, f"{task} {options} lr={lr}: {kind} control/law = {ratio:.3g}"
     if options.get("qk_norm"):  # the paper's plain-RoPE laws are among the controls, and move
-        assert "mha-rope-qknorm-shared" in kinds
+        assert "gqa-rope-qknorm-shared" in kinds
 
 
 def test_a_tracked_law_is_recorded_by_name() -> None:

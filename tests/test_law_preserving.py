@@ -53,7 +53,7 @@ def test_a_float32_model_keeps_its_laws_to_float32_round_off() -> None:
 
 def test_a_decoder_keeps_every_law_of_its_attention_and_feed_forward_blocks() -> None:
     torch.manual_seed(0)
-    config = QwenConfig(vocab_size=16, dim=8, n_layers=2, n_heads=2, head_dim=4, hidden=8)
+    config = QwenConfig(vocab_size=16, dim=8, n_layers=2, n_heads=2, n_kv_heads=1, head_dim=4, hidden=8)
     model = QwenDecoder(config).double()
     tokens = torch.randint(0, 16, (4, 6))
     with torch.no_grad():
@@ -70,5 +70,5 @@ def test_a_decoder_keeps_every_law_of_its_attention_and_feed_forward_blocks() ->
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(model(tokens[:, :-1]).reshape(-1, 16), tokens[:, 1:].reshape(-1)).backward()
         optimizer.step()
-    assert {g.block for g in monitor.groups} >= {"mha-rope", "swiglu"}
+    assert {g.block for g in monitor.groups} >= {"gqa-rope", "swiglu"}
     assert max(float(np.nanmax(monitor.relative_drift(g.key))) for g in monitor.groups if g.kind == "law") < 1e-12

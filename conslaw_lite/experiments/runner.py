@@ -129,7 +129,7 @@ def run_experiment(
     >>> with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):  # offline data; the environment is restored
     ...     out = run_experiment(cfg, progress=False)
     >>> [len(r["steps"]) for r in out["runs"]], sorted(out["runs"][0]["epsilon"])[:2]
-    ([3], ['mha-rope', 'mha-rope:control'])
+    ([3], ['gqa-rope', 'gqa-rope:control'])
     """
     config = config.resolved()
     cluster = Cluster.join()

@@ -85,6 +85,7 @@ def lm_task(
         dim=scale.pick(ci=32, cpu=64, gpu=384),
         n_layers=scale.pick(ci=2, cpu=2, gpu=6),
         n_heads=scale.pick(ci=2, cpu=4, gpu=6),
+        n_kv_heads=scale.pick(ci=1, cpu=2, gpu=2),  # grouped K/V heads, as in Qwen-3
         head_dim=scale.pick(ci=16, cpu=16, gpu=64),
         hidden=scale.pick(ci=64, cpu=128, gpu=1024) // (2 if n_experts else 1),
         qk_norm=qk_norm,

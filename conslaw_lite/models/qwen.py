@@ -4,13 +4,14 @@ Data flow, for tokens (batch, T)::
 
     x = E[tokens]                                  token embedding, (B, T, d)
     repeat n_layers times:
-        x = x + Attention(RMSNorm(x))              causal, RoPE, optional QK-norm
+        x = x + Attention(RMSNorm(x))              grouped-query, causal, RoPE, optional QK-norm
         x = x + FFN(RMSNorm(x))                    SwiGLU, or a mixture of SwiGLU experts
     logits = W_out · RMSNorm(x)                    W_out = E when the head is tied, (B, T, V)
 
-Attention is :class:`~conslaw_lite.families.attention.block.MultiHeadAttention` with
-``causal=True``: the mask only removes scores, so the symmetries ``Q → QG, K → KG^{−ᵀ}`` (one scale per RoPE block) and
-``V → VG, O → OG^{−ᵀ}`` — hence the laws — are those of the unmasked block.
+Attention is :class:`~conslaw_lite.families.gqa.block.GroupedQueryAttention` with ``causal=True``, as in
+Qwen-3: ``n_heads`` query heads share ``n_kv_heads`` key/value heads. The mask only removes scores, so the
+symmetries — one scale per key/value group and RoPE block on the group's queries against its key, GL(k) per
+group on V against the group's outputs O — hence the laws are those of the unmasked block.
 The feed-forward is :class:`~conslaw_lite.families.ffn.block.SwiGLU` or
 :class:`~conslaw_lite.families.moe.block.MoE`. Each block is found by its own law
 finder, so :class:`~conslaw_lite.monitor.Monitor` tracks exactly the laws of the
@@ -25,8 +26,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.families.ffn.block import SwiGLU
+from conslaw_lite.families.gqa.block import GroupedQueryAttention
 from conslaw_lite.families.moe.block import MoE
 
 
@@ -37,13 +38,16 @@ class QwenConfig:
     ``n_experts = 0`` gives a dense SwiGLU feed-forward; otherwise a mixture of
     ``n_experts`` SwiGLU experts with ``gating`` ("softmax" or "sigmoid") and
     ``top_k`` (``None`` = dense gating). ``qk_norm``: ``False``, ``"per_head"`` or
-    ``"shared"`` (Qwen-3 shares the gains across heads).
+    ``"shared"`` (Qwen-3 shares the gains across heads). ``n_kv_heads`` key/value heads serve the
+    ``n_heads`` query heads, ``n_heads/n_kv_heads`` each (Qwen-3-8B: 32 on 8; ``n_kv_heads = n_heads`` is
+    multi-head attention, 1 multi-query).
     """
 
     vocab_size: int = 256  # V
     dim: int = 64  # d
     n_layers: int = 2
-    n_heads: int = 4  # n
+    n_heads: int = 4  # n_q
+    n_kv_heads: int = 2  # n_kv, dividing n_q
     head_dim: int = 16  # k, even (RoPE turns pairs)
     hidden: int = 128  # r, SwiGLU width (per expert in a mixture)
     qk_norm: bool | str = False
@@ -55,9 +59,13 @@ class QwenConfig:
     rope_base: float = 10000.0
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "dim", "n_layers", "n_heads", "head_dim", "hidden"):
+        for name in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads}): equal groups"
+            )
         if self.n_experts < 0:
             raise ValueError(f"n_experts must be ≥ 0 (0 = dense SwiGLU), got {self.n_experts}")
 
@@ -68,9 +76,10 @@ class DecoderLayer(nn.Module):
     def __init__(self, c: QwenConfig) -> None:
         super().__init__()
         self.attn_norm = nn.RMSNorm(c.dim, eps=c.norm_eps)
-        self.attn = MultiHeadAttention(
+        self.attn = GroupedQueryAttention(
             c.dim,
             c.n_heads,
+            c.n_kv_heads,
             c.head_dim,
             pe="rope",
             qk_norm=c.qk_norm,
@@ -94,9 +103,15 @@ class QwenDecoder(nn.Module):
 
     Examples
     ========
-    >>> model = QwenDecoder(QwenConfig(vocab_size=10, dim=8, n_layers=1, n_heads=2, head_dim=4, hidden=6))
+    >>> model = QwenDecoder(QwenConfig(vocab_size=10, dim=8, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=4, hidden=6))
     >>> model(torch.zeros(3, 5, dtype=torch.long)).shape
     torch.Size([3, 5, 10])
+    >>> tuple(model.layers[0].attn.K.weight.shape)  # one key head of width 4 for both query heads
+    (4, 8)
+    >>> QwenConfig(n_heads=3, n_kv_heads=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_heads (3) must be a multiple of n_kv_heads (2): equal groups
     >>> model.head.weight is model.embed.weight  # tied head
     True
     """
