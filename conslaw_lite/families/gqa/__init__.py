@@ -15,6 +15,6 @@ from conslaw_lite.families.gqa.archs import ARCHITECTURES
 from conslaw_lite.families.gqa.block import GroupedQueryAttention
 
 SUMMARY = "grouped- and multi-query attention: n_q query heads on n_kv key/value heads, with RoPE or QK-norm"
-FAMILY = Family("gqa", SUMMARY, 4, ARCHITECTURES)
+FAMILY = Family("gqa", SUMMARY, 14, ARCHITECTURES)
 
 __all__ = ["FAMILY", "GroupedQueryAttention"]
