@@ -64,17 +64,21 @@ def gqa_block(d: int, k: int, n_q: int, n_kv: int, T: int = 2) -> SymbolicBlock:
 def case(name: str, size: str) -> Case:
     """The derivation case ``gqa`` (4 queries on 2 K/V heads) or ``mqa`` (2, then 3 queries on one K/V head).
 
-    Small: d = k = 2, T = 2; large: d = 3.
+    T = 2; small: d = k = 2 (``gqa``: d = 2, k = 1, a few seconds); large: d = 3, k = 2 (``gqa``: d = k = 2).
 
     Examples
     ========
     >>> c = case("mqa", "small")
     >>> c.formula, c.sizes
     (6, {'d': 2, 'k': 2, 'n_q': 2, 'n_kv': 1, 'T': 2})
+    >>> case("gqa", "small").formula_text
+    'n_kv·k(k+1) = 2·1·2 = 4'
     """
     big = size == "large"
     n_q, n_kv = {"gqa": (4, 2), "mqa": (3, 1) if big else (2, 1)}[name]
     d, k, T = (3 if big else 2), 2, 2
+    if name == "gqa":
+        d, k = 2, (2 if big else 1)
     module = GroupedQueryAttention(d, n_q, n_kv, k).double()
     block = gqa_block(d, k, n_q, n_kv, T)
     return Case(block, module, (T, d), *formula(n_kv, k), {"d": d, "k": k, "n_q": n_q, "n_kv": n_kv, "T": T})
