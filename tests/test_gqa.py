@@ -101,3 +101,19 @@ def test_bad_input_is_named() -> None:
         formula(2, 4, pe="rope", qk_norm="shared")
     with pytest.raises(ValueError, match="pe must be one of"):
         GroupedQueryAttention(4, 2, 1, 2, pe="sinusoidal")
+
+
+def test_the_decoder_shares_its_key_value_heads_and_the_monitor_finds_the_grouped_laws() -> None:
+    from conslaw_lite.laws import find_blocks
+    from conslaw_lite.models import QwenConfig, QwenDecoder
+
+    config = QwenConfig(vocab_size=11, dim=8, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=4, hidden=6)
+    model = QwenDecoder(config).double()
+    attention = [b for b in find_blocks(model) if b.path.endswith("attn")]
+    assert [b.kind for b in attention] == ["gqa-rope", "gqa-rope"]
+    N, _ = formula(config.n_kv_heads, config.head_dim, pe="rope")
+    k = config.head_dim
+    entries = sum(v.numel() for key, v in laws_of(model).items() if key.startswith("layers.0.attn:"))
+    assert entries == N + config.n_kv_heads * k * (k - 1) // 2  # V/O laws listed as full k×k matrices
+    with pytest.raises(ValueError, match="multiple of n_kv_heads"):
+        QwenConfig(n_heads=4, n_kv_heads=3)
