@@ -35,7 +35,7 @@ at the start, and warns once if it is switched to train mode later:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,11 +213,13 @@ class Monitor:
         every: int = 1,
         device: torch.device | str | None = None,
         laws: Mapping[str, Law] | None = None,
+        alarm: Callable[[Monitor], object] | None = None,
     ) -> None:
         """Record h(θ₀) of every law of ``model``, in float64 on ``device`` (default: the model's own device).
 
         A GPU's float64 is slow on consumer cards; ``device="cpu"`` evaluates the laws there instead.
         ``laws`` (e.g. ``find_laws(model, ...).laws``) are watched instead of the registry's, as group ``"found"``.
+        ``alarm`` (e.g. :class:`conslaw_lite.early_warning.DriftAlarm`) is called with the monitor after each record.
         """
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be a positive integer, got {every!r}")
@@ -228,6 +230,7 @@ class Monitor:
         device = model_device(model) if device is None else default_device(device)
         self.every = every
         self._count = 0
+        self._alarm = alarm
         if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
             grouped = {FOUND: dict(laws)}
         else:
@@ -277,6 +280,8 @@ class Monitor:
                 torch._foreach_copy_(self._buffers, self._to_cast)
             self._relative.append(self._laws.relative_drift(self._params))
         self._steps.append(self._count)
+        if self._alarm is not None:
+            self._alarm(self)
         return True
 
     def attach(self, optimizer: torch.optim.Optimizer) -> torch.utils.hooks.RemovableHandle:
