@@ -6,7 +6,6 @@ import argparse
 import json
 from collections.abc import Callable
 
-import numpy as np
 import torch
 
 from conslaw_lite.archs import add_size_arguments, size_options
@@ -135,6 +134,7 @@ def format_alarm(arch: str, steps: int, batch: int | None, runs: list[tuple[int,
 
     Examples
     ========
+    >>> import numpy as np
     >>> point = SweepPoint(0.1, 9, 4, 7, np.ones(9), np.arange(1, 10), np.ones(9))
     >>> print(format_alarm("toy", 20, None, [(0, point)]))
     toy: SGD at a constant step, K = 20, full batch; diverged = loss > 10 L_0 or not finite
