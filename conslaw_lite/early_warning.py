@@ -249,6 +249,9 @@ def sweep(
         for k in range(steps + 1):
             loss = loss_fn(model, k)
             value = float(loss.detach())
+            if loss0 is None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"sweep: the loss at the start is {value} at τ = {lr}; divergence is measured "
+                                 "against a finite, positive L_0")
             loss0 = value if loss0 is None else loss0
             if loss_warned_at is None and not value <= loss_factor * loss0:
                 loss_warned_at = k
