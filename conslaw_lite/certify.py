@@ -135,7 +135,8 @@ def certify_module(
     user = load_module(spec)
     inputs = user.inputs(input_shape, vocab, seed)
     if inputs is None and input_shape is None:
-        raise ValueError(f"--module needs --input-shape, e.g. --input-shape 3,4 (or a function {INPUTS}(n) in the file)")
+        needs = f"--module needs --input-shape, e.g. --input-shape 3,4 (or a function {INPUTS}(n) in its file)"
+        raise ValueError(needs)
     shape = input_shape if inputs is None else None
     count = count_laws(user.model, shape, inputs=inputs, seed=seed)
     return Certificate.of(spec, count, _found(user.model, shape, seed, count, inputs) if laws else None)

@@ -261,7 +261,8 @@ class Monitor:
 
     def _registered_and_own(self, model: nn.Module, input_shape, inputs) -> dict[Group, dict[str, Law]]:
         """The registry's laws by group, and (group ``"found"``) those found for the parts outside its blocks."""
-        grouped = {group: {q.key: q.fn for q in qs} for group, qs in groups(model).items()} if find_blocks(model) else {}
+        registered = groups(model).items() if find_blocks(model) else ()
+        grouped = {group: {q.key: q.fn for q in qs} for group, qs in registered}
         self.own = own_laws(model, input_shape, inputs) if uncovered(model) else None
         if self.own is not None and not self.own.searched and not grouped:
             raise ValueError(missing_input_message(model))

@@ -1,4 +1,4 @@
-"""A module of one's own from a file: ``FILE.py:FACTORY`` → ``FACTORY()``, its inputs, and its errors named by file and line.
+"""A module of one's own from a file: ``FILE.py:FACTORY`` → ``FACTORY()``, its inputs, its errors named by line.
 
 ``certify --module FILE.py:FACTORY`` imports ``FILE.py`` and calls ``FACTORY()`` for the module. When the
 file also defines ``inputs(n)`` (:data:`INPUTS`), that function gives the counter its ``n`` inputs (a tensor
@@ -57,7 +57,7 @@ class UserModule:
         x = _run(self.path, f"{INPUTS}({n})", lambda: self.make_inputs(n))
         if not isinstance(x, torch.Tensor) or x.dim() < 1 or len(x) < n:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"--module: {self.path}: {INPUTS}({n}) must return a tensor of n = {n} inputs or more, got {got}")
+            raise ValueError(f"--module: {self.path}: {INPUTS}({n}) must return a tensor of ≥ {n} inputs, got {got}")
         return x
 
 
@@ -116,7 +116,7 @@ def _run(path: Path, what: str, call: Callable):
 
 
 def _where(err: Exception, path: Path) -> str:
-    """``FILE:LINE`` of the error: a syntax error's own line, else the last frame of the traceback in the user's file."""
+    """``FILE:LINE`` of the error: a syntax error's own line, else the traceback's last frame in the user's file."""
     if isinstance(err, SyntaxError) and err.filename:
         return f"{err.filename}:{err.lineno}"
     own = [f for f in traceback.extract_tb(err.__traceback__) if Path(f.filename).resolve() == path.resolve()]

@@ -197,7 +197,8 @@ def test_cli_counts_an_embedding_model_on_token_ids(run_cli, tmp_path: Path) -> 
 
 def test_cli_takes_the_inputs_function_of_the_module_file(run_cli, tmp_path: Path) -> None:
     """``inputs(n)`` in the file: here every id at every position, shuffled, as token_inputs draws them."""
-    inputs = "\n\ndef inputs(n):\n    from conslaw_lite.user_inputs import token_inputs\n    return token_inputs((2,), 10, n)\n"
+    inputs = "\n\ndef inputs(n):\n    from conslaw_lite.user_inputs import token_inputs\n"
+    inputs += "    return token_inputs((2,), 10, n)\n"
     (tmp_path / "emb.py").write_text(EMBEDDING + inputs)
     code, out, _ = run_cli("--module", f"{tmp_path}/emb.py:make", "--json")
     assert code == 0 and json.loads(out)["num_laws"] == EMBEDDING_LAWS
@@ -208,8 +209,10 @@ def test_cli_takes_the_inputs_function_of_the_module_file(run_cli, tmp_path: Pat
     [
         ("import torch\n\ndef make(:\n    pass\n", "make", 3, "SyntaxError: invalid syntax"),
         ("import torch\nimport no_such_package\n", "make", 2, "ModuleNotFoundError: No module named 'no_such_package'"),
-        ("def make():\n    x = 1\n    raise RuntimeError('no weights file')\n", "make", 3, "RuntimeError: no weights file (in make())"),
-        (EMBEDDING + "\ndef inputs(n):\n    return 1 / 0\n", "make", 11, "ZeroDivisionError: division by zero (in inputs(1))"),
+        ("def make():\n    x = 1\n    raise RuntimeError('no weights')\n", "make", 3,
+         "RuntimeError: no weights (in make())"),
+        (EMBEDDING + "\ndef inputs(n):\n    return 1 / 0\n", "make", 11,
+         "ZeroDivisionError: division by zero (in inputs(1))"),
     ],
 )  # fmt: skip
 def test_cli_errors_of_the_users_file_exit_4_naming_file_and_line(
@@ -235,5 +238,6 @@ def test_python_dash_m_version_runs() -> None:
 
     import conslaw_lite
 
-    done = subprocess.run([sys.executable, "-m", "conslaw_lite", "--version"], capture_output=True, text=True, timeout=60)
+    argv = [sys.executable, "-m", "conslaw_lite", "--version"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == f"conslaw_lite {conslaw_lite.__version__}"

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         result = certify_module(args.module, shape, seed=args.seed, laws=args.laws, vocab=_vocab(args))
     else:
         if args.input_shape is not None or args.vocab is not None or args.input_dtype != "float64":
-            raise ValueError("--input-shape, --input-dtype and --vocab are for --module; an architecture knows its input")
+            raise ValueError("--input-shape, --input-dtype and --vocab are for --module; an arch knows its inputs")
         options = size_options(args, seed=args.seed)
         result = certify(args.arch, options, laws=args.laws)
     print(json.dumps(result.to_dict(), indent=2) if args.json else table(result))
