@@ -102,7 +102,7 @@ class OwnLaws:
     >>> print(own.parts[0])
     `(the model)` (Linear-ReLU-Linear, 26 parameters): 4 quadratic laws found; N = 4: the list is complete
     >>> list(own.laws)
-    [':for i in 0..3: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²']
+    ['for i in 0..3: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²']
     """
 
     parts: tuple[Part, ...]
@@ -282,19 +282,19 @@ def _example(model: nn.Module, input_shape: tuple[int, ...] | None, inputs: torc
 
 def _record(model: nn.Module, x: torch.Tensor) -> dict[str, _Call]:
     """Each module's calls in one forward on ``x`` (eval mode, no gradient) and the arguments of its first call."""
-    calls = {name: _Call() for name, _ in model.named_modules()}
+    each = {id(m): _Call() for m in model.modules()}  # a module used in two places is one module, called twice
+    calls = {name: each[id(m)] for name, m in model.named_modules(remove_duplicate=False)}
     modes = {m: m.training for m in model.modules()}
 
-    def hook(name: str):
+    def hook(call: _Call):
         def record(_module, args, kwargs):
-            call = calls[name]
             call.calls += 1
             if call.calls == 1:
                 call.args, call.kwargs = args, kwargs
 
         return record
 
-    handles = [m.register_forward_pre_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
+    handles = [m.register_forward_pre_hook(hook(each[id(m)]), with_kwargs=True) for m in model.modules()]
     try:
         model.eval()
         with torch.no_grad():
@@ -387,5 +387,5 @@ def _found(model: nn.Module, members: list[str], found) -> Part:
     else:
         outcome = found.message
     checked = found.conclusive and found.check.max_residual <= RESIDUAL_TOL  # each passed check_laws
-    laws = {f"{base.path}:{name}": law for name, law in found.laws.items()} if checked else {}
+    laws = {f"{base.path}:{name}" if base.path else name: law for name, law in found.laws.items()} if checked else {}
     return Part(base.path, base.layers, base.num_params, outcome, laws, tuple(members))
