@@ -29,12 +29,14 @@ polynomial are counted, not found, and the report says how many.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
+from conslaw_lite.config import model_device
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import Law, find_blocks
@@ -318,8 +320,10 @@ def _search(model: nn.Module, members: list[str], recorded: dict[str, _Call], se
     why = _unsearchable(model, members, recorded)
     if why:
         return [_unsearched(model, members, f"not searched: {why}")]
-    x = recorded[members[0]].args[0]
+    x = recorded[members[0]].args[0].cpu()
     module = _part_module(model, members)
+    if model_device(module) != torch.device("cpu"):  # searched on the CPU; its laws read θ by name, on any device
+        module = copy.deepcopy(module).cpu()
     try:
         shape, inputs = _part_inputs(module, x, seed)
         found = find_laws(module, shape, inputs=inputs, seed=seed)
@@ -357,8 +361,8 @@ def _part_inputs(module: nn.Module, x: torch.Tensor, seed: int) -> tuple[tuple[i
     embedding = next((m for m in module.modules() if isinstance(m, nn.Embedding)), None)
     if embedding is None:
         raise ValueError(f"its input is {x.dtype} and it has no nn.Embedding to take the vocabulary from")
-    example = token_inputs(shape, embedding.num_embeddings, 1, seed).to(x.device)
-    return shape, token_inputs(shape, embedding.num_embeddings, inputs_needed(module, example), seed).to(x.device)
+    example = token_inputs(shape, embedding.num_embeddings, 1, seed)
+    return shape, token_inputs(shape, embedding.num_embeddings, inputs_needed(module, example), seed)
 
 
 def _pieces(model: nn.Module, members: list[str]) -> list[list[str]]:

@@ -64,7 +64,7 @@ def test_a_known_block_keeps_its_laws_and_the_rest_gets_found_laws(capsys: pytes
     assert "`1-3` (Linear-ReLU-Linear, 43 parameters)" in capsys.readouterr().out
     w = model[1].weight.detach().clone()
     train(model, monitor)
-    moved = abs((model[1].weight**2).sum().item() - (w**2).sum().item()) / (w**2).sum().item()  # not conserved
+    moved = abs((model[1].weight ** 2).sum().item() - (w**2).sum().item()) / (w**2).sum().item()  # not conserved
     assert monitor.epsilon("found")[-1] < 1e-2 * moved
 
 
@@ -160,3 +160,16 @@ def test_an_embedding_part_is_searched_on_every_token_id() -> None:
     model = nn.Sequential(nn.Embedding(10, 3), nn.Flatten(), nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2)).double()
     (part,) = own_laws(model, inputs=torch.tensor([[1, 2], [3, 4]])).parts
     assert "N = 10: the list is complete" in part.outcome
+
+
+def test_a_dropout_part_is_searched_in_eval_mode_and_train_mode_is_named() -> None:
+    """In train mode the counter refuses the random forward (the report says why); found in eval mode, the laws
+    are those of the eval-mode function, and switching to train mode warns at the next record."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Dropout(0.3), nn.Linear(6, 3)).double()
+    with pytest.raises(ValueError, match=r"(?s)not searched: `2` \(Dropout, p=0.3\) is random in train mode"):
+        Monitor(model, input_shape=(4,))
+    monitor = Monitor(model.eval(), input_shape=(4,))
+    model.train()
+    with pytest.warns(UserWarning, match=r"`2` \(Dropout, p=0.3\) is in train mode"):
+        monitor.step()
