@@ -22,7 +22,8 @@ from conslaw_lite.seeding import generator
 def inputs_needed(model: nn.Module, example: torch.Tensor) -> int:
     """How many inputs the counter would draw for ``model``: ``⌈max(1.25 D, 4096) / out⌉``, at most 512.
 
-    ``out`` is the number of output entries of one input (``model(example[:1])``), D the parameter count.
+    ``out`` is the number of output entries of one input (``model(example[:1])``), D the parameter count. A model
+    that rejects the example as it is (float64 inputs to a float32 module: the counter casts a copy) gets 512.
 
     Examples
     ========
@@ -31,8 +32,11 @@ def inputs_needed(model: nn.Module, example: torch.Tensor) -> int:
     >>> inputs_needed(nn.Linear(3, 64), torch.zeros(1, 3))  # ⌈4096 / 64⌉
     64
     """
-    with torch.no_grad():
-        out = model(example[:1]).numel()
+    try:
+        with torch.no_grad():
+            out = model(example[:1]).numel()
+    except (RuntimeError, ValueError, TypeError):  # the count itself names what the model rejects, if it does
+        return MAX_SAMPLES
     D = sum(p.numel() for p in model.parameters())
     return min(MAX_SAMPLES, math.ceil(max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS) / max(out, 1)))
 
