@@ -16,6 +16,11 @@ per-head laws of an attention block, and each law with its control, are evaluate
 batched call (the block's :class:`~conslaw_lite.laws.Batch`), and all laws with the same
 number of entries are compared with h(θ₀) as the rows of one matrix.
 
+**Any module.** The parts of a model outside the registered blocks (a plain MLP, a CNN, a block of one's
+own) get their laws found by :func:`conslaw_lite.own_laws.own_laws` when ``input_shape`` or ``inputs`` says
+what the model takes: they are searched once, at the start, printed part by part with the time it took, and
+watched as the group ``"found"``.
+
 **Train mode.** A block's laws come from a symmetry of its own parameters that leaves its
 output unchanged for every input, so a BatchNorm or a Dropout *outside* the block, in train
 mode, keeps them (measured: a SwiGLU after or before a train-mode BatchNorm1d drifts by
@@ -188,7 +193,8 @@ class Monitor:
     or the controls, of one block family) is asked for by its key: ``"swiglu"``, ``"mha"``, ... for
     the laws and ``"swiglu:control"``, ... for the controls. Given ``laws`` (``{key: h}``, e.g.
     :func:`conslaw_lite.find_laws.find_laws`' ``.laws`` for a module of one's own) it watches those
-    instead, as one group keyed ``"found"``.
+    instead, as one group keyed ``"found"``. Given ``input_shape`` (or ``inputs``), the laws of the parts outside
+    the registered blocks are found and watched as group ``"found"`` (:attr:`own` holds what was searched).
 
     Examples
     ========
