@@ -173,3 +173,14 @@ def test_a_dropout_part_is_searched_in_eval_mode_and_train_mode_is_named() -> No
     model.train()
     with pytest.warns(UserWarning, match=r"`2` \(Dropout, p=0.3\) is in train mode"):
         monitor.step()
+
+
+@pytest.mark.slow
+def test_a_small_cnn_gets_its_channel_laws() -> None:
+    """Conv-ReLU-Conv-Flatten-Linear: one law per ReLU channel (2), and, the second conv being followed by a linear
+    map, its 2 output channels mixed by any G ∈ GL(2) against the Linear's column blocks: 2·3/2 = 3. N = 5."""
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(1, 2, 2), nn.ReLU(), nn.Conv2d(2, 2, 2), nn.Flatten(), nn.Linear(8, 2)).double()
+    (part,) = own_laws(cnn, input_shape=(1, 4, 4)).parts
+    assert part.layers == "Conv2d-ReLU-Conv2d-Flatten-Linear"
+    assert part.outcome == "5 quadratic laws found; N = 5: the list is complete" and len(part.laws) == 5
