@@ -232,6 +232,7 @@ def test_cli_lists_the_named_architectures(run_cli) -> None:
     assert code == 0 and [line.split()[0] for line in out.splitlines()] == list_archs()
 
 
+@pytest.mark.slow
 def test_python_dash_m_version_runs() -> None:
     import subprocess
     import sys

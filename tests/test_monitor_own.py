@@ -68,6 +68,7 @@ def test_a_known_block_keeps_its_laws_and_the_rest_gets_found_laws(capsys: pytes
     assert monitor.epsilon("found")[-1] < 1e-2 * moved
 
 
+@pytest.mark.slow
 def test_a_gelu_ffn_has_no_laws_and_says_so() -> None:
     with pytest.raises(ValueError, match=r"(?s)no conservation law to watch.*N = 0: none exist"):
         Monitor(mlp(True, nn.GELU), input_shape=(4,))
@@ -154,6 +155,7 @@ def test_parts_whose_laws_would_not_be_the_models_are_not_searched() -> None:
     assert outcomes["0-1"] == "not searched: its parameter `0.weight` is also `3.weight`"
 
 
+@pytest.mark.slow
 def test_an_embedding_part_is_searched_on_every_token_id() -> None:
     """EᵀE − Σ_t W_tᵀW_t (6 laws) and the ReLU's 4 units: N = 10 on ids 0..9, every id drawn."""
     torch.manual_seed(0)
@@ -162,6 +164,7 @@ def test_an_embedding_part_is_searched_on_every_token_id() -> None:
     assert "N = 10: the list is complete" in part.outcome
 
 
+@pytest.mark.slow
 def test_a_dropout_part_is_searched_in_eval_mode_and_train_mode_is_named() -> None:
     """In train mode the counter refuses the random forward (the report says why); found in eval mode, the laws
     are those of the eval-mode function, and switching to train mode warns at the next record."""
