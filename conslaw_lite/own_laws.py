@@ -135,7 +135,18 @@ def own_laws(
     """Find the laws of every part of ``model`` outside the registered blocks (module docstring: how, and why valid).
 
     ``input_shape`` (one input, no batch dimension) or ``inputs`` (a batch) is what the model takes; without
-    either the parts are listed, each with the outcome "not searched". The example is in :class:`OwnLaws`.
+    either the parts are listed, each with the outcome "not searched". Another example is in :class:`OwnLaws`.
+
+    Examples
+    ========
+    The toy block ``a·b·x`` is registered (its law a² − b² is known); the affine map after it, ``w·z + c``, has none:
+
+    >>> from conslaw_lite.families.toy.block import ToyProduct
+    >>> model = nn.Sequential(ToyProduct(a=2.0, b=1.0), nn.Linear(1, 1)).double()
+    >>> print(own_laws(model).parts[0])
+    `1` (Linear, 2 parameters): not searched: no input_shape or inputs given
+    >>> print(own_laws(model, input_shape=(1,)).parts[0])
+    `1` (Linear, 2 parameters): no laws (N = 0: none exist)
     """
     start = time.perf_counter()
     parts, direct = _parts(model)
@@ -143,6 +154,8 @@ def own_laws(
     if input_shape is None and inputs is None:
         listed = [_unsearched(model, members, "not searched: no input_shape or inputs given") for members in parts]
         return OwnLaws(tuple(listed + own), 0.0, searched=False)
+    if not parts:  # nothing outside the registered blocks but their modules' own parameters: no forward to run
+        return OwnLaws(tuple(own), 0.0, searched=True)
     recorded = _record(model, _example(model, input_shape, inputs))
     found = [p for members in parts for p in _search(model, members, recorded, seed)]
     return OwnLaws(tuple(found + own), time.perf_counter() - start, searched=True)
@@ -383,13 +396,15 @@ def _pieces(model: nn.Module, members: list[str]) -> list[list[str]]:
 def _found(model: nn.Module, members: list[str], found) -> Part:
     """The part with the outcome of ``find_laws`` and, when conclusive and checked, its laws."""
     base = _unsearched(model, members, "")
-    count = found.count
-    if not count.conclusive or not found.conclusive:
+    residual = found.check.max_residual
+    if not found.conclusive:  # no certificate: the laws found are not watched (a count alone may still be given)
         outcome = f"{found.message}; none watched"
-    elif count.num_laws == 0:
+    elif residual > RESIDUAL_TOL:
+        outcome = f"{found.message}; none watched: check_laws residual {residual:.1e} > {RESIDUAL_TOL:g}"
+    elif found.count.conclusive and found.count.num_laws == 0:
         outcome = "no laws (N = 0: none exist)"
-    else:
+    else:  # conclusive laws, each passing check_laws; when the count is inconclusive the message says so
         outcome = found.message
-    checked = found.conclusive and found.check.max_residual <= RESIDUAL_TOL  # each passed check_laws
-    laws = {f"{base.path}:{name}" if base.path else name: law for name, law in found.laws.items()} if checked else {}
+    watched = found.conclusive and residual <= RESIDUAL_TOL
+    laws = {f"{base.path}:{name}" if base.path else name: law for name, law in found.laws.items()} if watched else {}
     return Part(base.path, base.layers, base.num_params, outcome, laws, tuple(members))
