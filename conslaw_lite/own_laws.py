@@ -8,9 +8,10 @@ as a function of its own input:
   the laws that couple its layers, ``‖A[i, :]‖² − ‖C[:, i]‖²``, are found);
 * inside a module that holds registered blocks, consecutive children of an ``nn.Sequential`` between
   them form one part; the children of any other module are walked one by one;
-* a part that ``find_laws`` refuses for its size is searched again in pieces: an ``nn.Sequential`` in
-  windows from one layer with parameters to the next (the laws across each hidden layer), any other
-  module child by child.
+* a part over ``SEARCH_MAX_PARAMS`` = 3,072 parameters (a monitor starts before training: ``find_laws``
+  takes about a minute there), or that ``find_laws`` refuses, is searched again in pieces: an
+  ``nn.Sequential`` in windows from one layer with parameters to the next (the laws across each hidden
+  layer), any other module child by child.
 
 **Why a part's law is a law of the model.** When the part's parameters θ_P enter the output only
 through the part's output g(z; θ_P), then ∇_{θ_P} f = J · ∇_{θ_P} g, so ⟨∇h, ∇_{θ_P} g⟩ = 0 for every
@@ -43,6 +44,9 @@ from conslaw_lite.laws import Law, find_blocks
 from conslaw_lite.user_inputs import inputs_needed, token_inputs
 
 MAX_LAYERS_SHOWN = 6  # classes named in a part's description before "…"
+# A monitor starts before training does: a part over this many parameters is not searched whole (find_laws takes
+# about a minute at D = 3,072, a 32-64-16 MLP on 2 cores, and its count grows as D³), but in pieces.
+SEARCH_MAX_PARAMS = 3072
 
 
 class _Chain(nn.Module):
@@ -338,6 +342,7 @@ def _search(model: nn.Module, members: list[str], recorded: dict[str, _Call], se
     if model_device(module) != torch.device("cpu"):  # searched on the CPU; its laws read θ by name, on any device
         module = copy.deepcopy(module).cpu()
     try:
+        _check_size(module)
         shape, inputs = _part_inputs(module, x, seed)
         found = find_laws(module, shape, inputs=inputs, seed=seed)
     except ValueError as err:  # refused: its size, its mode, its dtype (the message says which)
@@ -364,6 +369,15 @@ def _unsearchable(model: nn.Module, members: list[str], recorded: dict[str, _Cal
         if outside and prefixes:
             return f"its parameter `{name}` is also `{outside[0]}`"
     return ""
+
+
+def _check_size(module: nn.Module) -> None:
+    D = sum(p.numel() for p in module.parameters())
+    if D > SEARCH_MAX_PARAMS:
+        raise ValueError(
+            f"D = {D:,} parameters, over the {SEARCH_MAX_PARAMS:,} a monitor searches at its start (find_laws would "
+            "take minutes); find_laws(part, input_shape) finds them, and Monitor(model, laws=...) watches them"
+        )
 
 
 def _part_inputs(module: nn.Module, x: torch.Tensor, seed: int) -> tuple[tuple[int, ...], torch.Tensor | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 import torch
@@ -187,3 +188,18 @@ def test_a_small_cnn_gets_its_channel_laws() -> None:
     (part,) = own_laws(cnn, input_shape=(1, 4, 4)).parts
     assert part.layers == "Conv2d-ReLU-Conv2d-Flatten-Linear"
     assert part.outcome == "5 quadratic laws found; N = 5: the list is complete" and len(part.laws) == 5
+
+
+def test_a_part_too_large_to_search_at_the_start_is_refused_at_once_and_searched_in_windows() -> None:
+    """The whole 64-64-64-2 MLP (D = 8,450) and its first window (8,320) are over SEARCH_MAX_PARAMS: refused before
+    any count, naming D; the last window (Linear(64, 64)-ReLU-Linear(64, 2)) too; nothing hangs."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 2)).double()
+    start = time.perf_counter()
+    own = own_laws(model, input_shape=(64,))
+    assert time.perf_counter() - start < 10
+    outcomes = {part.path: part.outcome for part in own.parts}
+    assert list(outcomes) == ["", "0-2", "2-4"]
+    assert outcomes[""].startswith("not searched: D = 8,450 parameters, over the 3,072 a monitor searches")
+    assert outcomes["0-2"].startswith("not searched: D = 8,320 parameters")
+    assert outcomes["2-4"].startswith("not searched: D = 4,290 parameters")
