@@ -167,7 +167,7 @@ def countable(module: nn.Module) -> nn.Module:
     name = class_name(module)
     exact = exact_copy(module)
     if name.endswith(("Attention", "DecoderLayer")):
-        config = module.config
+        config = getattr(module, "config", None) or module.self_attn.config  # a decoder layer keeps none of its own
         check_rope(config)
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         rotary = ExactRotary(head_dim, config.rope_parameters["rope_theta"])
