@@ -10,13 +10,14 @@ import sys
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install 'conslaw_lite[hf]'")
+INSTALL = "transformers is not installed: pip install 'conslaw_lite[hf]'"
+transformers = pytest.importorskip("transformers", reason=INSTALL)
 
 from conslaw_lite import Monitor, check_laws, count_laws, law_functions, laws_of  # noqa: E402
 from conslaw_lite.archs import ArchOptions  # noqa: E402
 from conslaw_lite.families.hf import attention, countable, moe  # noqa: E402
 from conslaw_lite.families.hf.archs import tiny_model  # noqa: E402
-from conslaw_lite.families.hf.callbacks import ConservationCallback, watch  # noqa: E402
+from conslaw_lite.families.hf.callbacks import watch  # noqa: E402
 
 # The issue's size: d = 16, 4 query heads on 2 key/value heads of width 4.
 ISSUE = ArchOptions(dim=16, heads=2, head_dim=4)

@@ -12,6 +12,7 @@ from conslaw_lite.families.hf import laws  # noqa: F401  (registers the finders)
 from conslaw_lite.families.hf.archs import ARCHITECTURES
 from conslaw_lite.families.hf.exact import countable
 
-FAMILY = Family("hf", "transformers' Qwen3, Llama and Qwen3-MoE decoders: GQA, RoPE, QK-norm, SwiGLU, MoE", 8, ARCHITECTURES)
+SUMMARY = "transformers' Qwen3, Llama and Qwen3-MoE decoders: GQA, RoPE, QK-norm, SwiGLU, MoE"
+FAMILY = Family("hf", SUMMARY, 8, ARCHITECTURES)
 
 __all__ = ["FAMILY", "countable"]

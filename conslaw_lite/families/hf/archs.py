@@ -18,7 +18,7 @@ QUERIES_PER_GROUP = 2
 INSTALL = "transformers is not installed: pip install 'conslaw_lite[hf]'"
 
 
-def tiny_model(arch: str, options: ArchOptions = ArchOptions(), **config: object) -> nn.Module:
+def tiny_model(arch: str, options: ArchOptions | None = None, **config: object) -> nn.Module:
     """A causal LM of transformers (``"qwen3"``, ``"llama"`` or ``"qwen3_moe"``) at the sizes of ``options``,
     seeded, in float64, with its own random initialisation; ``config`` overrides any config field.
 
@@ -36,7 +36,7 @@ def tiny_model(arch: str, options: ArchOptions = ArchOptions(), **config: object
         import transformers
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(INSTALL) from err
-    o = options.with_defaults(dim=8, heads=1, head_dim=4, hidden=3, out=16, experts=3, top_k=2)
+    o = (options or ArchOptions()).with_defaults(dim=8, heads=1, head_dim=4, hidden=3, out=16, experts=3, top_k=2)
     names = {"qwen3": "Qwen3", "llama": "Llama", "qwen3_moe": "Qwen3Moe"}
     if arch not in names:
         raise ValueError(f"arch must be one of {tuple(names)}, got {arch!r}")
@@ -83,7 +83,7 @@ def _moe(options: ArchOptions) -> Built:
 
 
 ARCHITECTURES = (
-    Arch("qwen3-attention", "Qwen3 attention: GQA, RoPE, QK-norm gains shared: k/2 + n_kv·k(k+1)/2", _attention("qwen3", True)),
+    Arch("qwen3-attention", "Qwen3 attention: GQA, RoPE, QK-norm: k/2 + n_kv·k(k+1)/2", _attention("qwen3", True)),
     Arch("llama-attention", "Llama attention: GQA, RoPE: n_kv·k/2 + n_kv·k(k+1)/2", _attention("llama", False)),
     Arch("qwen3-mlp", "Qwen3 MLP (SwiGLU: down, gate, up): r", _mlp),
     Arch("qwen3-moe", "Qwen3-MoE block (router softmax, top-k, fused SwiGLU experts): n_E·r + d", _moe),

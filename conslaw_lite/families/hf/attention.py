@@ -157,8 +157,9 @@ def spec_of(module: nn.Module, prefix: str = "") -> HFAttentionSpec:
     >>> attn = nn.Module()  # laid out like transformers' LlamaAttention: d = 8, 4 query heads on 2, k = 2
     >>> attn.head_dim, attn.num_key_value_groups = 2, 2
     >>> attn.q_proj, attn.k_proj = nn.Linear(8, 8, bias=False), nn.Linear(8, 4, bias=False)
-    >>> spec_of(attn, "layers.0.self_attn.")
-    HFAttentionSpec(n_heads=4, n_kv_heads=2, k=2, prefix='layers.0.self_attn.', bias=False, qk_norm=False, norm_eps=1e-06)
+    >>> spec = spec_of(attn, "layers.0.self_attn.")
+    >>> spec.n_heads, spec.n_kv_heads, spec.k, spec.bias, spec.qk_norm
+    (4, 2, 2, False, False)
     """
     k = module.head_dim
     norm = getattr(module, "q_norm", None)
@@ -202,7 +203,7 @@ def formula(n_kv_heads: int, k: int, *, qk_norm: bool, norm_eps: float = 1e-6, n
     if not qk_norm:
         N = n_kv_heads * k // 2 + vo
         return N, f"n_kv·k/2 + n_kv·k(k+1)/2 = {n_kv_heads}·{k}/2 + {n_kv_heads}·{k}·{k + 1}/2 = {N}"
-    scale, scale_text = (n_heads + n_kv_heads, f" + n_q + n_kv") if norm_eps == 0 else (0, "")
+    scale, scale_text = (n_heads + n_kv_heads, " + n_q + n_kv") if norm_eps == 0 else (0, "")
     values = f" + {n_heads} + {n_kv_heads}" if norm_eps == 0 else ""
     N = k // 2 + scale + vo
     return N, f"k/2{scale_text} + n_kv·k(k+1)/2 = {k}/2{values} + {n_kv_heads}·{k}·{k + 1}/2 = {N}"

@@ -43,6 +43,18 @@ def class_name(module: nn.Module) -> str:
     return type(module).__name__
 
 
+def head_dim_of(config: object) -> int:
+    """k: ``config.head_dim``, or ``hidden_size / num_attention_heads`` when the config sets none.
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> head_dim_of(SimpleNamespace(head_dim=None, hidden_size=16, num_attention_heads=4))
+    4
+    """
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
 def rope_problem(config: object) -> str | None:
     """Why the RoPE laws here do not cover ``config``'s rotary embedding, or None: only ``rope_type="default"``
     (ω_j = θ^(−2j/k) on every coordinate of the head) is covered.

@@ -23,8 +23,8 @@ def latest_epsilon(monitor: Monitor) -> dict[str, float]:
     >>> monitor = Monitor(model)
     >>> with torch.no_grad(): _ = model.a.add_(0.1)
     >>> _ = monitor.step()
-    >>> {k: round(v, 4) for k, v in latest_epsilon(monitor).items()}  # |2.1² − 2² − 0| / 3, |2.1² − 2²| / 4
-    {'epsilon/toy': 0.1367, 'epsilon/toy:control': 0.1025}
+    >>> {k: round(v, 4) for k, v in latest_epsilon(monitor).items()}  # |2.1² − 2²| / 3; (|2.1² − 2²| / 4 + 0) / 2
+    {'epsilon/toy': 0.1367, 'epsilon/toy:control': 0.0513}
     """
     out = {}
     for group in monitor.groups:

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from conslaw_lite.families.hf.config import NORMS, ROTARIES, check_rope, class_name
+from conslaw_lite.families.hf.config import NORMS, ROTARIES, check_rope, class_name, head_dim_of
 
 
 class ExactRotary(nn.Module):
@@ -116,8 +116,7 @@ def _replacement(module: nn.Module) -> nn.Module | None:
         return norm
     if name in ROTARIES:
         check_rope(module.config)
-        head_dim = getattr(module.config, "head_dim", None) or module.config.hidden_size // module.config.num_attention_heads
-        return ExactRotary(head_dim, module.config.rope_parameters["rope_theta"])
+        return ExactRotary(head_dim_of(module.config), module.config.rope_parameters["rope_theta"])
     if name == "Qwen3MoeTopKRouter":
         return ExactRouter(module)
     if name == "Qwen3MoeExperts":
@@ -169,8 +168,7 @@ def countable(module: nn.Module) -> nn.Module:
     if name.endswith(("Attention", "DecoderLayer")):
         config = getattr(module, "config", None) or module.self_attn.config  # a decoder layer keeps none of its own
         check_rope(config)
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        rotary = ExactRotary(head_dim, config.rope_parameters["rope_theta"])
+        rotary = ExactRotary(head_dim_of(config), config.rope_parameters["rope_theta"])
         return PositionProbe(exact, rotary)
     if name.endswith("ForCausalLM"):
         return LogitsProbe(exact)

@@ -28,7 +28,8 @@ def mlp_laws(module: nn.Module, prefix: str) -> BlockLaws:
     Examples
     ========
     >>> mlp = nn.Module()  # laid out like transformers' (mlp_bias=False)
-    >>> mlp.gate_proj, mlp.up_proj, mlp.down_proj = nn.Linear(4, 3, False), nn.Linear(4, 3, False), nn.Linear(3, 4, False)
+    >>> mlp.gate_proj, mlp.up_proj = nn.Linear(4, 3, bias=False), nn.Linear(4, 3, bias=False)
+    >>> mlp.down_proj = nn.Linear(3, 4, bias=False)
     >>> mlp_laws(mlp, "mlp.").laws.keys()
     dict_keys(['‖A_{:,i}‖²−‖C_{i,:}‖²'])
     """
