@@ -18,6 +18,7 @@ from conslaw_lite.archs import ArchOptions  # noqa: E402
 from conslaw_lite.families.hf import attention, countable, moe  # noqa: E402
 from conslaw_lite.families.hf.archs import tiny_model  # noqa: E402
 from conslaw_lite.families.hf.callbacks import watch  # noqa: E402
+from conslaw_lite.laws import quantities  # noqa: E402
 
 # The issue's size: d = 16, 4 query heads on 2 key/value heads of width 4.
 ISSUE = ArchOptions(dim=16, heads=2, head_dim=4)
@@ -59,9 +60,9 @@ def test_attention_count_agrees_with_the_closed_form_and_the_laws_are_complete(a
     assert check.complete and check.independent == N, check
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "llama"])
-def test_mlp_is_swiglu_with_one_law_per_unit(arch) -> None:
-    model = tiny_model(arch, ArchOptions(dim=6, hidden=4))
+@pytest.mark.parametrize("arch, config", [("qwen3", {}), ("llama", {}), ("llama", {"mlp_bias": True})])
+def test_mlp_is_swiglu_with_one_law_per_unit(arch, config) -> None:
+    model = tiny_model(arch, ArchOptions(dim=6, hidden=4), **config)
     count, check = _certified(model.model.layers[0].mlp, (2, 6))
     assert count.num_laws == 4 and check.complete
 
@@ -129,7 +130,7 @@ def test_laws_of_keys_use_huggingface_names() -> None:
 def test_an_option_the_laws_do_not_cover_is_left_out_by_name(config, option) -> None:
     model = tiny_model("qwen3", ArchOptions(dim=8, heads=1), **config)
     with pytest.warns(UserWarning, match=f"has {option}.*left out"):
-        kinds = {q.block for q in __import__("conslaw_lite.laws", fromlist=["quantities"]).quantities(model)}
+        kinds = {q.block for q in quantities(model)}
     assert "network" in kinds  # the norm couplings do not depend on the option
     if option.startswith("rope"):
         with pytest.raises(ValueError, match="rope_type='linear'"):

@@ -130,12 +130,14 @@ def exact_copy(module: nn.Module) -> nn.Module:
 
     Examples
     ========
-    >>> class Block(nn.Module):  # laid out like transformers' (an RMSNorm with ``variance_epsilon``)
+    >>> class Qwen3RMSNorm(nn.Module):  # transformers' parameters and attribute names (its forward casts to float32)
     ...     def __init__(self):
     ...         super().__init__()
-    ...         self.lin = nn.Linear(2, 2)
-    >>> [n for n, _ in exact_copy(Block()).named_parameters()], exact_copy(Block()).lin.weight.dtype
-    (['lin.weight', 'lin.bias'], torch.float64)
+    ...         self.weight, self.variance_epsilon = nn.Parameter(torch.ones(3)), 1e-6
+    >>> block = nn.Sequential(nn.Linear(2, 3), Qwen3RMSNorm())
+    >>> exact = exact_copy(block)
+    >>> exact[1], [n for n, _ in exact.named_parameters()], exact[0].weight.dtype
+    (RMSNorm((3,), eps=1e-06, elementwise_affine=True), ['0.weight', '0.bias', '1.weight'], torch.float64)
     """
     out = copy.deepcopy(module).to(torch.float64)
     for name, sub in list(out.named_modules()):
