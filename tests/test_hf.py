@@ -208,3 +208,21 @@ def test_monitor_takes_a_transformers_model() -> None:
     model = tiny_model("qwen3_moe", ArchOptions(dim=8, heads=1))
     groups = [g.key for g in Monitor(model).groups]
     assert {"gqa-rope-qknorm-shared", "moe-softmax-top2", "network"} <= set(groups)
+
+
+@pytest.mark.slow
+def test_rope_laws_pair_j_with_j_plus_half_as_transformers_rotates() -> None:
+    """The block laws on transformers' pairs (j, j + k/2) are conserved; on the interleaved (2j, 2j+1) they are not."""
+    model = tiny_model("llama", ArchOptions(dim=8, heads=1))
+    probe = countable(model.model.layers[0].self_attn)
+    Q, K = "block.q_proj.weight", "block.k_proj.weight"
+
+    def blocks(p, name, pairs):  # ‖W^(j)‖_F² per 2×2 block j of the group's heads: (k/2,)
+        col = p[name].view(-1, 4, 8).square().sum((0, 2))  # (k,) = 4
+        return col[:2] + col[2:] if pairs == "half" else col.view(2, 2).sum(1)
+
+    laws = {
+        pairs: (lambda p, pairs=pairs: blocks(p, Q, pairs) - blocks(p, K, pairs)) for pairs in ("half", "interleaved")
+    }
+    check = check_laws(probe, laws, (3, 8))
+    assert check.residuals["half"] < 1e-12 and check.residuals["interleaved"] > 1e-6, check.residuals
