@@ -99,7 +99,8 @@ def test_whole_model_laws_are_complete(arch, tied, N) -> None:
 def test_countable_copies_compute_what_transformers_computes() -> None:
     torch.manual_seed(0)
     for arch in ("qwen3", "llama", "qwen3_moe"):
-        model = tiny_model(arch, ArchOptions(dim=8, heads=2), num_hidden_layers=2).float()
+        extra = {"norm_topk_prob": True} if arch == "qwen3_moe" else {}  # the division of the top k, exercised
+        model = tiny_model(arch, ArchOptions(dim=8, heads=2), num_hidden_layers=2, **extra).float()
         if arch == "qwen3_moe":
             with torch.no_grad():
                 model.model.layers[0].mlp.gate.weight.normal_()

@@ -48,7 +48,17 @@ class ExactRotary(nn.Module):
 
 class ExactRouter(nn.Module):
     """Qwen3-MoE's router in the input's dtype: ``p = softmax(W x)``, the top k of p, divided by their sum
-    when ``norm_topk_prob``. Returns ``(logits, weights, indices)`` like transformers' ``Qwen3MoeTopKRouter``."""
+    when ``norm_topk_prob``. Returns ``(logits, weights, indices)`` like transformers' ``Qwen3MoeTopKRouter``.
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> W = nn.Parameter(torch.tensor([[0.0], [1.0], [2.0]], dtype=torch.float64))  # logits 0, x, 2x
+    >>> router = ExactRouter(SimpleNamespace(weight=W, top_k=2, norm_topk_prob=True))
+    >>> _, weights, index = router(torch.tensor([[1.0]], dtype=torch.float64))
+    >>> index.tolist(), round(weights.sum().item(), 12)  # experts 2 and 1, their weights divided by their sum
+    ([[2, 1]], 1.0)
+    """
 
     def __init__(self, router: nn.Module) -> None:
         super().__init__()
@@ -65,7 +75,17 @@ class ExactRouter(nn.Module):
 
 class DenseExperts(nn.Module):
     """Every expert on every token, ``y_e = A_e (silu(B_e x) ⊙ C_e x)``, weighted by the router's (zero off the
-    top k): ``gate_up_proj[e] = [B_e; C_e]`` (2r, d), ``down_proj[e] = A_e`` (d, r), as in ``Qwen3MoeExperts``."""
+    top k): ``gate_up_proj[e] = [B_e; C_e]`` (2r, d), ``down_proj[e] = A_e`` (d, r), as in ``Qwen3MoeExperts``.
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> experts = SimpleNamespace(  # 2 experts of width r = 1 on d = 1: y_e = A_e silu(B_e x) C_e x
+    ...     gate_up_proj=torch.ones(2, 2, 1), down_proj=torch.tensor([[[1.0]], [[3.0]]]), act_fn=F.silu, config=None)
+    >>> x = torch.tensor([[2.0]])
+    >>> round(DenseExperts(experts)(x, torch.tensor([[1]]), torch.tensor([[0.5]])).item(), 4)  # 0.5·3·silu(2)·2
+    5.2848
+    """
 
     def __init__(self, experts: nn.Module) -> None:
         super().__init__()
@@ -82,7 +102,16 @@ class DenseExperts(nn.Module):
 
 class PositionProbe(nn.Module):
     """``f(X) = module(X, position_embeddings=(cos, sin))``, X: (batch, T, d): an attention (its first output)
-    or a decoder layer, with positions 0..T−1 and attention causal (sdpa's ``is_causal``)."""
+    or a decoder layer, with positions 0..T−1 and attention causal (sdpa's ``is_causal``).
+
+    Examples
+    ========
+    >>> class Shift(nn.Module):  # stands in for an attention: adds the cosines of position 0..T−1
+    ...     def forward(self, X, position_embeddings, attention_mask):
+    ...         return X + position_embeddings[0], None
+    >>> PositionProbe(Shift(), ExactRotary(2, 1e4))(torch.zeros(1, 2, 2, dtype=torch.float64))[0, 1]  # cos 1
+    tensor([0.5403, 0.5403], dtype=torch.float64)
+    """
 
     def __init__(self, module: nn.Module, rotary: nn.Module) -> None:
         super().__init__()
@@ -97,7 +126,17 @@ class PositionProbe(nn.Module):
 
 
 class LogitsProbe(nn.Module):
-    """``f(ids) = model(input_ids=ids).logits``, ids: (batch, T) integer token ids."""
+    """``f(ids) = model(input_ids=ids).logits``, ids: (batch, T) integer token ids.
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> class LM(nn.Module):  # stands in for a causal LM: logits = ids as floats
+    ...     def forward(self, input_ids, use_cache):
+    ...         return SimpleNamespace(logits=input_ids.double())
+    >>> LogitsProbe(LM())(torch.tensor([[1, 2]]))
+    tensor([[1., 2.]], dtype=torch.float64)
+    """
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
