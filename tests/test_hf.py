@@ -138,6 +138,7 @@ def test_an_option_the_laws_do_not_cover_is_left_out_by_name(config, option) -> 
             countable(model.model.layers[0].self_attn)
 
 
+@pytest.mark.slow
 def test_import_conslaw_lite_does_not_import_transformers() -> None:
     code = (
         "import sys, conslaw_lite; from conslaw_lite.families.toy.block import ToyProduct; "
