@@ -10,6 +10,7 @@ from __future__ import annotations
 from torch import nn
 
 from conslaw_lite.archs import Arch, ArchOptions, Built
+from conslaw_lite.families.ffn.laws import formula as ffn_formula
 from conslaw_lite.families.hf import attention, moe
 from conslaw_lite.families.hf.exact import countable
 from conslaw_lite.seeding import seeded
@@ -70,7 +71,7 @@ def _attention(arch: str, qk_norm: bool):
 def _mlp(options: ArchOptions) -> Built:
     o = options.with_defaults(dim=4, hidden=3, seq=2)
     block = tiny_model("qwen3", o).model.layers[0].mlp
-    return Built(countable(block), (o.seq, o.dim), o.hidden, f"r = {o.hidden}")
+    return Built(countable(block), (o.seq, o.dim), *ffn_formula("swiglu", o.hidden))
 
 
 def _moe(options: ArchOptions) -> Built:
