@@ -12,6 +12,7 @@ import torch
 
 from conslaw_lite.counting import check_laws, count_laws
 from conslaw_lite.drift import arch_setup, trajectory
+from conslaw_lite.families.mla.archs import generic_block
 from conslaw_lite.families.mla.block import LatentAttention
 from conslaw_lite.families.mla.laws import formula
 from conslaw_lite.families.mla.symmetries import move
@@ -22,13 +23,7 @@ ARCHS = ["mla", "mla-norm", "mla-norm-eps0"]
 
 
 def block(sizes: tuple[int, ...], **options) -> LatentAttention:
-    torch.manual_seed(0)
-    model = LatentAttention(*sizes, **options).double()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.startswith("gamma"):
-                p.uniform_(0.5, 1.5)
-    return model
+    return generic_block(*sizes, **options)
 
 
 @pytest.mark.slow
@@ -56,7 +51,7 @@ def test_the_bottleneck_cap_is_in_the_formula() -> None:
 
 
 def test_each_factor_of_the_group_keeps_the_output() -> None:
-    model = block((5, 2, 2, 2, 4, 3, 3), rope_base=9.0)
+    model = block((5, 2, 2, 2, 4, 3, 3))
     p, X = dict(model.named_parameters()), torch.randn(2, 4, 5, dtype=torch.float64)
     g = torch.Generator().manual_seed(1)
     gl = lambda *shape: torch.eye(shape[-1], dtype=torch.float64) + 0.3 * torch.randn(*shape, generator=g, dtype=torch.float64)  # noqa: E731, E501

@@ -14,11 +14,35 @@ from conslaw_lite.seeding import seeded
 ROPE_DIM = 2  # d_r: one 2×2 RoPE block, shared by every head's query and the one key
 
 
+def generic_block(
+    d: int, n: int, k: int, k_v: int, d_r: int, d_c: int, d_cq: int, *,
+    latent_norm: bool = False, norm_eps: float = 0.0, seed: int = 0,
+) -> LatentAttention:
+    """A float64 :class:`LatentAttention` at a generic point: seeded weights, gains from U(0.5, 1.5) (no two
+    equal), and a RoPE base whose frequencies run from 1 to 1/3 rad per position (every block turns).
+
+    Examples
+    ========
+    >>> generic_block(4, 2, 1, 1, 4, 2, 2).omega.tolist()  # d_r = 4: two blocks, ω = 1 and 1/3
+    [1.0, 0.3333333333333333]
+    """
+    with seeded(seed):
+        model = LatentAttention(
+            d, n, k, k_v, d_r, d_c, d_cq, latent_norm=latent_norm, norm_eps=norm_eps,
+            rope_base=conditioned_rope_base(d_r),
+        )
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.startswith("gamma"):
+                    p.uniform_(0.5, 1.5)
+    return model.double()
+
+
 def build_mla(options: ArchOptions, *, latent_norm: bool = False, norm_eps: float = 0.0) -> Built:
-    """A float64 :class:`LatentAttention` at a generic point, with the count :func:`formula` predicts.
+    """:func:`generic_block` with the count :func:`formula` predicts.
 
     ``--dim`` d (default 6), ``--heads`` n (2), ``--head-dim`` k = k_v (2), ``--hidden`` the
-    latent ranks d_c = d_cq (3), ``--seq`` T (4); d_r = 2. Gains from U(0.5, 1.5), so no two are equal.
+    latent ranks d_c = d_cq (3), ``--seq`` T (4); d_r = 2.
 
     Examples
     ========
@@ -33,19 +57,11 @@ def build_mla(options: ArchOptions, *, latent_norm: bool = False, norm_eps: floa
     o = options.with_defaults(dim=6, heads=2, head_dim=2, hidden=3, seq=4)
     d, n, k, r = o.dim, o.heads, o.head_dim, o.hidden
     N, text = formula(d, n, k, k, ROPE_DIM, r, r, latent_norm=latent_norm, norm_eps=norm_eps)
-    with seeded(o.seed):
-        model = LatentAttention(
-            d, n, k, k, ROPE_DIM, r, r, latent_norm=latent_norm, norm_eps=norm_eps,
-            rope_base=conditioned_rope_base(ROPE_DIM),
-        )
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                if name.startswith("gamma"):
-                    p.uniform_(0.5, 1.5)
+    model = generic_block(d, n, k, k, ROPE_DIM, r, r, latent_norm=latent_norm, norm_eps=norm_eps, seed=o.seed)
     note = f"--hidden is the rank of both latents (d_c = d_cq = {r}); --head-dim is k = k_v = {k}; d_r = {ROPE_DIM}"
     if latent_norm and norm_eps > 0:
         note += f"; RMSNorm ε = {norm_eps:g}"
-    return Built(model.double(), (o.seq, d), N, text, note)
+    return Built(model, (o.seq, d), N, text, note)
 
 
 def _mla(name: str, summary: str, **kwargs) -> Arch:
