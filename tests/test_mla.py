@@ -15,6 +15,7 @@ from conslaw_lite.drift import arch_setup, trajectory
 from conslaw_lite.families.mla.archs import generic_block
 from conslaw_lite.families.mla.block import LatentAttention
 from conslaw_lite.families.mla.laws import formula
+from conslaw_lite.families.mla.symbolic import mla_block
 from conslaw_lite.families.mla.symmetries import move
 from conslaw_lite.laws import law_functions
 
@@ -43,6 +44,14 @@ def test_the_counter_finds_the_formula_and_the_laws_are_complete(sizes: tuple[in
     assert count.num_laws == formula(*sizes, **options)[0]
     check = check_laws(model, law_functions(model), (4, sizes[0]), count=count)
     assert check.complete and check.independent == count.num_laws
+
+
+@pytest.mark.slow
+def test_derive_reaches_the_capped_count_exactly() -> None:
+    """k = 3 > d_cq + d_c = 2: the 6 entries of UQ_hUQ_hᵀ − UK_hUK_hᵀ are quadratic laws, but only 5 independent."""
+    derived = mla_block(2, 1, 3, 1, 2, 1, 1).derive()
+    assert derived.num_laws == derived.law_rank == formula(2, 1, 3, 1, 2, 1, 1)[0] == 9
+    assert len(derived.laws) > derived.law_rank  # quadratic laws with polynomial relations among them
 
 
 def test_the_bottleneck_cap_is_in_the_formula() -> None:
