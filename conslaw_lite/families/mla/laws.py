@@ -84,6 +84,7 @@ def formula(
     check_norm(d_cq, "q_rank", latent_norm, norm_eps)
     check_norm(d_c, "kv_rank", latent_norm, norm_eps)
     qk, vo = gram_laws(k, d_cq + d_c), gram_laws(k_v, d_c + d)
+    capped = (qk, vo) != (k * (k + 1) // 2, k_v * (k_v + 1) // 2)
     if latent_norm:
         scale = 1 if norm_eps == 0 else 0
         latent, latent_text = d_cq + d_c + 2 * scale, f"{d_cq} + {d_c}" + (" + 2" if scale else "")
@@ -91,9 +92,10 @@ def formula(
     else:
         q, kv = gram_laws(d_cq, d + n * (k + d_r)), gram_laws(d_c, d + n * (k + k_v))
         latent, latent_text, names = q + kv, f"{q} + {kv}", "d_cq(d_cq+1)/2 + d_c(d_c+1)/2"
+        capped = capped or (q, kv) != (d_cq * (d_cq + 1) // 2, d_c * (d_c + 1) // 2)
     N = latent + n * (qk + vo) + d_r // 2
-    capped = "" if (qk, vo) == (k * (k + 1) // 2, k_v * (k_v + 1) // 2) else " (S: widths past their neighbours')"
-    text = f"{names} + n·k(k+1)/2 + n·k_v(k_v+1)/2 + d_r/2{capped} = {latent_text} + {n}·{qk} + {n}·{vo} + {d_r // 2}"
+    cap = " (capped by S: a width past its neighbours')" if capped else ""
+    text = f"{names} + n·k(k+1)/2 + n·k_v(k_v+1)/2 + d_r/2{cap} = {latent_text} + {n}·{qk} + {n}·{vo} + {d_r // 2}"
     return N, f"{text} = {N}"
 
 
