@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from conslaw_lite.families.attention.symbolic import SOFTMAX, _circle_point, rope_rotation
+from conslaw_lite.families.attention.symbolic import SOFTMAX, circle_point, rope_rotation
 from conslaw_lite.families.mla.archs import generic_block
 from conslaw_lite.families.mla.laws import formula
 from conslaw_lite.symbolic.cases import Case, SymbolicBlock, symbol_matrix
@@ -43,7 +43,7 @@ def mla_block(
     DQ, DKV, KR = symbol_matrix("DQ_", d_cq, d), symbol_matrix("DKV_", d_c, d), symbol_matrix("KR_", d_r, d)
     params = list(DQ) + list(DKV) + list(KR)
     entries = _rows_of("DQ.weight", DQ) | _rows_of("DKV.weight", DKV) | _rows_of("KR.weight", KR)
-    circle = _circle_point(d_r, seed)
+    circle = circle_point(d_r, seed)
     through, outputs = {}, sp.zeros(T, d)
     for h in range(n):
         UQ, QR = symbol_matrix(f"UQ{h + 1}_", k, d_cq), symbol_matrix(f"QR{h + 1}_", d_r, d_cq)
