@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from conslaw_lite.families.attention.symbolic import SOFTMAX, rope_rotation
+from conslaw_lite.families.attention.symbolic import SOFTMAX, circle_point, rope_rotation
 from conslaw_lite.families.gqa.block import GroupedQueryAttention
 from conslaw_lite.families.gqa.laws import formula
 from conslaw_lite.symbolic.cases import Case, SymbolicBlock, symbol_matrix
@@ -28,21 +28,11 @@ def _entries(W: sp.Matrix, name: str, head: int, k: int, *, columns: bool) -> di
     }
 
 
-def _circle(k: int) -> dict[sp.Symbol, sp.Rational]:
-    """RoPE's cos/sin symbols ``c_j, s_j`` at the rational points ((1 − u²)/(1 + u²), 2u/(1 + u²)), u = 1/(j + 2)."""
-    point = {}
-    for j in range(k // 2):
-        u = sp.Rational(1, j + 2)
-        c, s = sp.symbols(f"c_{j + 1} s_{j + 1}", real=True)
-        point[c], point[s] = (1 - u**2) / (1 + u**2), 2 * u / (1 + u**2)
-    return point
-
-
-def gqa_block(d: int, k: int, n_q: int, n_kv: int, T: int = 2, pe: str = "none") -> SymbolicBlock:
+def gqa_block(d: int, k: int, n_q: int, n_kv: int, T: int = 2, pe: str = "none", seed: int = 0) -> SymbolicBlock:
     """``Σ_h softmax(X M_h Xᵀ/√k) X N_h`` with ``M_h = Q_h K_gᵀ``, ``N_h = V_g O_hᵀ``, g = h // (n_q/n_kv).
 
     ``pe="rope"``: the score of query p and key s is ``x_p M_h^(s−p) x_sᵀ/√k``, ``M_h^(Δ) = Q_h R_Δ K_gᵀ``, the
-    rotation's cos and sin at a rational point of the circle.
+    rotation's cos and sin at a random rational point of the circle (:func:`circle_point`).
 
     Examples
     ========
@@ -63,7 +53,7 @@ def gqa_block(d: int, k: int, n_q: int, n_kv: int, T: int = 2, pe: str = "none")
             entries |= _entries(W, name, i, k, columns=columns)
     through, outputs = {}, sp.zeros(T, d)
     offsets = range(-(T - 1), T) if pe == "rope" else [0]
-    circle = _circle(k) if pe == "rope" else {}
+    circle = circle_point(k, seed) if pe == "rope" else {}
     for h in range(n_q):
         g = h // (n_q // n_kv)
         M = {delta: symbol_matrix(f"M{h + 1}^({delta})_" if pe == "rope" else f"M{h + 1}_", d, d) for delta in offsets}
