@@ -36,8 +36,11 @@ CASES = [  # (case, architecture, options)
     ("ReLU net [4,6,3]", "ffn-relu", ArchOptions(dim=4, hidden=6, out=3)),
     ("MHA n=2 d=5 k=4", "mha", ArchOptions(dim=5, heads=2, head_dim=4)),
     ("MHA+RoPE n=2 d=5 k=4", "mha-rope", ArchOptions(dim=5, heads=2, head_dim=4)),
+    ("GQA+RoPE 4 on 2, d=5 k=4", "gqa-rope", ArchOptions(dim=5, heads=2, head_dim=4)),
+    ("linear attn n=2 d=5 k=3", "linear-attention", ArchOptions(dim=5, heads=2, head_dim=3)),
 ]
 LARGE = ("MHA n=4 d=16 k=8 T=4", "mha", ArchOptions(dim=16, heads=4, head_dim=8, seq=4))  # D = 2048
+GQA_LARGE = ("GQA+RoPE 6 on 3, d=20 k=6", "gqa-rope", ArchOptions(dim=20, heads=3, head_dim=6, seq=4))  # D = 2160
 LARGER = ("MHA n=8 d=32 k=8", "mha", ArchOptions(dim=32, heads=8, head_dim=8))  # D = 8192
 
 
@@ -66,14 +69,14 @@ def whole_networks() -> list[tuple[str, nn.Module, tuple[int, ...]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads")
-    parser.add_argument("--quick", action="store_true", help="skip the D ≥ 2000 attention block")
+    parser.add_argument("--quick", action="store_true", help="skip the D ≥ 2000 attention blocks")
     parser.add_argument("--large", action="store_true", help="add the D = 8192 attention block")
     parser.add_argument("--whole", action="store_true", help="add the whole small networks")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     count_laws(get_arch("toy").build(ArchOptions()).model, (1,))  # warm-up
     print(f"{'case':<28} {'D':>5} {'N':>5} {'formula':>7} {'σ kept':>9} {'σ dropped':>9} {'seconds':>8}  evidence")
-    for case, arch, options in CASES + ([] if args.quick else [LARGE]) + ([LARGER] if args.large else []):
+    for case, arch, options in CASES + ([] if args.quick else [LARGE, GQA_LARGE]) + ([LARGER] if args.large else []):
         built = get_arch(arch).build(options)
         count = count_laws(built.model, built.input_shape)
         n = count.num_laws if count.conclusive else "?"

@@ -85,7 +85,7 @@ def test_hugging_face_pairs_give_the_same_laws_on_the_permuted_weights() -> None
     for name in interleaved:
         assert torch.allclose(interleaved[name](p), hf[name](half), rtol=1e-14, atol=1e-14), name
     wrong, _, _ = grouped_laws(GroupedSpec(**{**spec.__dict__, "pairs": "interleaved"}))
-    assert not torch.allclose(wrong["Σ‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²"](half), hf["Σ‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²"](half))
+    assert not torch.allclose(wrong["‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²"](half), hf["‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²"](half))
 
 
 def test_bad_input_is_named() -> None:

@@ -167,7 +167,11 @@ def _parts(spec: GroupedSpec) -> dict[str, GroupFn]:
 
 
 def _gram(A: GroupFn) -> GroupFn:
-    return lambda p: A(p).mT @ A(p)  # (n_kv, k, k)
+    def gram(p: Params) -> torch.Tensor:
+        a = A(p)
+        return a.mT @ a  # (n_kv, k, k)
+
+    return gram
 
 
 def _blocks(A: GroupFn, pairs: str) -> GroupFn:
@@ -205,7 +209,8 @@ def _entries(spec: GroupedSpec) -> list[tuple[str, str, GroupFn, bool]]:
     if normed:
         gq, gk = _gain_squares(spec, spec.gamma_q, spec.n_heads), _gain_squares(spec, spec.gamma_k, spec.n_kv_heads)
         gains = _difference(gq, gk)
-        gain_name = "Σ‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²" if rope else "Σγ_q²−γ_k²"
+        gain_name = "‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²" if rope else "γ_q²−γ_k²"
+        gain_name = gain_name if spec.shared_gains else "Σ" + gain_name  # per group: summed over its queries
         out.append(("shared" if spec.shared_gains else "group", gain_name, gains, True))
     out += [("group", name, _difference(q, kk), not normed), ("group", half, q, False)]
     if normed and spec.norm_eps == 0:
