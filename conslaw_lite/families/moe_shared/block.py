@@ -83,11 +83,10 @@ class SharedMoE(nn.Module):
         token_of = torch.arange(tokens.shape[0], device=tokens.device).repeat_interleave(self.top_k)  # (n·k,)
         expert_of, weight_of = experts.reshape(-1), weights.reshape(-1)  # (n·k,)
         y = tokens.new_zeros(tokens.shape[0], self.out)  # (n, m)
-        for e, expert in enumerate(self.experts):
+        for e, expert in enumerate(self.experts):  # an expert with no token runs on none: the same calls per input
             slots = (expert_of == e).nonzero().squeeze(1)  # the (token, choice) pairs sent to expert e
-            if slots.numel():
-                mine = token_of[slots]
-                y = y.index_add(0, mine, weight_of[slots, None] * expert(tokens.index_select(0, mine)))
+            mine = token_of[slots]
+            y = y.index_add(0, mine, weight_of[slots, None] * expert(tokens.index_select(0, mine)))
         return y
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (..., d)

@@ -1,0 +1,107 @@
+"""DeepSeek-MoE (shared + routed experts, routing bias): certificates at two sizes, the routing, the bias."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conslaw_lite import controls_of, laws_of
+from conslaw_lite.archs import ArchOptions, get_arch
+from conslaw_lite.certify import certify
+from conslaw_lite.counting import count_laws
+from conslaw_lite.families.moe_shared import SharedMoE, balance_step
+from conslaw_lite.families.moe_shared.laws import bias_as_parameter
+
+F64 = torch.float64
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("arch", "options"),
+    [
+        ("moe-shared", ArchOptions()),
+        ("moe-shared", ArchOptions(dim=4, experts=6, hidden=3, top_k=3)),
+        ("moe-shared", ArchOptions(top_k=1)),  # not renormalised: the gate is not frozen, d laws still
+        ("moe-shared-bias", ArchOptions()),
+        ("moe-shared-bias", ArchOptions(dim=2, experts=5, hidden=2, top_k=2)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_certificate_is_complete_at_two_sizes(arch: str, options: ArchOptions) -> None:
+    result = certify(arch, options)
+    assert result.conclusive, result.reason
+    assert result.num_laws == result.formula == result.known_laws and result.complete, result.formula_text
+    assert result.seconds < 60
+
+
+def _dense(moe: SharedMoE, x: torch.Tensor) -> torch.Tensor:
+    """Every expert on every token, weighted by softmax(z) on the top-k of z + b and 0 elsewhere."""
+    z = moe.gate(x)
+    chosen = (z + (0 if moe.route_bias is None else moe.route_bias)).topk(moe.top_k, dim=-1).indices
+    g = torch.zeros_like(z).scatter(1, chosen, z.softmax(-1).gather(1, chosen))
+    routed = sum(g[:, e : e + 1] * E(x) for e, E in enumerate(moe.experts))
+    return routed + sum(S(x) for S in moe.shared)
+
+
+def test_sparse_dispatch_equals_the_dense_reference_with_and_without_bias() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(40, 3, dtype=F64)
+    for bias in (False, True):
+        moe = SharedMoE(3, 2, 5, 2, 2, top_k=2, routing_bias=bias).double()
+        if bias:
+            moe.route_bias.copy_(torch.randn(5, dtype=F64))
+        torch.testing.assert_close(moe(x), _dense(moe, x))
+
+
+def test_the_bias_chooses_but_does_not_weigh() -> None:
+    torch.manual_seed(1)
+    moe = SharedMoE(3, 1, 4, 2, 2, top_k=2, routing_bias=True).double()
+    x = torch.randn(30, 3, dtype=F64)
+    before, _ = moe.route(x)
+    moe.route_bias.copy_(torch.tensor([3.0, 3.0, -3.0, -3.0], dtype=F64))
+    experts, weights = moe.route(x)
+    assert not torch.equal(before, experts)  # the selection moved
+    assert set(experts.flatten().tolist()) == {0, 1}
+    torch.testing.assert_close(weights, moe.gate(x).softmax(-1)[:, :2].gather(1, experts))
+
+
+@pytest.mark.slow
+def test_the_bias_as_a_parameter_is_frozen_by_gradient_flow() -> None:
+    """Handed to the counter as a parameter, each b_e is a law of gradient flow: n_r more laws."""
+    built = get_arch("moe-shared-bias").build(ArchOptions())
+    f, params = bias_as_parameter(built.model)
+    count = count_laws(f, built.input_shape, params=params)
+    assert count.conclusive, count.reason
+    assert count.num_laws == built.formula + len(built.model.experts)
+
+
+def test_laws_hold_while_the_balancing_moves_the_bias() -> None:
+    torch.manual_seed(2)
+    moe = SharedMoE(3, 1, 4, 2, 2, top_k=2, routing_bias=True).double()
+    x, y = torch.randn(64, 3, dtype=F64), torch.randn(64, 2, dtype=F64)
+    h0, c0 = laws_of(moe), controls_of(moe)
+    lr = 1e-3
+    for _ in range(30):
+        moe.zero_grad()
+        ((moe(x) - y) ** 2).mean().backward()
+        with torch.no_grad():
+            for p in moe.parameters():
+                p -= lr * p.grad
+        balance_step(moe, x, rate=0.05)
+    assert moe.route_bias.abs().sum() > 0
+    drift = max(float((laws_of(moe)[k] - h0[k]).abs().max()) for k in h0)
+    moved = max(float((controls_of(moe)[k] - c0[k]).abs().max()) for k in c0)
+    assert drift < 1e-3 * moved, (drift, moved)  # O(τ²) per step against O(τ)
+
+
+def test_bad_input_is_named() -> None:
+    with pytest.raises(ValueError, match="top_k must be an integer in"):
+        SharedMoE(3, 1, 4, 2, 2, top_k=0)
+    with pytest.raises(ValueError, match="n_shared must be a non-negative integer"):
+        SharedMoE(3, -1, 4, 2, 2)
+    with pytest.raises(ValueError, match="needs a SharedMoE built with routing_bias=True"):
+        balance_step(SharedMoE(3, 1, 4, 2, 2), torch.randn(4, 3), 0.1)
+    with pytest.raises(ValueError, match="expected input of width 3"):
+        SharedMoE(3, 1, 4, 2, 2)(torch.randn(4, 2))
+    with pytest.raises(ValueError, match="has no routing bias"):
+        bias_as_parameter(SharedMoE(3, 1, 4, 2, 2))
