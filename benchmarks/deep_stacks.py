@@ -5,7 +5,8 @@ with :func:`conslaw_lite.counting.count_laws`: for each kind and depth, every un
 1..``--high`` (d = 3, m = 2) and ``--random`` shapes with every width uniform in 1..``--high``
 (:func:`conslaw_lite.families.deep.sweep.random_widths`, from ``--seed``). Each count is held against the
 conjecture (:func:`conslaw_lite.families.deep.laws.formula`: Σ_l r_l for ReLU and SwiGLU, 0 for GELU) and
-the conjectured laws against the count (``check_laws``). Prints one row per stack and the disagreements;
+the conjectured laws against the count (``check_laws``). Prints one row per stack, the disagreements and
+the inconclusive counts (no clear singular-value gap: no number, so no evidence either way);
 writes the rows and how they were made (command, threads, torch, machine, date) to ``--out`` as JSON.
 The committed ``benchmarks/deep_stacks.json`` is what chapter 16 loads for the sizes it does not count live.
 """
@@ -49,11 +50,13 @@ def main() -> None:
             for widths in shapes(depth, args.high, args.random, args.seed):
                 row = count_case(kind, widths, seed=args.seed)
                 rows.append(row.to_dict())
+                verdict = "ok" if row.agrees else ("DISAGREES" if row.counted is not None else "inconclusive")
                 print(f"{kind:7s} {str(widths):28s} D={row.num_params:4d} N={row.counted} conjecture={row.formula} "
-                      f"{'ok' if row.agrees else 'DISAGREES'} {row.seconds:.1f}s", flush=True)  # fmt: skip
-    bad = [r for r in rows if not r["agrees"]]
+                      f"{verdict} {row.seconds:.1f}s {row.reason}", flush=True)  # fmt: skip
+    bad = [r for r in rows if r["counted"] is not None and not r["agrees"]]
+    unknown = [r for r in rows if r["counted"] is None]
     total = time.perf_counter() - start
-    print(f"{len(rows)} stacks, {len(bad)} disagree with the conjecture, {total:.0f} s")
+    print(f"{len(rows)} stacks: {len(bad)} disagree with the conjecture, {len(unknown)} inconclusive; {total:.0f} s")
     made = {
         "command": "python benchmarks/deep_stacks.py " + " ".join(sys.argv[1:]),
         "threads": args.threads,

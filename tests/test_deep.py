@@ -45,7 +45,10 @@ def test_the_committed_sweep_says_how_it_was_made_and_supports_the_conjecture() 
     assert {(r["kind"], len(r["widths"]) - 2) for r in rows} == {
         (k, L) for k in ("relu", "gelu", "swiglu") for L in (2, 3, 4)
     }
-    assert all(r["agrees"] and r["counted"] == r["formula"] for r in rows)
+    conclusive = [r for r in rows if r["counted"] is not None]
+    assert all(r["agrees"] and r["counted"] == r["formula"] == r["known_laws"] for r in conclusive)
+    assert len(conclusive) >= 0.95 * len(rows)  # an inconclusive count gives no number: its reason is recorded
+    assert all(r["reason"] for r in rows if r["counted"] is None)
 
 
 @pytest.mark.slow

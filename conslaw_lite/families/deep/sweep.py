@@ -37,6 +37,7 @@ class DeepCount:
     sigma_kept: float
     sigma_dropped: float
     seconds: float
+    reason: str  # why the count is inconclusive (no number given: no evidence either way), or ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -60,7 +61,7 @@ def count_case(kind: str, widths: tuple[int, ...], seed: int = 0) -> DeepCount:
     agrees = bool(count.conclusive and count.num_laws == N and check.complete and check.independent == N)
     return DeepCount(
         kind, tuple(widths), count.num_params, count.num_laws, N, check.independent, agrees,
-        count.sigma_kept, count.sigma_dropped, time.perf_counter() - start,
+        count.sigma_kept, count.sigma_dropped, time.perf_counter() - start, count.reason,
     )  # fmt: skip
 
 
