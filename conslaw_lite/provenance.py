@@ -100,6 +100,6 @@ def summary_rows() -> list[Row]:
     rows = []
     for family in registered():
         for arch in family.architectures:
-            built = arch.build(ArchOptions())
-            rows.append(Row(arch.name, family.name, family.chapter, arch.summary, built.formula_text, *provenance(arch.name)))
+            formula = arch.build(ArchOptions()).formula_text
+            rows.append(Row(arch.name, family.name, family.chapter, arch.summary, formula, *provenance(arch.name)))
     return rows

@@ -71,7 +71,7 @@ def random_widths(depth: int, count: int, low: int = 1, high: int = 6, seed: int
     Examples
     ========
     >>> random_widths(2, 2, seed=0)
-    [(5, 4, 3, 6), (5, 6, 4, 2)]
+    [(1, 4, 6, 1), (3, 4, 1, 2)]
     """
     gen = torch.Generator().manual_seed(seed * 100 + depth)
     return [tuple(torch.randint(low, high + 1, (depth + 2,), generator=gen).tolist()) for _ in range(count)]

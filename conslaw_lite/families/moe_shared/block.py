@@ -118,8 +118,9 @@ def expert_load(model: SharedMoE, x: torch.Tensor) -> torch.Tensor:
     Examples
     ========
     >>> moe = SharedMoE(2, 0, 4, 1, 1, top_k=2)
-    >>> float(expert_load(moe, torch.randn(10, 2)).sum())
-    1.0
+    >>> load = expert_load(moe, torch.randn(10, 2))
+    >>> tuple(load.shape), round(float(load.sum()), 12)
+    ((4,), 1.0)
     """
     with torch.no_grad():
         experts, _ = model.route(x.reshape(-1, model.d))

@@ -42,7 +42,7 @@ def bias_as_parameter(model: SharedMoE) -> tuple[Callable, dict[str, torch.Tenso
     Examples
     ========
     >>> f, params = bias_as_parameter(SharedMoE(2, 1, 3, 1, 1, routing_bias=True).double())
-    >>> sorted(params)[-1], f(params, torch.ones(4, 2, dtype=torch.float64)).shape
+    >>> list(params)[-1], f(params, torch.ones(4, 2, dtype=torch.float64)).shape
     ('route_bias', torch.Size([4, 1]))
     """
     if model.route_bias is None:
