@@ -105,3 +105,21 @@ def test_bad_input_is_named() -> None:
         SharedMoE(3, 1, 4, 2, 2)(torch.randn(4, 2))
     with pytest.raises(ValueError, match="has no routing bias"):
         bias_as_parameter(SharedMoE(3, 1, 4, 2, 2))
+
+
+def test_the_qwen_decoder_takes_shared_experts_and_their_laws() -> None:
+    from conslaw_lite.families.moe_shared.laws import formula
+    from conslaw_lite.laws import find_blocks
+    from conslaw_lite.models.qwen import QwenConfig, QwenDecoder
+
+    config = QwenConfig(vocab_size=8, dim=4, n_layers=1, n_heads=1, head_dim=2, hidden=2, n_experts=3, top_k=2,
+                        n_shared_experts=2)  # fmt: skip
+    model = QwenDecoder(config).double()
+    assert model(torch.zeros(2, 5, dtype=torch.long)).shape == (2, 5, 8)
+    blocks = find_blocks(model.layers[0].ffn)
+    assert [b.kind for b in blocks] == ["moe-shared"] + ["swiglu"] * 5
+    n_laws = sum(int(torch.as_tensor(fn(dict(model.layers[0].ffn.named_parameters()))).numel())
+                 for b in blocks for fn in b.laws.values())  # fmt: skip
+    assert n_laws == formula(2, 3, 2, 4)[0]
+    with pytest.raises(ValueError, match="softmax gating"):
+        QwenConfig(n_experts=3, n_shared_experts=1, gating="sigmoid")
