@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from conslaw_lite import controls_of, laws_of
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.certify import certify
 from conslaw_lite.counting import count_laws
 from conslaw_lite.families.moe_shared import SharedMoE, balance_step
 from conslaw_lite.families.moe_shared.laws import bias_as_parameter
+from conslaw_lite.families.moe_shared.training import train_balanced
 
 F64 = torch.float64
 
@@ -79,19 +80,11 @@ def test_laws_hold_while_the_balancing_moves_the_bias() -> None:
     torch.manual_seed(2)
     moe = SharedMoE(3, 1, 4, 2, 2, top_k=2, routing_bias=True).double()
     x, y = torch.randn(64, 3, dtype=F64), torch.randn(64, 2, dtype=F64)
-    h0, c0 = laws_of(moe), controls_of(moe)
-    lr = 1e-3
-    for _ in range(30):
-        moe.zero_grad()
-        ((moe(x) - y) ** 2).mean().backward()
-        with torch.no_grad():
-            for p in moe.parameters():
-                p -= lr * p.grad
-        balance_step(moe, x, rate=0.05)
-    assert moe.route_bias.abs().sum() > 0
-    drift = max(float((laws_of(moe)[k] - h0[k]).abs().max()) for k in h0)
-    moved = max(float((controls_of(moe)[k] - c0[k]).abs().max()) for k in c0)
-    assert drift < 1e-3 * moved, (drift, moved)  # O(τ²) per step against O(τ)
+    run = train_balanced(moe, x, y, lr=1e-3, steps=30, rate=0.05)
+    assert np.abs(run.bias[-1] - run.bias[0]).sum() > 0 and run.imbalance.shape == (30,)
+    assert run.law_drift[-1] < 1e-3 * run.control_drift[-1], (run.law_drift[-1], run.control_drift[-1])  # τ² vs τ
+    with pytest.raises(ValueError, match="diverges"):
+        train_balanced(moe, x, 1e200 * y, lr=1e6, steps=3, rate=0.05)
 
 
 def test_bad_input_is_named() -> None:
