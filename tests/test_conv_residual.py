@@ -12,6 +12,7 @@ from conslaw_lite.certify import certify
 from conslaw_lite.families.conv import ConvBlock
 from conslaw_lite.families.residual import ResidualFFN
 from conslaw_lite.laws import find_blocks, law_functions
+from tests.certificates import assert_complete
 
 
 @pytest.mark.slow
@@ -32,10 +33,7 @@ from conslaw_lite.laws import find_blocks, law_functions
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_certificate_is_complete_at_two_sizes(arch: str, options: ArchOptions) -> None:
-    result = certify(arch, options)
-    assert result.conclusive, result.reason
-    assert result.num_laws == result.formula == result.known_laws and result.complete, result.formula_text
-    assert result.seconds < 60
+    assert_complete(arch, options)
 
 
 @pytest.mark.slow

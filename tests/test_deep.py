@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from conslaw_lite.archs import ArchOptions
-from conslaw_lite.certify import certify
 from conslaw_lite.families.deep import DeepFFN
 from conslaw_lite.families.deep.sweep import count_case
 from conslaw_lite.families.ffn.block import FFN, SwiGLU
+from tests.certificates import assert_complete
 
 SWEEP = Path(__file__).parents[1] / "benchmarks" / "deep_stacks.json"
 
@@ -21,10 +21,7 @@ SWEEP = Path(__file__).parents[1] / "benchmarks" / "deep_stacks.json"
 @pytest.mark.parametrize("arch", ["deep-relu", "deep-gelu", "deep-swiglu"])
 @pytest.mark.parametrize("options", [ArchOptions(depth=2), ArchOptions(depth=3, dim=2, hidden=4, out=3)])
 def test_certificate_agrees_with_the_conjecture_at_two_sizes(arch: str, options: ArchOptions) -> None:
-    result = certify(arch, options)
-    assert result.conclusive, result.reason
-    assert result.num_laws == result.formula == result.known_laws and result.complete, result.formula_text
-    assert result.seconds < 60
+    assert_complete(arch, options)
 
 
 def test_a_stack_of_depth_one_is_the_ffn() -> None:

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from conslaw_lite.archs import ArchOptions, get_arch
-from conslaw_lite.certify import certify
 from conslaw_lite.counting import count_laws
 from conslaw_lite.families.moe_shared import SharedMoE, balance_step
 from conslaw_lite.families.moe_shared.laws import bias_as_parameter
 from conslaw_lite.families.moe_shared.training import train_balanced
+from tests.certificates import assert_complete
 
 F64 = torch.float64
 
@@ -29,10 +29,7 @@ F64 = torch.float64
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_certificate_is_complete_at_two_sizes(arch: str, options: ArchOptions) -> None:
-    result = certify(arch, options)
-    assert result.conclusive, result.reason
-    assert result.num_laws == result.formula == result.known_laws and result.complete, result.formula_text
-    assert result.seconds < 60
+    assert_complete(arch, options)
 
 
 def _dense(moe: SharedMoE, x: torch.Tensor) -> torch.Tensor:
