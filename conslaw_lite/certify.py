@@ -14,14 +14,12 @@ degree ≤ 2, printed with tensor names and indices, and compared with the count
 Exit codes: 0 a conclusive count (and, with ``--laws``, conclusive laws), 1 inconclusive
 (no clear singular-value gap, or the random θ disagree: no number is printed as the count;
 or the laws found are no certificate: :attr:`conslaw_lite.find_laws.FoundLaws.conclusive`),
-2 bad input (including a ``--module`` file or factory that fails), 3 an internal error.
+2 bad input, 3 an internal error, 4 the ``--module`` file itself failed (one line ``FILE:LINE: ...``).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from torch import nn
 
@@ -29,6 +27,7 @@ from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.counting import LawCount, check_laws, count_laws
 from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import law_functions
+from conslaw_lite.user_module import INPUTS, load_module
 
 
 @dataclass
@@ -103,56 +102,20 @@ def certify(arch: str, options: ArchOptions, *, laws: bool = False) -> Certifica
     )
 
 
-def load_factory(spec: str) -> nn.Module:
-    r"""``FILE.py:FACTORY`` → the module ``FACTORY()`` returns (``ValueError`` naming what is missing).
-
-    Examples
-    ========
-    >>> import pathlib, tempfile
-    >>> path = pathlib.Path(tempfile.mkdtemp(), "mine.py")
-    >>> _ = path.write_text("from torch import nn\n\ndef build():\n    return nn.Linear(3, 2)\n")
-    >>> load_factory(f"{path}:build")
-    Linear(in_features=3, out_features=2, bias=True)
-    >>> load_factory(f"{path}:missing")
-    Traceback (most recent call last):
-    ...
-    ValueError: --module: ... has no function 'missing'
-    """
-    path_text, sep, factory_name = spec.rpartition(":")
-    if not sep or not path_text or not factory_name:
-        raise ValueError(f"--module must be FILE.py:FACTORY, got {spec!r}")
-    path = Path(path_text)
-    if not path.is_file():
-        raise ValueError(f"--module: file not found: {path}")
-    module_spec = importlib.util.spec_from_file_location(f"_certify_{path.stem}", path)
-    if module_spec is None or module_spec.loader is None:
-        raise ValueError(f"--module: cannot import {path} (is it a .py file?)")
-    source = importlib.util.module_from_spec(module_spec)
-    try:
-        module_spec.loader.exec_module(source)
-    except Exception as err:  # the user's file: its error is bad input, not a bug of ours
-        raise ValueError(f"--module: importing {path} failed: {type(err).__name__}: {err}") from err
-    factory = getattr(source, factory_name, None)
-    if not callable(factory):
-        raise ValueError(f"--module: {path} has no function {factory_name!r}")
-    try:
-        model = factory()
-    except Exception as err:
-        raise ValueError(f"--module: {factory_name}() failed: {type(err).__name__}: {err}") from err
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"--module: {factory_name}() returned a {type(model).__name__}, not an nn.Module")
-    return model
+def _found(model: nn.Module, input_shape: tuple[int, ...] | None, seed: int, count: LawCount, inputs=None) -> dict:
+    return find_laws(model, input_shape, inputs=inputs, seed=seed, count=count).to_dict()
 
 
-def _found(model: nn.Module, input_shape: tuple[int, ...], seed: int, count: LawCount) -> dict:
-    return find_laws(model, input_shape, seed=seed, count=count).to_dict()
-
-
-def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0, *, laws: bool = False) -> Certificate:
+def certify_module(
+    spec: str, input_shape: tuple[int, ...] | None, seed: int = 0, *, laws: bool = False, vocab: int | None = None
+) -> Certificate:
     r"""Count ``N = D − dim Lie(W)(θ)`` for ``FACTORY()`` from ``FILE.py:FACTORY``.
 
     Nothing is known about a module of one's own, so ``known_laws``,
     ``max_residual``, ``complete`` and ``formula`` are ``None``; ``laws`` finds them (``found``).
+    Its inputs (:meth:`conslaw_lite.user_module.UserModule.inputs`): standard-normal of ``input_shape``,
+    token ids ``0..vocab−1`` with ``vocab``, or the file's ``inputs(n)``. What the file raises is a
+    :class:`~conslaw_lite.user_module.UserCodeError` naming its line.
 
     Examples
     ========
@@ -169,9 +132,14 @@ def certify_module(spec: str, input_shape: tuple[int, ...], seed: int = 0, *, la
     >>> r.num_params, r.rank_lie, r.num_laws, r.known_laws, r.found["laws"]
     (3, 1, 2, None, ['a² − c²', 'b² − c²'])
     """
-    model = load_factory(spec)
-    count = count_laws(model, input_shape, seed=seed)
-    return Certificate.of(spec, count, _found(model, input_shape, seed, count) if laws else None)
+    user = load_module(spec)
+    inputs = user.inputs(input_shape, vocab, seed)
+    if inputs is None and input_shape is None:
+        needs = f"--module needs --input-shape, e.g. --input-shape 3,4 (or a function {INPUTS}(n) in its file)"
+        raise ValueError(needs)
+    shape = input_shape if inputs is None else None
+    count = count_laws(user.model, shape, inputs=inputs, seed=seed)
+    return Certificate.of(spec, count, _found(user.model, shape, seed, count, inputs) if laws else None)
 
 
 

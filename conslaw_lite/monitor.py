@@ -16,6 +16,11 @@ per-head laws of an attention block, and each law with its control, are evaluate
 batched call (the block's :class:`~conslaw_lite.laws.Batch`), and all laws with the same
 number of entries are compared with h(θ₀) as the rows of one matrix.
 
+**Any module.** The parts of a model outside the registered blocks (a plain MLP, a CNN, a block of one's
+own) get their laws found by :func:`conslaw_lite.own_laws.own_laws` when ``input_shape`` or ``inputs`` says
+what the model takes: they are searched once, at the start, printed part by part with the time it took, and
+watched as the group ``"found"``.
+
 **Train mode.** A block's laws come from a symmetry of its own parameters that leaves its
 output unchanged for every input, so a BatchNorm or a Dropout *outside* the block, in train
 mode, keeps them (measured: a SwiGLU after or before a train-mode BatchNorm1d drifts by
@@ -35,7 +40,7 @@ at the start, and warns once if it is switched to train mode later:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +51,7 @@ from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
 from conslaw_lite.counting.module_checks import describe_layer, is_mode_dependent
 from conslaw_lite.laws import Group, Law, find_blocks, groups
+from conslaw_lite.own_laws import OwnLaws, missing_input_message, own_laws, uncovered
 
 FOUND = Group("found", "law")  # the group of laws given to the Monitor
 
@@ -187,7 +193,8 @@ class Monitor:
     or the controls, of one block family) is asked for by its key: ``"swiglu"``, ``"mha"``, ... for
     the laws and ``"swiglu:control"``, ... for the controls. Given ``laws`` (``{key: h}``, e.g.
     :func:`conslaw_lite.find_laws.find_laws`' ``.laws`` for a module of one's own) it watches those
-    instead, as one group keyed ``"found"``.
+    instead, as one group keyed ``"found"``. Given ``input_shape`` (or ``inputs``), the laws of the parts outside
+    the registered blocks are found and watched as group ``"found"`` (:attr:`own` holds what was searched).
 
     Examples
     ========
@@ -213,11 +220,18 @@ class Monitor:
         every: int = 1,
         device: torch.device | str | None = None,
         laws: Mapping[str, Law] | None = None,
+        input_shape: tuple[int, ...] | None = None,
+        inputs: torch.Tensor | None = None,
+        alarm: Callable[[Monitor], object] | None = None,
     ) -> None:
         """Record h(θ₀) of every law of ``model``, in float64 on ``device`` (default: the model's own device).
 
         A GPU's float64 is slow on consumer cards; ``device="cpu"`` evaluates the laws there instead.
         ``laws`` (e.g. ``find_laws(model, ...).laws``) are watched instead of the registry's, as group ``"found"``.
+        Parts of ``model`` outside every registered block get their laws found (:mod:`conslaw_lite.own_laws`,
+        printed once, in :attr:`own`; watched as group ``"found"``) when ``input_shape`` (one input, no batch
+        dimension) or ``inputs`` (a batch) says what the model takes.
+        ``alarm`` (e.g. :class:`conslaw_lite.early_warning.DriftAlarm`) is called with the monitor after each record.
         """
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be a positive integer, got {every!r}")
@@ -228,10 +242,12 @@ class Monitor:
         device = model_device(model) if device is None else default_device(device)
         self.every = every
         self._count = 0
+        self.own: OwnLaws | None = None  # the parts outside the registered blocks and the laws found for them
+        self._alarm = alarm
         if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
             grouped = {FOUND: dict(laws)}
         else:
-            grouped = {group: {q.key: q.fn for q in qs} for group, qs in groups(model).items()}
+            grouped = self._registered_and_own(model, input_shape, inputs)
         # Group g owns laws bounds[g]:bounds[g+1] of the one flat vector.
         self._groups = list(grouped)
         self._keys = [group.key for group in self._groups]
@@ -251,6 +267,25 @@ class Monitor:
         self._params = {n: p if n in ready else next(buffers) for n, p in read.items()}
         self._steps = [0]
         self._relative = [self._laws.relative_drift(reads)]  # per record: every law's relative drift (0 or NaN here)
+
+    def _registered_and_own(self, model: nn.Module, input_shape, inputs) -> dict[Group, dict[str, Law]]:
+        """The registry's laws by group, and (group ``"found"``) those found for the parts outside its blocks."""
+        registered = groups(model).items() if find_blocks(model) else ()
+        grouped = {group: {q.key: q.fn for q in qs} for group, qs in registered}
+        self.own = own_laws(model, input_shape, inputs) if uncovered(model) else None
+        if self.own is not None and not self.own.searched and not grouped:
+            raise ValueError(missing_input_message(model))
+        if self.own is not None and self.own.laws:
+            grouped[FOUND] = self.own.laws
+        if not grouped:
+            raise ValueError(f"Monitor: no conservation law to watch in {type(model).__name__}; {self.own}")
+        if self.own is not None and self.own.searched:
+            print(f"Monitor: {self.own}")
+            self._conflicts += [c for c in _mode_conflicts(model, True) if self.own.covers(c[0])]
+            for name, layer, why in self._conflicts:
+                if layer.training:
+                    raise ValueError(_conflict_message(name, layer, why))
+        return grouped
 
     @property
     def groups(self) -> list[Group]:
@@ -277,6 +312,8 @@ class Monitor:
                 torch._foreach_copy_(self._buffers, self._to_cast)
             self._relative.append(self._laws.relative_drift(self._params))
         self._steps.append(self._count)
+        if self._alarm is not None:
+            self._alarm(self)
         return True
 
     def attach(self, optimizer: torch.optim.Optimizer) -> torch.utils.hooks.RemovableHandle:

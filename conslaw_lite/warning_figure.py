@@ -2,7 +2,8 @@
 
 For the run at one τ of :func:`conslaw_lite.early_warning.sweep` it draws, against the step k on a log
 axis, the drift alarm's statistic ``max_g ε_g(k) / (k·r_g)`` (blue) with the factor that fires it
-(blue, dashed), and the loss ratio ``L_k / L_0`` (red) with the loss alarm's level (red, dotted);
+(blue, dashed), and the loss ratio ``L_k / L_0`` (red) with the loss alarm's level (red, dotted) and the
+divergence level ``DIVERGENCE`` (grey, dotted);
 vertical lines mark the drift warning and the divergence. A menu picks the model, a slider the τ:
 the runs are embedded in the page, so it works without a kernel (the book's web page, Colab).
 """
@@ -17,7 +18,7 @@ from bokeh.layouts import column, row
 from bokeh.models import ColumnDataSource, CustomJS, Div, LayoutDOM, Select, Slider, Span
 from bokeh.plotting import figure
 
-from conslaw_lite.early_warning import SweepPoint
+from conslaw_lite.early_warning import DIVERGENCE, SweepPoint
 from conslaw_lite.plots import CONSERVED, CONTROL, REFERENCE
 from conslaw_lite.widgets import CARD
 
@@ -81,6 +82,7 @@ def warning_figure(
     p.line("x", "y", source=sources["loss"], color=CONTROL, line_width=2, legend_label="loss / initial loss")
     p.add_layout(Span(location=factor, dimension="width", line_color=CONSERVED, line_dash="dashed"))
     p.add_layout(Span(location=loss_factor, dimension="width", line_color=CONTROL, line_dash="dotted"))
+    p.add_layout(Span(location=DIVERGENCE, dimension="width", line_color=REFERENCE, line_dash="dotted"))
     warned = Span(location=0, dimension="height", line_color=CONSERVED, line_width=1.5, visible=False)
     diverged = Span(location=0, dimension="height", line_color=REFERENCE, line_width=1.5, visible=False)
     p.add_layout(warned)

@@ -139,12 +139,12 @@ def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> N
         (("--module", "{dir}/mine.py:relu_net"), "needs --input-shape"),
         (("toy", "--module", "{dir}/mine.py:relu_net", "--input-shape", "4"), "not both"),
         (("toy", "--dim", "0"), "--dim must be a positive integer"),
-        (("--module", "{dir}/mine.py:broken", "--input-shape", "4"), "broken() failed: RuntimeError: no weights"),
-        (("--module", "{dir}/syntax.py:make", "--input-shape", "4"), "importing"),
+        (("--module", "{dir}/mine.py:relu_net", "--input-dtype", "long", "--input-shape", "4"), "needs --vocab"),
+        (("--module", "{dir}/mine.py:relu_net", "--vocab", "4", "--input-shape", "4"), "--input-dtype long"),
+        (("toy", "--vocab", "4"), "are for --module"),
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(run_cli, factories: Path, argv: tuple[str, ...], words: str) -> None:
-    (factories.parent / "syntax.py").write_text("def make(:\n")
     code, out, err = run_cli(*(a.format(dir=factories.parent) for a in argv))
     assert code == 2 and out == ""
     assert words in err and err.count("\n") == 1
@@ -169,3 +169,76 @@ def test_version_flag_prints_the_package_version(capsys: pytest.CaptureFixture) 
         cli.main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"conslaw_lite {conslaw_lite.__version__}"
+
+
+# ---------------------------------------------------------------- the user's own file: token ids, its errors
+
+EMBEDDING = '''
+import torch
+from torch import nn
+
+
+def make():  # two token ids per input, embedded in 3 dimensions, then a ReLU net 6 → 4 → 2
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Embedding(10, 3), nn.Flatten(), nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+'''
+
+# E ↦ E G with every position's columns of the first Linear ↦ G⁻¹: the 3·4/2 = 6 laws EᵀE − Σ_t W_tᵀW_t; and the
+# ReLU's 4 hidden units: N = 6 + 4 = 10 (the embedding rows of ids never drawn would add 3 spurious laws each)
+EMBEDDING_LAWS = 10
+
+
+def test_cli_counts_an_embedding_model_on_token_ids(run_cli, tmp_path: Path) -> None:
+    (tmp_path / "emb.py").write_text(EMBEDDING)
+    spec = f"{tmp_path}/emb.py:make"
+    code, out, _ = run_cli("--module", spec, "--input-dtype", "long", "--vocab", "10", "--input-shape", "2", "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == EMBEDDING_LAWS
+
+
+def test_cli_takes_the_inputs_function_of_the_module_file(run_cli, tmp_path: Path) -> None:
+    """``inputs(n)`` in the file: here every id at every position, shuffled, as token_inputs draws them."""
+    inputs = "\n\ndef inputs(n):\n    from conslaw_lite.user_inputs import token_inputs\n"
+    inputs += "    return token_inputs((2,), 10, n)\n"
+    (tmp_path / "emb.py").write_text(EMBEDDING + inputs)
+    code, out, _ = run_cli("--module", f"{tmp_path}/emb.py:make", "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == EMBEDDING_LAWS
+
+
+@pytest.mark.parametrize(
+    "source, factory, where, words",
+    [
+        ("import torch\n\ndef make(:\n    pass\n", "make", 3, "SyntaxError: invalid syntax"),
+        ("import torch\nimport no_such_package\n", "make", 2, "ModuleNotFoundError: No module named 'no_such_package'"),
+        ("def make():\n    x = 1\n    raise RuntimeError('no weights')\n", "make", 3,
+         "RuntimeError: no weights (in make())"),
+        (EMBEDDING + "\ndef inputs(n):\n    return 1 / 0\n", "make", 11,
+         "ZeroDivisionError: division by zero (in inputs(1))"),
+    ],
+)  # fmt: skip
+def test_cli_errors_of_the_users_file_exit_4_naming_file_and_line(
+    run_cli, tmp_path: Path, source: str, factory: str, where: int, words: str
+) -> None:
+    """Not 1 ("inconclusive"), not 2 (a wrong argument), not 3 (our bug): one line FILE:LINE: Error: message."""
+    (tmp_path / "user.py").write_text(source)
+    code, out, err = run_cli("--module", f"{tmp_path}/user.py:{factory}", "--input-shape", "2")
+    assert code == cli.USER_CODE == 4 and out == ""
+    assert err == f"error: {tmp_path}/user.py:{where}: {words}\n"
+
+
+def test_cli_lists_the_named_architectures(run_cli) -> None:
+    from conslaw_lite.archs import list_archs
+
+    code, out, _ = run_cli("--list")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == list_archs()
+
+
+@pytest.mark.slow
+def test_python_dash_m_version_runs() -> None:
+    import subprocess
+    import sys
+
+    import conslaw_lite
+
+    argv = [sys.executable, "-m", "conslaw_lite", "--version"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == f"conslaw_lite {conslaw_lite.__version__}"

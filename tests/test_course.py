@@ -15,7 +15,7 @@ import pytest
 
 from tests.notebooks import ROOT
 
-CHAPTERS = sorted(p for p in (ROOT / "book").glob("*.ipynb") if re.match(r"(0[1-9]|1[0-2])_", p.name))
+CHAPTERS = sorted(p for p in (ROOT / "book").glob("*.ipynb") if re.match(r"\d\d_", p.name))
 WORDS_PER_MINUTE = 150
 BOX = "```{admonition} Goals, prerequisites and time"
 

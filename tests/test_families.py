@@ -43,7 +43,10 @@ def test_a_family_without_its_case_says_so() -> None:
 def test_first_architecture_of_each_family_is_counted_to_its_formula(fam: Family) -> None:
     assert fam.architectures, f"{fam.name} has no named architecture for certify and drift"
     arch = fam.architectures[0].name
-    result = certify(arch, ArchOptions(heads=1))  # one head keeps the attention families fast
+    try:
+        result = certify(arch, ArchOptions(heads=1))  # one head keeps the attention families fast
+    except ModuleNotFoundError as err:  # a family of an optional extra (hf: transformers) says what to install
+        pytest.skip(str(err))
     assert result.conclusive, result.reason
     assert result.num_laws == result.formula, result.formula_text
     assert result.known_laws == result.num_laws and result.complete

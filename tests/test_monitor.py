@@ -110,7 +110,7 @@ def test_every_n_steps_records_at_multiples_of_n() -> None:
 
 
 def test_bad_input_is_named() -> None:
-    with pytest.raises(ValueError, match="supported module types"):
+    with pytest.raises(ValueError, match="give input_shape=.* or inputs=.*laws="):
         Monitor(nn.Linear(2, 2))
     model, _ = arch_setup("swiglu")(0)
     with pytest.raises(ValueError, match="every"):

@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own module of this package, which provides ``add_arguments(parser)``
 and ``run(args) -> int``. Exit codes: 0 a conclusive result, 1 an inconclusive one, 2 bad input
-(one line on stderr), 3 an internal error (a bug: the traceback on stderr).
+(one line on stderr), 3 an internal error (a bug: the traceback on stderr), 4 an error raised by the
+user's ``--module`` file (syntax, import, factory: one line ``FILE:LINE: ...`` on stderr).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import traceback
 from importlib.metadata import version
 
 from conslaw_lite.flows import Diverged
+from conslaw_lite.user_module import UserCodeError
+
+USER_CODE = 4  # the exit code of an error raised by the user's --module file
 
 SUBCOMMANDS = {
     "certify": ("conslaw_lite.cli.certify", "count the conservation laws of a block and check the known list"),
@@ -26,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, and return its exit code.
 
     0 success, 1 an inconclusive result, 2 bad input (one ``error: ...`` line on stderr),
-    3 an internal error (traceback on stderr): never 1, which scripts read as "inconclusive".
+    3 an internal error (traceback on stderr): never 1, which scripts read as "inconclusive";
+    4 the user's ``--module`` file raised (one ``error: FILE:LINE: ...`` line on stderr).
 
     Examples
     ========
@@ -65,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # --help and --version exit with 0, a usage error with 2
     try:
         return module.run(args)
+    except UserCodeError as err:  # the user's file failed: its line, not our traceback, and not "inconclusive"
+        print(f"error: {err}", file=sys.stderr)
+        return USER_CODE
     except (ValueError, TypeError, FileNotFoundError, Diverged) as err:  # bad input; anything else is a bug: traceback
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -3,7 +3,9 @@
 Exit codes: 0 a conclusive count (and, with ``--laws``, conclusive laws), 1 inconclusive
 (no clear singular-value gap, or the random θ disagree: no number is printed as the count;
 or the laws found are no certificate: :attr:`conslaw_lite.find_laws.FoundLaws.conclusive`),
-2 bad input (including a ``--module`` file or factory that fails), 3 an internal error.
+2 bad input, 3 an internal error, 4 the ``--module`` file raised (syntax, import, factory, ``inputs(n)``).
+``--list`` prints the named architectures. A model of token ids: ``--input-dtype long --vocab V``, or a
+function ``inputs(n)`` in the module file that returns its n inputs.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import argparse
 import json
 import sys
 
-from conslaw_lite.archs import add_size_arguments, size_options
+from conslaw_lite.archs import add_size_arguments, get_arch, list_archs, size_options
 from conslaw_lite.certify import certify, certify_module, table
 
 
@@ -47,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("arch", nargs="?", help="a registered architecture (toy, ffn-gelu, swiglu, mha-rope, ...)")
     parser.add_argument("--module", metavar="FILE.py:FACTORY", help="certify FACTORY() from FILE.py instead")
     parser.add_argument("--input-shape", metavar="3,4", help="one input's shape (no batch dimension), with --module")
+    parser.add_argument(
+        "--input-dtype", choices=("float64", "long"), default="float64",
+        help="with --module: float64 inputs (standard normal) or long (token ids 0..V-1, with --vocab V)",
+    )  # fmt: skip
+    parser.add_argument("--vocab", type=int, metavar="V", help="with --input-dtype long: the number of token ids")
+    parser.add_argument("--list", action="store_true", help="print the named architectures and exit")
     add_size_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -78,15 +86,16 @@ def run(args: argparse.Namespace) -> int:
     ...
     ValueError: give either an architecture name or --module FILE.py:FACTORY (not both)
     """
+    if args.list:
+        return _print_archs()
     if (args.arch is None) == (args.module is None):
         raise ValueError("give either an architecture name or --module FILE.py:FACTORY (not both)")
     if args.module is not None:
-        if args.input_shape is None:
-            raise ValueError("--module needs --input-shape, e.g. --input-shape 3,4")
-        result = certify_module(args.module, parse_shape(args.input_shape), seed=args.seed, laws=args.laws)
+        shape = None if args.input_shape is None else parse_shape(args.input_shape)
+        result = certify_module(args.module, shape, seed=args.seed, laws=args.laws, vocab=_vocab(args))
     else:
-        if args.input_shape is not None:
-            raise ValueError("--input-shape is only for --module; an architecture knows its input shape")
+        if args.input_shape is not None or args.vocab is not None or args.input_dtype != "float64":
+            raise ValueError("--input-shape, --input-dtype and --vocab are for --module; an arch knows its inputs")
         options = size_options(args, seed=args.seed)
         result = certify(args.arch, options, laws=args.laws)
     print(json.dumps(result.to_dict(), indent=2) if args.json else table(result))
@@ -98,3 +107,28 @@ def run(args: argparse.Namespace) -> int:
         return 1
     return 0
 
+
+def _vocab(args: argparse.Namespace) -> int | None:
+    """``--vocab`` for ``--input-dtype long`` (each needs the other), ``None`` for float inputs."""
+    if args.input_dtype == "long" and args.vocab is None:
+        raise ValueError("--input-dtype long needs --vocab V, the number of token ids (0..V-1)")
+    if args.input_dtype != "long" and args.vocab is not None:
+        raise ValueError("--vocab is for token ids: add --input-dtype long")
+    return args.vocab
+
+
+def _print_archs() -> int:
+    """``certify --list``: each named architecture and its one-line summary.
+
+    Examples
+    ========
+    >>> _print_archs()
+    ffn-gelu ...
+    toy ...
+    0
+    """
+    names = list_archs()
+    width = max(len(name) for name in names)
+    for name in names:
+        print(f"{name:<{width}}  {get_arch(name).summary}")
+    return 0

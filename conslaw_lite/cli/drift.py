@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 
 import torch
 
 from conslaw_lite.archs import add_size_arguments, size_options
 from conslaw_lite.config import device as default_device
 from conslaw_lite.drift import DriftReport, arch_setup, batch_size, measure
+from conslaw_lite.early_warning import DIVERGENCE, SweepPoint, sweep
 from conslaw_lite.flows import OPTIMIZERS, SCHEDULES
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}  # training dtypes of the command line
@@ -37,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--device", help="where to train (default: cuda when present, else cpu)")
     parser.add_argument("--dtype", choices=DTYPES, default="float64", help="training dtype; laws are float64")
+    parser.add_argument("--alarm", action="store_true",
+                        help="instead: per τ, the step the drift alarm warns and the step the loss diverges (> 10 L_0)")
     add_size_arguments(parser)
 
 
@@ -59,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     batch = batch_size(args.optimizer, args.batch, args.samples)
     options = size_options(args)
     setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
+    if args.alarm:
+        return run_alarm(args, setup)
     report = measure(
         setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,
         seeds=args.seeds, name=args.arch, batch=batch, device=default_device(args.device), dtype=DTYPES[args.dtype],
@@ -92,3 +98,55 @@ def format_report(report: DriftReport) -> str:
     ]
     return "\n".join([head, cols, *rows, f"slope_lr = {report.slope_lr:.3f} (log drift at k = K against log tau)"])
 
+
+
+def run_alarm(args: argparse.Namespace, setup: Callable) -> int:
+    """``--alarm``: :func:`conslaw_lite.early_warning.sweep` over ``--lr`` for each seed, printed per τ.
+
+    Examples
+    ========
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> run(parser.parse_args(["ffn-relu", "--lr", "1", "6", "--steps", "12", "--alarm"]))
+    ffn-relu: SGD at a constant step, K = 12, full batch; diverged = loss > 10 L_0 or not finite
+          tau  seed  drift warning  loss > 3 L_0   diverged   lead
+            1     0              —             —          —      —
+            6     0             10             9         10      0
+    0
+    """
+    if args.optimizer not in ("gd", "sgd") or args.schedule != "constant":
+        raise ValueError("--alarm trains with plain (S)GD at a constant step: use --optimizer gd or sgd, "
+                         "--schedule constant")
+    if args.device not in (None, "cpu") or args.dtype != "float64":
+        raise ValueError("--alarm trains on the cpu in float64: leave out --device and --dtype")
+    runs = [(seed, point) for seed in range(args.seeds) for point in sweep(setup, args.lr, steps=args.steps, seed=seed)]
+    if args.json:
+        rows = [{"lr": p.lr, "seed": seed, "warned_at": p.warned_at, "loss_warned_at": p.loss_warned_at,
+                 "diverged_at": p.diverged_at, "lead": p.lead} for seed, p in runs]
+        print(json.dumps({"arch": args.arch, "steps": args.steps, "divergence": DIVERGENCE, "alarm": rows}, indent=2))
+    else:
+        print(format_alarm(args.arch, args.steps, args.batch, runs))
+    return 0
+
+
+def format_alarm(arch: str, steps: int, batch: int | None, runs: list[tuple[int, SweepPoint]]) -> str:
+    """The table of :func:`run_alarm`: per τ and seed, the steps of the drift warning, the loss alarm, the divergence.
+
+    Examples
+    ========
+    >>> import numpy as np
+    >>> point = SweepPoint(0.1, 9, 4, 7, np.ones(9), np.arange(1, 10), np.ones(9))
+    >>> print(format_alarm("toy", 20, None, [(0, point)]))
+    toy: SGD at a constant step, K = 20, full batch; diverged = loss > 10 L_0 or not finite
+          tau  seed  drift warning  loss > 3 L_0   diverged   lead
+          0.1     0              4             7          9      5
+    """
+    def say(step: int | None) -> str:
+        return "—" if step is None else str(step)
+
+    head = (f"{arch}: SGD at a constant step, K = {steps}, " + (f"batch {batch}" if batch else "full batch")
+            + f"; diverged = loss > {DIVERGENCE:g} L_0 or not finite")
+    cols = f"{'tau':>9} {'seed':>5} {'drift warning':>14} {'loss > 3 L_0':>13} {'diverged':>10} {'lead':>6}"
+    rows = [f"{p.lr:>9.4g} {seed:>5} {say(p.warned_at):>14} {say(p.loss_warned_at):>13} {say(p.diverged_at):>10} "
+            f"{say(p.lead):>6}" for seed, p in runs]
+    return "\n".join([head, cols, *rows])

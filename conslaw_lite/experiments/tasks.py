@@ -111,7 +111,7 @@ def vit_task(scale: Scale, *, dataset: str = "cifar10") -> Task:
     """
     from conslaw_lite.models.vit import small_vit  # timm is an optional dependency
 
-    images = load_images(dataset, max_images=scale.pick(ci=128, cpu=128, gpu=8192))
+    images = load_images(dataset, max_images=scale.pick(ci=64, cpu=128, gpu=8192))
     channels, size = images.x.shape[1], images.x.shape[-1]
     patch = max(2, size // 8)
     dim = scale.pick(ci=32, cpu=64, gpu=384)

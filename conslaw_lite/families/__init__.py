@@ -58,7 +58,7 @@ def registered() -> tuple[Family, ...]:
     Examples
     ========
     >>> [f.name for f in registered()]
-    ['toy', 'ffn', 'attention', 'gqa', 'moe', 'network', 'conv', 'deep', 'moe_shared', 'residual']
+    ['toy', 'ffn', 'attention', 'gqa', 'moe', 'hf', 'network', 'mla', 'conv', 'deep', 'moe_shared', 'residual']
     """
     found = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
@@ -82,7 +82,7 @@ def family(name: str) -> Family:
     >>> family("cnn")
     Traceback (most recent call last):
     ...
-    ValueError: unknown family 'cnn'; registered: toy, ffn, attention, gqa, moe, network, ...
+    ValueError: unknown family 'cnn'; registered: toy, ffn, attention, gqa, moe, hf, network, mla, ...
     """
     by_name = {f.name: f for f in registered()}
     if name not in by_name:

@@ -130,8 +130,17 @@ def _upper(M: sp.Matrix) -> list[sp.Expr]:
     return [M[r, c] for r in range(M.rows) for c in range(r, M.cols)]
 
 
-def _circle_point(k: int, seed: int) -> dict[sp.Symbol, sp.Rational]:
-    """RoPE's cos/sin symbols ``c_j, s_j`` at a random rational point of the circle c² + s² = 1."""
+def circle_point(k: int, seed: int) -> dict[sp.Symbol, sp.Rational]:
+    """RoPE's cos/sin symbols ``c_j, s_j`` at a random rational point of the circle c² + s² = 1.
+
+    ``c = (1 − u²)/(1 + u²)``, ``s = 2u/(1 + u²)`` for a random rational u ∈ (0, 1): exact, and every block turns.
+
+    Examples
+    ========
+    >>> point = circle_point(2, seed=0)
+    >>> [str(symbol) for symbol in point], sum(value**2 for value in point.values())
+    (['c_1', 's_1'], 1)
+    """
     rng = random.Random(seed)
     point = {}
     for j in range(k // 2):
@@ -189,7 +198,7 @@ def attention_block(
         X, inputs = X + table, inputs + list(table)
     if bias:
         X = X.row_join(sp.ones(T, 1))  # X̃ = [X, 1]
-    circle = _circle_point(k, seed) if pe == "rope" else {}
+    circle = circle_point(k, seed) if pe == "rope" else {}
     params, through, entries, outputs = [], {}, {}, sp.zeros(T, d)
     for i in range(n_heads):
         W = {m: symbol_matrix(f"{m}{i + 1}_", d, k) for m in "QKVO"}
@@ -254,7 +263,7 @@ def rope_commutant(k: int) -> list[sp.Matrix]:
     """
     if k % 2 or k < 2:
         raise ValueError(f"RoPE needs an even head_dim k ≥ 2, got {k}")
-    R = rope_rotation(k, 1).xreplace(_circle_point(k, 0))
+    R = rope_rotation(k, 1).xreplace(circle_point(k, 0))
     X = sp.Matrix(k, k, lambda a, b: sp.Symbol(f"X_{a}{b}"))
     equations = list(X * R - R * X)
     unknowns = list(X)

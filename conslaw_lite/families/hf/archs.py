@@ -1,0 +1,91 @@
+"""transformers' blocks as named architectures, each one decoder layer's module of a tiny model built from a
+config with random weights (no download): ``qwen3-attention``, ``llama-attention``, ``qwen3-mlp``, ``qwen3-moe``.
+
+``--heads`` is the number of key/value heads, two queries on each; ``--experts`` and ``--top-k`` size the
+MoE. Each builder returns :func:`~.exact.countable` of the module: the counter evaluates it in float64.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from conslaw_lite.archs import Arch, ArchOptions, Built
+from conslaw_lite.families.ffn.laws import formula as ffn_formula
+from conslaw_lite.families.hf import attention, moe
+from conslaw_lite.families.hf.exact import countable
+from conslaw_lite.seeding import seeded
+
+QUERIES_PER_GROUP = 2
+INSTALL = "transformers is not installed: pip install 'conslaw_lite[hf]'"
+
+
+def tiny_model(arch: str, options: ArchOptions | None = None, **config: object) -> nn.Module:
+    """A causal LM of transformers (``"qwen3"``, ``"llama"`` or ``"qwen3_moe"``) at the sizes of ``options``,
+    seeded, in float64, with its own random initialisation; ``config`` overrides any config field.
+
+    Sizes: ``--dim`` the width d (8), ``--heads`` the key/value heads (1; two queries each), ``--head-dim`` k (4),
+    ``--hidden`` the MLP's (3) or each expert's (2) width, ``--out`` the vocabulary (16), ``--experts`` (3) and
+    ``--top-k`` (2); one layer unless ``num_hidden_layers`` is given.
+
+    Examples
+    ========
+    >>> lm = tiny_model("qwen3", ArchOptions(dim=8))
+    >>> type(lm).__name__, lm.model.layers[0].self_attn.q_proj.weight.shape
+    ('Qwen3ForCausalLM', torch.Size([8, 8]))
+    """
+    try:
+        import transformers
+    except ModuleNotFoundError as err:
+        raise ModuleNotFoundError(INSTALL) from err
+    o = (options or ArchOptions()).with_defaults(dim=8, heads=1, head_dim=4, hidden=3, out=16, experts=3, top_k=2)
+    names = {"qwen3": "Qwen3", "llama": "Llama", "qwen3_moe": "Qwen3Moe"}
+    if arch not in names:
+        raise ValueError(f"arch must be one of {tuple(names)}, got {arch!r}")
+    sizes = dict(
+        hidden_size=o.dim, num_hidden_layers=1, num_attention_heads=QUERIES_PER_GROUP * o.heads,
+        num_key_value_heads=o.heads, head_dim=o.head_dim, vocab_size=o.out, intermediate_size=o.hidden,
+        max_position_embeddings=64,
+    )  # fmt: skip
+    if arch == "qwen3_moe":
+        sizes |= dict(moe_intermediate_size=o.hidden, num_experts=o.experts, num_experts_per_tok=o.top_k)
+    Config = getattr(transformers, f"{names[arch]}Config")
+    Model = getattr(transformers, f"{names[arch]}ForCausalLM")
+    with seeded(o.seed):
+        model = Model(Config(**(sizes | config))).double()
+    if arch == "qwen3_moe":
+        model.config._experts_implementation = "eager"  # grouped_mm refuses widths that are not multiples of 16 B
+    return model
+
+
+def _attention(arch: str, qk_norm: bool):
+    def build(options: ArchOptions) -> Built:
+        o = options.with_defaults(dim=8, heads=1, head_dim=4, seq=3)
+        block = tiny_model(arch, o).model.layers[0].self_attn
+        N, text = attention.formula(o.heads, o.head_dim, qk_norm=qk_norm)
+        note = f"--heads is the number of key/value heads; {QUERIES_PER_GROUP} query heads share each"
+        return Built(countable(block), (o.seq, o.dim), N, text, note)
+
+    return build
+
+
+def _mlp(options: ArchOptions) -> Built:
+    o = options.with_defaults(dim=4, hidden=3, seq=2)
+    block = tiny_model("qwen3", o).model.layers[0].mlp
+    return Built(countable(block), (o.seq, o.dim), *ffn_formula("swiglu", o.hidden))
+
+
+def _moe(options: ArchOptions) -> Built:
+    o = options.with_defaults(dim=4, hidden=2, experts=3, top_k=2, seq=2)
+    block = tiny_model("qwen3_moe", o).model.layers[0].mlp
+    router = block.gate
+    N, text = moe.formula(o.experts, o.hidden, o.dim, o.top_k, router.norm_topk_prob)
+    note = "softmax over the experts, then the top k (norm_topk_prob=False: not renormalised)"
+    return Built(countable(block), (o.seq, o.dim), N, text, note)
+
+
+ARCHITECTURES = (
+    Arch("qwen3-attention", "Qwen3 attention: GQA, RoPE, QK-norm: k/2 + n_kv·k(k+1)/2", _attention("qwen3", True)),
+    Arch("llama-attention", "Llama attention: GQA, RoPE: n_kv·k/2 + n_kv·k(k+1)/2", _attention("llama", False)),
+    Arch("qwen3-mlp", "Qwen3 MLP (SwiGLU: down, gate, up): r", _mlp),
+    Arch("qwen3-moe", "Qwen3-MoE block (router softmax, top-k, fused SwiGLU experts): n_E·r + d", _moe),
+)

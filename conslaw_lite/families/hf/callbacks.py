@@ -1,0 +1,78 @@
+"""A ``transformers`` ``TrainerCallback`` that logs ε_block per block kind while a ``Trainer`` trains.
+
+:class:`ConservationCallback` starts a :class:`~conslaw_lite.Monitor` on the model when training begins
+(h(θ₀) of every law the registry knows for it), records after every optimizer step (``on_step_end``;
+``every`` thins it), and adds ``"epsilon/<group>"`` (e.g. ``"epsilon/gqa-rope-qknorm-shared"``,
+``"epsilon/swiglu:control"``) to each log (``on_log``): to ``trainer.state.log_history`` and to every
+callback after it. The Trainer puts its reporting callbacks (TensorBoard, ...) before the user's, so
+:func:`watch` inserts the callback first, where they see its keys too.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from conslaw_lite.families.hf.epsilon_log import latest_epsilon
+from conslaw_lite.monitor import Monitor
+
+try:
+    from transformers import TrainerCallback
+except ModuleNotFoundError:  # the class below then says what to install when it is built
+    TrainerCallback = object
+
+
+class ConservationCallback(TrainerCallback):
+    """ε_block per block kind of the trained model, added to the Trainer's logs (see the module docstring).
+
+    ``monitor`` is the :class:`~conslaw_lite.Monitor`, from the start of training on.
+
+    Examples
+    ========
+    >>> ConservationCallback(every=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: every must be a positive integer, got 0
+    """
+
+    def __init__(self, every: int = 1) -> None:
+        if TrainerCallback is object:
+            raise ModuleNotFoundError("transformers is not installed: pip install 'conslaw_lite[hf]'")
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a positive integer, got {every!r}")
+        self.every = every
+        self.monitor: Monitor | None = None
+
+    def on_train_begin(self, args, state, control, model: nn.Module | None = None, **kwargs):
+        """Record h(θ₀) of every law of ``model``."""
+        self.monitor = Monitor(model, every=self.every)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        """Count one optimizer step (every ``every``-th records the laws)."""
+        self.monitor.step()
+
+    def on_log(self, args, state, control, logs: dict | None = None, **kwargs):
+        """Add ``"epsilon/<group>": ε_block`` at the latest record to ``logs`` and to the log history."""
+        if self.monitor is None or logs is None:
+            return
+        values = latest_epsilon(self.monitor)
+        logs.update(values)
+        if state.log_history:
+            state.log_history[-1].update(values)
+
+
+def watch(trainer, every: int = 1) -> ConservationCallback:
+    """Add a :class:`ConservationCallback` to ``trainer`` ahead of its reporting callbacks; return it.
+
+    Examples
+    ========
+    >>> watch(object())
+    Traceback (most recent call last):
+    ...
+    TypeError: watch needs a transformers Trainer, got object
+    """
+    handler = getattr(trainer, "callback_handler", None)
+    if handler is None:
+        raise TypeError(f"watch needs a transformers Trainer, got {type(trainer).__name__}")
+    callback = ConservationCallback(every)
+    handler.callbacks.insert(0, callback)
+    return callback

@@ -1,0 +1,216 @@
+"""transformers' decoders as functions the law counter can evaluate exactly: float64 throughout, one tensor out.
+
+transformers computes parts of its forward in float32 whatever the model's dtype: every RMSNorm
+(``hidden.to(torch.float32)``), the rotary table (``position_ids.float() * inv_freq.float()``), the
+Qwen3-MoE router's softmax (``dtype=torch.float``) and the eager attention's softmax. That is the same
+function in lower precision, and its round-off fills the directions of the laws, so the counter refuses it
+(:mod:`conslaw_lite.counting.module_checks`). :func:`countable` returns a float64 copy in which each of
+those is the same formula computed in the input's dtype, under the same parameter names (``q_norm.weight``,
+``mlp.gate.weight``, ``mlp.experts.gate_up_proj``), and attention runs through ``sdpa``; the attention
+modules themselves, the MLPs and the projections are transformers' own. A submodule that needs position
+embeddings (an attention, a decoder layer) is wrapped so that it is called as ``f(X)``, X: (batch, T, d);
+a causal LM as ``f(ids)`` → logits.
+
+``tests/test_hf.py`` holds each copy against transformers' own forward (float32, 10⁻⁵).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from conslaw_lite.families.hf.config import NORMS, ROTARIES, check_rope, class_name, head_dim_of
+
+
+class ExactRotary(nn.Module):
+    """HF's default rotary table in the input's dtype: ``cos, sin`` of ``p·ω_j``, ω_j = base^(−2j/k), j < k/2,
+    each repeated for coordinates j and j + k/2 (``rotate_half`` pairs them).
+
+    Examples
+    ========
+    >>> cos, sin = ExactRotary(4, base=9.0)(torch.zeros(1, dtype=torch.float64), torch.tensor([[2]]))
+    >>> cos.shape, sin[0, 0].tolist() == sin[0, 0, [2, 3, 0, 1]].tolist()  # ω = (1, 1/3), twice
+    (torch.Size([1, 1, 4]), True)
+    """
+
+    def __init__(self, head_dim: int, base: float) -> None:
+        super().__init__()
+        self.inv_freq = nn.Buffer(base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        angle = position_ids[..., None].to(self.inv_freq.dtype) * self.inv_freq  # (B, T, k/2)
+        angle = torch.cat([angle, angle], dim=-1).to(x.dtype)  # (B, T, k): coordinate j and j + k/2 share ω_j
+        return angle.cos(), angle.sin()
+
+
+class ExactRouter(nn.Module):
+    """Qwen3-MoE's router in the input's dtype: ``p = softmax(W x)``, the top k of p, divided by their sum
+    when ``norm_topk_prob``. Returns ``(logits, weights, indices)`` like transformers' ``Qwen3MoeTopKRouter``.
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> W = nn.Parameter(torch.tensor([[0.0], [1.0], [2.0]], dtype=torch.float64))  # logits 0, x, 2x
+    >>> router = ExactRouter(SimpleNamespace(weight=W, top_k=2, norm_topk_prob=True))
+    >>> _, weights, index = router(torch.tensor([[1.0]], dtype=torch.float64))
+    >>> index.tolist(), round(weights.sum().item(), 12)  # experts 2 and 1, their weights divided by their sum
+    ([[2, 1]], 1.0)
+    """
+
+    def __init__(self, router: nn.Module) -> None:
+        super().__init__()
+        self.weight = router.weight  # (n_E, d): row e is the gate row W_e
+        self.top_k, self.norm_topk_prob = router.top_k, router.norm_topk_prob
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # x: (N, d)
+        logits = F.linear(x, self.weight)  # (N, n_E)
+        top, index = torch.softmax(logits, dim=-1).topk(self.top_k, dim=-1)  # (N, k) each
+        if self.norm_topk_prob:
+            top = top / top.sum(dim=-1, keepdim=True)
+        return logits, top, index
+
+
+class DenseExperts(nn.Module):
+    """Every expert on every token, ``y_e = A_e (silu(B_e x) ⊙ C_e x)``, weighted by the router's (zero off the
+    top k): ``gate_up_proj[e] = [B_e; C_e]`` (2r, d), ``down_proj[e] = A_e`` (d, r), as in ``Qwen3MoeExperts``.
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> experts = SimpleNamespace(  # 2 experts of width r = 1 on d = 1: y_e = A_e silu(B_e x) C_e x
+    ...     gate_up_proj=torch.ones(2, 2, 1), down_proj=torch.tensor([[[1.0]], [[3.0]]]), act_fn=F.silu, config=None)
+    >>> x = torch.tensor([[2.0]])
+    >>> round(DenseExperts(experts)(x, torch.tensor([[1]]), torch.tensor([[0.5]])).item(), 4)  # 0.5·3·silu(2)·2
+    5.2848
+    """
+
+    def __init__(self, experts: nn.Module) -> None:
+        super().__init__()
+        self.gate_up_proj, self.down_proj, self.act_fn = experts.gate_up_proj, experts.down_proj, experts.act_fn
+        self.config = experts.config  # what the finders read (hidden_act)
+
+    def forward(self, x: torch.Tensor, index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:  # x: (N, d)
+        g = torch.zeros(len(x), len(self.gate_up_proj), dtype=x.dtype, device=x.device)
+        g = g.scatter(1, index, weights.to(x.dtype))  # (N, n_E)
+        gate, up = torch.einsum("nd,ejd->nej", x, self.gate_up_proj).chunk(2, dim=-1)  # (N, n_E, r) each
+        y = torch.einsum("ner,edr->ned", self.act_fn(gate) * up, self.down_proj)  # (N, n_E, d)
+        return (g[..., None] * y).sum(1)  # (N, d)
+
+
+class PositionProbe(nn.Module):
+    """``f(X) = module(X, position_embeddings=(cos, sin))``, X: (batch, T, d): an attention (its first output)
+    or a decoder layer, with positions 0..T−1 and attention causal (sdpa's ``is_causal``).
+
+    Examples
+    ========
+    >>> class Shift(nn.Module):  # stands in for an attention: adds the cosines of position 0..T−1
+    ...     def forward(self, X, position_embeddings, attention_mask):
+    ...         return X + position_embeddings[0], None
+    >>> PositionProbe(Shift(), ExactRotary(2, 1e4))(torch.zeros(1, 2, 2, dtype=torch.float64))[0, 1]  # cos 1
+    tensor([0.5403, 0.5403], dtype=torch.float64)
+    """
+
+    def __init__(self, module: nn.Module, rotary: nn.Module) -> None:
+        super().__init__()
+        self.block, self.rotary = module, rotary
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        if X.dim() != 3:
+            raise ValueError(f"expected input of shape (batch, T, d), got {tuple(X.shape)}")
+        position = torch.arange(X.shape[1], device=X.device)[None]  # (1, T)
+        out = self.block(X, position_embeddings=self.rotary(X, position), attention_mask=None)
+        return out[0] if isinstance(out, tuple) else out
+
+
+class LogitsProbe(nn.Module):
+    """``f(ids) = model(input_ids=ids).logits``, ids: (batch, T) integer token ids.
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> class LM(nn.Module):  # stands in for a causal LM: logits = ids as floats
+    ...     def forward(self, input_ids, use_cache):
+    ...         return SimpleNamespace(logits=input_ids.double())
+    >>> LogitsProbe(LM())(torch.tensor([[1, 2]]))
+    tensor([[1., 2.]], dtype=torch.float64)
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.lm = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.lm(input_ids=ids, use_cache=False).logits
+
+
+def _replacement(module: nn.Module) -> nn.Module | None:
+    """The exact stand-in of one of transformers' float32 pieces, or None for a module kept as it is."""
+    name = class_name(module)
+    if name in NORMS:
+        norm = nn.RMSNorm(module.weight.shape, eps=module.variance_epsilon, dtype=module.weight.dtype)
+        norm.weight = module.weight  # the same Parameter: same name, same value
+        return norm
+    if name in ROTARIES:
+        check_rope(module.config)
+        return ExactRotary(head_dim_of(module.config), module.config.rope_parameters["rope_theta"])
+    if name == "Qwen3MoeTopKRouter":
+        return ExactRouter(module)
+    if name == "Qwen3MoeExperts":
+        return DenseExperts(module)
+    return None
+
+
+def exact_copy(module: nn.Module) -> nn.Module:
+    """A float64 copy of ``module`` with each float32 piece replaced by the same formula in float64 (see the
+    module docstring), attention through ``sdpa``; parameter names unchanged.
+
+    Examples
+    ========
+    >>> class Qwen3RMSNorm(nn.Module):  # transformers' parameters and attribute names (its forward casts to float32)
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.weight, self.variance_epsilon = nn.Parameter(torch.ones(3)), 1e-6
+    >>> block = nn.Sequential(nn.Linear(2, 3), Qwen3RMSNorm())
+    >>> exact = exact_copy(block)
+    >>> exact[1], [n for n, _ in exact.named_parameters()], exact[0].weight.dtype
+    (RMSNorm((3,), eps=1e-06, elementwise_affine=True), ['0.weight', '0.bias', '1.weight'], torch.float64)
+    """
+    out = copy.deepcopy(module).to(torch.float64)
+    for name, sub in list(out.named_modules()):
+        if hasattr(sub, "config") and hasattr(sub.config, "_attn_implementation"):
+            sub.config._attn_implementation = "sdpa"  # eager attention computes its softmax in float32
+        new = _replacement(sub)
+        if new is None:
+            continue
+        if not name:
+            return new
+        parent, _, child = name.rpartition(".")
+        setattr(out.get_submodule(parent), child, new)
+    return out
+
+
+def countable(module: nn.Module) -> nn.Module:
+    """``module`` from transformers as a float64 function of one tensor, for :func:`~conslaw_lite.count_laws`.
+
+    An attention or a decoder layer becomes ``f(X)``, X: (batch, T, d) (positions 0..T−1, causal); a causal
+    LM ``f(ids)`` → logits; an MLP or a MoE block stays ``f(X)``. Parameter names are the module's own, so
+    :func:`~conslaw_lite.laws.laws_of` of the result evaluates the same laws.
+
+    Examples
+    ========
+    >>> countable(nn.Linear(2, 2)).weight.dtype  # a module with no float32 piece: a float64 copy
+    torch.float64
+    """
+    name = class_name(module)
+    exact = exact_copy(module)
+    if name.endswith(("Attention", "DecoderLayer")):
+        config = getattr(module, "config", None) or module.self_attn.config  # a decoder layer keeps none of its own
+        check_rope(config)
+        rotary = ExactRotary(head_dim_of(config), config.rope_parameters["rope_theta"])
+        return PositionProbe(exact, rotary)
+    if name.endswith("ForCausalLM"):
+        return LogitsProbe(exact)
+    return exact

@@ -1,0 +1,55 @@
+"""A PyTorch Lightning ``Callback`` that logs ε_block per block kind to the trainer's logger.
+
+:class:`ConservationLightningCallback` starts a :class:`~conslaw_lite.Monitor` on the ``LightningModule``
+when training starts, records after each optimizer step (a batch that advanced ``trainer.global_step``,
+so gradient accumulation is counted once per step) and logs ``"epsilon/<group>"`` with
+``LightningModule.log_dict``: to the trainer's logger (TensorBoard, CSV, ...) and ``trainer.logged_metrics``.
+Either ``lightning`` (``lightning.pytorch``) or ``pytorch_lightning`` provides the base class.
+"""
+
+from __future__ import annotations
+
+from conslaw_lite.families.hf.epsilon_log import latest_epsilon
+from conslaw_lite.monitor import Monitor
+
+try:
+    from lightning.pytorch import Callback
+except ModuleNotFoundError:
+    try:
+        from pytorch_lightning import Callback
+    except ModuleNotFoundError:  # the class below then says what to install when it is built
+        Callback = object
+
+
+class ConservationLightningCallback(Callback):
+    """ε_block per block kind of the ``LightningModule``, logged after each optimizer step (module docstring).
+
+    Examples
+    ========
+    >>> ConservationLightningCallback(every=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: every must be a positive integer, got -1
+    """
+
+    def __init__(self, every: int = 1) -> None:
+        if Callback is object:
+            raise ModuleNotFoundError("PyTorch Lightning is not installed: pip install 'conslaw_lite[hf]'")
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a positive integer, got {every!r}")
+        self.every = every
+        self.monitor: Monitor | None = None
+        self._step = 0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        """Record h(θ₀) of every law of the module."""
+        self.monitor = Monitor(pl_module, every=self.every)
+        self._step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        """After a batch that stepped the optimizer: record, and log ε_block per group when it recorded."""
+        if trainer.global_step == self._step:
+            return  # an accumulation batch: no step yet
+        self._step = trainer.global_step
+        if self.monitor.step():
+            pl_module.log_dict(latest_epsilon(self.monitor), on_step=True, on_epoch=False)

@@ -1,0 +1,126 @@
+"""Laws of transformers' gated MLPs and of Qwen3-MoE's sparse block (router and fused experts).
+
+The MLP ``down_proj(silu(gate_proj x) ⊙ up_proj x)`` is the book's SwiGLU with A = ``down_proj``,
+B = ``gate_proj``, C = ``up_proj``: ``‖A_{:,i}‖² − ‖[C_{i,:}, c_i]‖²`` per hidden unit
+(:func:`conslaw_lite.families.ffn.laws.glu_block`).
+
+Qwen3-MoE keeps its n_E experts fused: ``experts.gate_up_proj[e] = [B_e; C_e]`` (2r, d) and
+``experts.down_proj[e] = A_e`` (d, r); each expert has its SwiGLU laws ``‖A_e[:, i]‖² − ‖C_e[i, :]‖²``.
+Its router ``mlp.gate.weight`` (n_E, d) takes ``p = softmax(W x)``, keeps the top k of p and, with
+``norm_topk_prob``, divides them by their sum. Adding one vector v to every row W_e shifts every logit by
+v·x, which changes neither p nor the selection, so ``Σ_e W_e`` is conserved (d laws) for every k, with or
+without the division; for k = 1 with the division the one weight is exactly 1 and the router gets no
+gradient: every entry of W is conserved (n_E·d laws). ``tests/test_hf.py`` counts all four cases.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from conslaw_lite.families.ffn.laws import glu_block
+from conslaw_lite.laws import Batch, BlockLaws, Law, Params
+
+
+def mlp_laws(module: nn.Module, prefix: str) -> BlockLaws:
+    """The SwiGLU laws of a transformers MLP (``Qwen3MLP``, ``LlamaMLP``, ``Qwen3MoeMLP``).
+
+    Examples
+    ========
+    >>> mlp = nn.Module()  # laid out like transformers' (mlp_bias=False)
+    >>> mlp.gate_proj, mlp.up_proj = nn.Linear(4, 3, bias=False), nn.Linear(4, 3, bias=False)
+    >>> mlp.down_proj = nn.Linear(3, 4, bias=False)
+    >>> mlp_laws(mlp, "mlp.").laws.keys()
+    dict_keys(['‖A_{:,i}‖²−‖C_{i,:}‖²'])
+    """
+
+    def bias(name: str) -> str | None:
+        return f"{prefix}{name}.bias" if getattr(module, name).bias is not None else None
+
+    return glu_block(
+        f"{prefix}down_proj.weight", f"{prefix}up_proj.weight", f"{prefix}gate_proj.weight",
+        c=bias("up_proj"), b=bias("gate_proj"),
+    )  # fmt: skip
+
+
+def _units(gate_up: str, down: str) -> Law:
+    """``(‖A_e[:, i]‖² − ‖C_e[i, :]‖², ‖A_e[:, i]‖²)`` for every expert e and unit i: (2·n_E, r)."""
+
+    def units(p: Params) -> torch.Tensor:
+        a = p[down].square().sum(1)  # (n_E, r): ‖A_e[:, i]‖²
+        r = a.shape[1]
+        c = p[gate_up][:, r:].square().sum(2)  # (n_E, r): ‖C_e[i, :]‖², C_e the second half of gate_up_proj[e]
+        return torch.cat([a - c, a])
+
+    return units
+
+
+def experts_laws(n_experts: int, prefix: str) -> tuple[dict[str, Law], dict[str, Law], Batch]:
+    """Each expert's SwiGLU laws from the fused tensors, keyed ``"expert{e}:‖A_{:,i}‖²−‖C_{i,:}‖²"``, its controls
+    ``‖A_{:,i}‖²``, and the batch that evaluates them all at once.
+
+    Examples
+    ========
+    >>> laws, controls, _ = experts_laws(2, "")
+    >>> p = {"experts.down_proj": torch.ones(2, 3, 1), "experts.gate_up_proj": torch.ones(2, 2, 5)}
+    >>> laws["expert1:‖A_{:,i}‖²−‖C_{i,:}‖²"](p).tolist()  # 3 − 5
+    [-2.0]
+    """
+    units = _units(f"{prefix}experts.gate_up_proj", f"{prefix}experts.down_proj")
+    names = [f"expert{e}:‖A_{{:,i}}‖²−‖C_{{i,:}}‖²" for e in range(n_experts)]
+    halves = [f"expert{e}:‖A_{{:,i}}‖²" for e in range(n_experts)]
+    laws = {name: (lambda p, e=e: units(p)[e]) for e, name in enumerate(names)}
+    controls = {name: (lambda p, e=e: units(p)[n_experts + e]) for e, name in enumerate(halves)}
+    return laws, controls, Batch(units, (*names, *halves))
+
+
+def router_laws(router: nn.Module, prefix: str) -> tuple[dict[str, Law], dict[str, Law]]:
+    """The router's laws (``ΣW_e``, or ``W`` for top-1 with ``norm_topk_prob``) and its controls (each row W_e).
+
+    Examples
+    ========
+    >>> router = nn.Module()  # laid out like Qwen3MoeTopKRouter
+    >>> router.weight, router.top_k, router.norm_topk_prob = nn.Parameter(torch.ones(3, 2)), 2, False
+    >>> laws, controls = router_laws(router, "mlp.gate.")
+    >>> list(laws), list(controls)
+    (['ΣW_e'], ['W_0', 'W_1', 'W_2'])
+    """
+    key = f"{prefix}weight"
+    if router.top_k == 1 and router.norm_topk_prob:
+        return {"W": lambda p: p[key].clone()}, {}
+    controls = {f"W_{e}": (lambda p, e=e: p[key][e].clone()) for e in range(router.weight.shape[0])}
+    return {"ΣW_e": lambda p: p[key].sum(dim=0)}, controls
+
+
+def moe_laws(module: nn.Module, prefix: str) -> BlockLaws:
+    """The laws of a ``Qwen3MoeSparseMoeBlock``: every expert's and the router's (see the module docstring).
+
+    Examples
+    ========
+    >>> moe = nn.Module()  # laid out like Qwen3MoeSparseMoeBlock: 3 experts, top 2
+    >>> moe.gate = nn.Module()
+    >>> moe.gate.weight, moe.gate.top_k, moe.gate.norm_topk_prob = nn.Parameter(torch.ones(3, 2)), 2, True
+    >>> moe_laws(moe, "").kind, len(moe_laws(moe, "").laws)
+    ('moe-softmax-top2', 4)
+    """
+    router = module.gate
+    laws, controls, batch = experts_laws(router.weight.shape[0], prefix)
+    gate_laws, gate_controls = router_laws(router, f"{prefix}gate.")
+    kind = f"moe-softmax-top{router.top_k}"
+    return BlockLaws(kind, {**laws, **gate_laws}, {**controls, **gate_controls}, (batch,))
+
+
+def formula(n_experts: int, r: int, d: int, top_k: int, norm_topk_prob: bool) -> tuple[int, str]:
+    """The number of laws of a Qwen3-MoE block: ``n_E·r + d``, or ``n_E·r + n_E·d`` for top-1 with the division.
+
+    Examples
+    ========
+    >>> formula(4, 2, 8, 2, False)
+    (16, 'n_E·r + d = 4·2 + 8 = 16')
+    >>> formula(4, 2, 8, 1, True)[0]
+    40
+    """
+    if top_k == 1 and norm_topk_prob:
+        N = n_experts * (r + d)
+        return N, f"n_E·r + n_E·d = {n_experts}·{r} + {n_experts}·{d} = {N}"
+    return n_experts * r + d, f"n_E·r + d = {n_experts}·{r} + {d} = {n_experts * r + d}"

@@ -1,0 +1,66 @@
+"""Inputs for a model of one's own that takes token ids: every id of the vocabulary, as many inputs as the counter uses.
+
+:func:`~conslaw_lite.counting.count_laws` draws standard-normal inputs from ``input_shape``, which a model
+that starts with an ``nn.Embedding`` cannot take; given ``inputs`` it uses those, as they are, at every θ.
+Two things make such inputs a fair sample. Every id must occur: an id never seen leaves its embedding row
+without gradient, and each of its entries would be counted as a law (``V·d`` spurious laws for ``V`` ids
+unseen). And there must be as many inputs as the counter draws itself: ``S·out ≥ max(1.25 D, 4096)``
+output entries, at most 512 inputs, unless the vocabulary needs more to be covered.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from conslaw_lite.counting.count import MAX_SAMPLES, MIN_OUTPUTS, OUTPUTS_PER_PARAM
+from conslaw_lite.seeding import generator
+
+
+def inputs_needed(model: nn.Module, example: torch.Tensor) -> int:
+    """How many inputs the counter would draw for ``model``: ``⌈max(1.25 D, 4096) / out⌉``, at most 512.
+
+    ``out`` is the number of output entries of one input (``model(example[:1])``), D the parameter count. A model
+    that rejects the example as it is (float64 inputs to a float32 module: the counter casts a copy) gets 512.
+
+    Examples
+    ========
+    >>> inputs_needed(nn.Linear(3, 2), torch.zeros(1, 3))  # ⌈4096 / 2⌉ = 2048, capped at 512
+    512
+    >>> inputs_needed(nn.Linear(3, 64), torch.zeros(1, 3))  # ⌈4096 / 64⌉
+    64
+    """
+    try:
+        with torch.no_grad():
+            out = model(example[:1]).numel()
+    except (RuntimeError, ValueError, TypeError):  # the count itself names what the model rejects, if it does
+        return MAX_SAMPLES
+    D = sum(p.numel() for p in model.parameters())
+    return min(MAX_SAMPLES, math.ceil(max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS) / max(out, 1)))
+
+
+def token_inputs(input_shape: tuple[int, ...], vocab: int, n: int, seed: int = 0) -> torch.Tensor:
+    """``n`` inputs of ``input_shape`` token ids in ``0..vocab−1`` (more when needed), every id equally often.
+
+    The ids ``0, 1, ..., V−1, 0, 1, ...`` fill ``max(n, ⌈V / T⌉)`` inputs of ``T = prod(input_shape)`` ids, in an
+    order shuffled from ``seed``: each id occurs ``⌊nT / V⌋`` or ``⌈nT / V⌉`` times, at random positions.
+
+    Examples
+    ========
+    >>> x = token_inputs((3,), vocab=10, n=2)  # 2 inputs of 3 ids cannot hold 10 ids: 4 inputs
+    >>> x.shape, x.dtype, sorted(set(x.flatten().tolist())) == list(range(10))
+    (torch.Size([4, 3]), torch.int64, True)
+    >>> token_inputs((3,), vocab=0, n=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: --vocab must be a positive integer, got 0
+    """
+    if not isinstance(vocab, int) or vocab < 1:
+        raise ValueError(f"--vocab must be a positive integer, got {vocab!r}")
+    T = math.prod(input_shape)
+    n = max(n, math.ceil(vocab / T))
+    ids = torch.arange(n * T) % vocab
+    order = torch.randperm(n * T, generator=generator(seed))  # the count's own stream: its inputs
+    return ids[order].reshape(n, *input_shape)

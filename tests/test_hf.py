@@ -1,0 +1,230 @@
+"""transformers' Qwen3, Llama and Qwen3-MoE: the adapters' laws against the counter, the float64 copies against
+transformers' own forward, options left out by name, and the Trainer and Lightning callbacks offline."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+INSTALL = "transformers is not installed: pip install 'conslaw_lite[hf]'"
+transformers = pytest.importorskip("transformers", reason=INSTALL)
+
+from conslaw_lite import Monitor, check_laws, count_laws, law_functions, laws_of  # noqa: E402
+from conslaw_lite.archs import ArchOptions  # noqa: E402
+from conslaw_lite.families.hf import attention, countable, moe  # noqa: E402
+from conslaw_lite.families.hf.archs import tiny_model  # noqa: E402
+from conslaw_lite.families.hf.callbacks import watch  # noqa: E402
+from conslaw_lite.laws import quantities  # noqa: E402
+
+# The issue's size: d = 16, 4 query heads on 2 key/value heads of width 4.
+ISSUE = ArchOptions(dim=16, heads=2, head_dim=4)
+
+
+def _certified(module: torch.nn.Module, input_shape=None, inputs=None):
+    """The count of ``module``'s countable copy, and check_laws of the adapters' laws on it (complete or not)."""
+    probe = countable(module)
+    count = count_laws(probe, input_shape, inputs=inputs)
+    assert count.conclusive, count.reason
+    check = check_laws(probe, law_functions(probe), input_shape, inputs=inputs, count=count)
+    return count, check
+
+
+def _perturb_gains(model: torch.nn.Module) -> None:
+    """Norm gains away from their initial ones, so that no gain law starts at exactly 0."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.3 * torch.randn_like(p))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "arch, config, qk_norm, eps",
+    [
+        ("qwen3", {}, True, 1e-6),  # GQA, RoPE, QK-norm with shared gains: k/2 + n_kv·k(k+1)/2 = 22
+        ("qwen3", {"rms_norm_eps": 0.0}, True, 0.0),  # ε = 0: each query and key head's scale too: 28
+        ("llama", {}, False, 1e-6),  # GQA, RoPE on rotate_half pairs: n_kv·k/2 + n_kv·k(k+1)/2 = 24
+        ("llama", {"attention_bias": True}, False, 1e-6),  # biases extend the heads: the same count
+    ],
+)
+def test_attention_count_agrees_with_the_closed_form_and_the_laws_are_complete(arch, config, qk_norm, eps) -> None:
+    model = tiny_model(arch, ISSUE, **config)
+    _perturb_gains(model)
+    count, check = _certified(model.model.layers[0].self_attn, (3, ISSUE.dim))
+    N, text = attention.formula(ISSUE.heads, ISSUE.head_dim, qk_norm=qk_norm, norm_eps=eps, n_heads=2 * ISSUE.heads)
+    assert count.num_laws == N, text
+    assert check.complete and check.independent == N, check
+
+
+@pytest.mark.parametrize("arch, config", [("qwen3", {}), ("llama", {}), ("llama", {"mlp_bias": True})])
+def test_mlp_is_swiglu_with_one_law_per_unit(arch, config) -> None:
+    model = tiny_model(arch, ArchOptions(dim=6, hidden=4), **config)
+    count, check = _certified(model.model.layers[0].mlp, (2, 6))
+    assert count.num_laws == 4 and check.complete
+
+
+@pytest.mark.parametrize("top_k, norm_topk_prob", [(2, False), (2, True), (1, False), (1, True)])
+def test_moe_router_laws_follow_the_counter(top_k, norm_topk_prob) -> None:
+    """Softmax, then top k, then the optional division: ΣW_e for every case but top-1 divided (all of W)."""
+    options = ArchOptions(dim=4, hidden=2, experts=3, top_k=top_k)
+    model = tiny_model("qwen3_moe", options, norm_topk_prob=norm_topk_prob)
+    block = model.model.layers[0].mlp
+    with torch.no_grad():
+        block.gate.weight.normal_()  # transformers starts the router at 0.02: no ties at a random θ either way
+    count, check = _certified(block, (2, 4))
+    assert count.num_laws == moe.formula(3, 2, 4, top_k, norm_topk_prob)[0]
+    assert check.complete, check
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch, tied, N", [("qwen3", False, 39), ("qwen3", True, 31), ("qwen3_moe", False, 50)])
+def test_whole_model_laws_are_complete(arch, tied, N) -> None:
+    """Blocks plus 3d norm couplings (d = 8), the head's d only when untied: Qwen3 2 + 10 + 3 + 3·8 = 39."""
+    options = ArchOptions(dim=8, heads=1, head_dim=4, hidden=3 if arch == "qwen3" else 2, out=6)
+    model = tiny_model(arch, options, tie_word_embeddings=tied)
+    _perturb_gains(model)
+    if arch == "qwen3_moe":
+        with torch.no_grad():
+            model.model.layers[0].mlp.gate.weight.normal_()
+    ids = torch.randint(0, 6, (32, 4), generator=torch.Generator().manual_seed(0))
+    count, check = _certified(model, inputs=ids)
+    assert count.num_laws == N
+    assert check.complete and check.independent == N
+
+
+def test_countable_copies_compute_what_transformers_computes() -> None:
+    torch.manual_seed(0)
+    for arch in ("qwen3", "llama", "qwen3_moe"):
+        extra = {"norm_topk_prob": True} if arch == "qwen3_moe" else {}  # the division of the top k, exercised
+        model = tiny_model(arch, ArchOptions(dim=8, heads=2), num_hidden_layers=2, **extra).float()
+        if arch == "qwen3_moe":
+            with torch.no_grad():
+                model.model.layers[0].mlp.gate.weight.normal_()
+        ids = torch.randint(0, 16, (3, 5))
+        assert torch.allclose(countable(model)(ids), model(input_ids=ids).logits.double(), atol=1e-5)
+        X = torch.randn(3, 5, 8)
+        layer = model.model.layers[1]
+        cos_sin = model.model.rotary_emb(X, torch.arange(5)[None])
+        assert torch.allclose(countable(layer)(X.double()), layer(X, position_embeddings=cos_sin).double(), atol=1e-5)
+
+
+def test_laws_of_keys_use_huggingface_names() -> None:
+    model = tiny_model("qwen3", ArchOptions(dim=8, heads=1))
+    keys = set(laws_of(model))
+    assert "model.layers.0.self_attn:|gamma_q^(j)|^2-|gamma_k^(j)|^2" in keys
+    assert "model.layers.0:input_layernorm.gamma^2-|W[:,j]|^2_(q+k+v)" in keys
+    assert "model.layers.0.mlp:|A_{:,i}|^2-|C_{i,:}|^2" in keys
+
+
+@pytest.mark.parametrize(
+    "config, option",
+    [
+        ({"use_sliding_window": True, "sliding_window": 4, "layer_types": ["sliding_attention"]}, "sliding_window=4"),
+        ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}, "rope_type='linear'"),
+        ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
+    ],
+)
+def test_an_option_the_laws_do_not_cover_is_left_out_by_name(config, option) -> None:
+    model = tiny_model("qwen3", ArchOptions(dim=8, heads=1), **config)
+    with pytest.warns(UserWarning, match=f"has {option}.*left out"):
+        kinds = {q.block for q in quantities(model)}
+    assert "network" in kinds  # the norm couplings do not depend on the option
+    if option.startswith("rope"):
+        with pytest.raises(ValueError, match="rope_type='linear'"):
+            countable(model.model.layers[0].self_attn)
+
+
+@pytest.mark.slow
+def test_import_conslaw_lite_does_not_import_transformers() -> None:
+    code = (
+        "import sys, conslaw_lite; from conslaw_lite.families.toy.block import ToyProduct; "
+        "conslaw_lite.laws_of(ToyProduct(a=2.0, b=1.0)); import conslaw_lite.families.hf; "
+        "sys.exit('transformers' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def _random_ids(n: int, T: int, vocab: int) -> list[dict]:
+    g = torch.Generator().manual_seed(0)
+    return [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, vocab, (n, T), generator=g)]
+
+
+def _check_epsilon(values: dict[str, float], kinds: set[str]) -> None:
+    """ε of every block kind finite, and below ε of the same kind's controls (look-alikes that move)."""
+    eps = {k.removeprefix("epsilon/"): v for k, v in values.items() if k.startswith("epsilon/")}
+    assert kinds <= set(eps), eps
+    assert all(math.isfinite(v) for v in eps.values()), eps
+    for kind in kinds:
+        assert eps[kind] < eps[f"{kind}:control"], (kind, eps)
+
+
+@pytest.mark.slow
+def test_trainer_callback_logs_finite_epsilon_and_laws_drift_less_than_controls(tmp_path) -> None:
+    model = tiny_model("qwen3", ArchOptions(dim=16, heads=2, out=32)).float()
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), report_to="none", max_steps=8, logging_steps=4, per_device_train_batch_size=4,
+        optim="sgd", learning_rate=0.02, lr_scheduler_type="constant", use_cpu=True, save_strategy="no",
+        disable_tqdm=True,
+    )  # fmt: skip
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=_random_ids(32, 8, 32))
+    callback = watch(trainer)
+    trainer.train()
+    logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert [entry["step"] for entry in logged] == [4, 8]
+    _check_epsilon(logged[-1], {"gqa-rope-qknorm-shared", "swiglu", "network"})
+    assert callback.monitor.steps.tolist() == list(range(9))
+
+
+@pytest.mark.slow
+def test_lightning_callback_logs_epsilon_per_block_kind(tmp_path) -> None:
+    pl = pytest.importorskip("pytorch_lightning", reason="pytorch-lightning is not installed")
+    from conslaw_lite.families.hf.lightning import ConservationLightningCallback
+
+    class LM(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lm = tiny_model("llama", ArchOptions(dim=16, heads=2, out=32)).float()
+
+        def training_step(self, batch, _):
+            return self.lm(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.02)
+
+    data = torch.utils.data.DataLoader(_random_ids(24, 8, 32), batch_size=4)
+    callback = ConservationLightningCallback()
+    trainer = pl.Trainer(
+        max_steps=6, accelerator="cpu", logger=pl.loggers.CSVLogger(tmp_path), callbacks=[callback],
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(LM(), data)
+    _check_epsilon({k: float(v) for k, v in trainer.logged_metrics.items()}, {"gqa-rope", "swiglu", "network"})
+    assert callback.monitor.steps.tolist() == list(range(7))
+
+
+def test_monitor_takes_a_transformers_model() -> None:
+    model = tiny_model("qwen3_moe", ArchOptions(dim=8, heads=1))
+    groups = [g.key for g in Monitor(model).groups]
+    assert {"gqa-rope-qknorm-shared", "moe-softmax-top2", "network"} <= set(groups)
+
+
+@pytest.mark.slow
+def test_rope_laws_pair_j_with_j_plus_half_as_transformers_rotates() -> None:
+    """The block laws on transformers' pairs (j, j + k/2) are conserved; on the interleaved (2j, 2j+1) they are not."""
+    model = tiny_model("llama", ArchOptions(dim=8, heads=1))
+    probe = countable(model.model.layers[0].self_attn)
+    Q, K = "block.q_proj.weight", "block.k_proj.weight"
+
+    def blocks(p, name, pairs):  # ‖W^(j)‖_F² per 2×2 block j of the group's heads: (k/2,)
+        col = p[name].view(-1, 4, 8).square().sum((0, 2))  # (k,) = 4
+        return col[:2] + col[2:] if pairs == "half" else col.view(2, 2).sum(1)
+
+    laws = {
+        pairs: (lambda p, pairs=pairs: blocks(p, Q, pairs) - blocks(p, K, pairs)) for pairs in ("half", "interleaved")
+    }
+    check = check_laws(probe, laws, (3, 8))
+    assert check.residuals["half"] < 1e-12 and check.residuals["interleaved"] > 1e-6, check.residuals

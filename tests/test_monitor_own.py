@@ -1,0 +1,205 @@
+"""Monitor on a model of one's own: the laws found for the parts outside the registered blocks (own_laws.py)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from conslaw_lite.families.attention.block import MultiHeadAttention
+from conslaw_lite.families.ffn.block import SwiGLU
+from conslaw_lite.monitor import Monitor
+from conslaw_lite.own_laws import own_laws
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+
+def mlp(bias: bool, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 6, bias=bias), activation(), nn.Linear(6, 3, bias=bias)).double()
+
+
+def train(model: nn.Module, monitor: Monitor, steps: int = 20, lr: float = 1e-3) -> None:
+    """``steps`` of SGD on a random regression, the monitor attached."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(32, 4, generator=gen, dtype=torch.float64)
+    y = torch.randn(32, 3, generator=gen, dtype=torch.float64)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    monitor.attach(opt)
+    for _ in range(steps):
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_plain_mlp_gets_its_unit_laws_found_and_watched(bias: bool, capsys: pytest.CaptureFixture) -> None:
+    """‖W1[i, :]‖² (+ b1[i]²) − ‖W2[:, i]‖² per hidden unit: found, checked, printed once, and conserved up to τ²."""
+    model = mlp(bias)
+    monitor = Monitor(model, input_shape=(4,))
+    printed = capsys.readouterr().out
+    assert [g.key for g in monitor.groups] == ["found"]
+    assert "N = 6: the list is complete" in printed and re.search(r"in \d+\.\d s", printed)
+    assert printed.count("Monitor:") == 1
+    (law,) = monitor.own.laws.values()  # one pattern over the 6 hidden units
+    p = dict(model.named_parameters())
+    by_hand = (p["0.weight"] ** 2).sum(1) - (p["2.weight"] ** 2).sum(0) + (p["0.bias"] ** 2 if bias else 0)
+    assert torch.allclose(law(p).abs(), by_hand.abs(), rtol=1e-12)  # the echelon form may flip the sign
+    w1 = (p["0.weight"] ** 2).sum().item()
+    train(model, monitor)
+    moved = abs((p["0.weight"] ** 2).sum().item() - w1) / w1  # a quantity that is not conserved, for scale
+    assert monitor.epsilon("found")[-1] < 1e-2 * moved
+
+
+def test_a_known_block_keeps_its_laws_and_the_rest_gets_found_laws(capsys: pytest.CaptureFixture) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(SwiGLU(4, 3, 4), nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 3)).double()
+    monitor = Monitor(model, input_shape=(4,))
+    assert [g.key for g in monitor.groups] == ["swiglu", "swiglu:control", "found"]
+    (part,) = monitor.own.parts
+    assert (part.path, part.layers, part.num_params) == ("1-3", "Linear-ReLU-Linear", 4 * 5 + 5 + 5 * 3 + 3)
+    assert "N = 5: the list is complete" in part.outcome and all(k.startswith("1-3:") for k in part.laws)
+    assert "`1-3` (Linear-ReLU-Linear, 43 parameters)" in capsys.readouterr().out
+    w = model[1].weight.detach().clone()
+    train(model, monitor)
+    moved = abs((model[1].weight ** 2).sum().item() - (w**2).sum().item()) / (w**2).sum().item()  # not conserved
+    assert monitor.epsilon("found")[-1] < 1e-2 * moved
+
+
+@pytest.mark.slow
+def test_a_gelu_ffn_has_no_laws_and_says_so() -> None:
+    with pytest.raises(ValueError, match=r"(?s)no conservation law to watch.*N = 0: none exist"):
+        Monitor(mlp(True, nn.GELU), input_shape=(4,))
+    torch.manual_seed(0)
+    model = nn.Sequential(SwiGLU(4, 3, 4), nn.Linear(4, 5), nn.GELU(), nn.Linear(5, 3)).double()
+    monitor = Monitor(model, input_shape=(4,))  # the SwiGLU's laws are watched, the GELU part has none
+    assert [g.key for g in monitor.groups] == ["swiglu", "swiglu:control"]
+    assert monitor.own.parts[0].outcome == "no laws (N = 0: none exist)"
+
+
+def test_without_an_input_it_names_what_is_missing() -> None:
+    with pytest.raises(ValueError, match=r"`\(the model\)` \(Linear-ReLU-Linear\).*input_shape=.*inputs=.*laws="):
+        Monitor(mlp(False))
+    torch.manual_seed(0)
+    model = nn.Sequential(SwiGLU(4, 3, 4), nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 3)).double()
+    monitor = Monitor(model)  # the registered block alone, as before; the rest listed, not searched
+    assert [g.key for g in monitor.groups] == ["swiglu", "swiglu:control"]
+    assert not monitor.own.searched and "no input_shape or inputs given" in monitor.own.parts[0].outcome
+
+
+def test_laws_given_override_the_search(capsys: pytest.CaptureFixture) -> None:
+    model = mlp(False)
+    laws = {"unit 0": lambda p: (p["0.weight"][0] ** 2).sum() - (p["2.weight"][:, 0] ** 2).sum()}
+    monitor = Monitor(model, laws=laws, input_shape=(4,))
+    assert monitor.own is None and capsys.readouterr().out == ""
+    assert monitor.relative_drift("found").shape == (1, 1)
+
+
+class HomeMadeBlock(nn.Module):
+    """A pre-norm transformer block: the package's attention, torch's LayerNorms and a GELU FFN of one's own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(4), nn.LayerNorm(4)
+        self.attn = MultiHeadAttention(4, 2, 2)
+        self.ffn = nn.Sequential(nn.Linear(4, 6), nn.GELU(), nn.Linear(6, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x))
+        return x + self.ffn(self.norm2(x))
+
+
+@pytest.mark.slow
+def test_a_home_made_transformer_block_mixing_known_and_unknown_parts() -> None:
+    torch.manual_seed(0)
+    monitor = Monitor(HomeMadeBlock().double(), input_shape=(3, 4))
+    assert [g.key for g in monitor.groups] == ["mha", "mha:control"]
+    outcomes = {part.path: part.outcome for part in monitor.own.parts}
+    assert outcomes == {name: "no laws (N = 0: none exist)" for name in ("norm1", "norm2", "ffn")}
+
+
+class Twice(nn.Module):
+    """The same linear layer applied twice, then a ReLU net: the first part's laws would not be the model's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.square = nn.Linear(3, 3, bias=False)
+        self.net = nn.Sequential(nn.Linear(3, 4, bias=False), nn.ReLU(), nn.Linear(4, 2, bias=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(self.square(self.square(x)))
+
+
+def test_a_layer_called_twice_inside_its_part_is_part_of_its_function() -> None:
+    """Twice is one part, net(square(square(x))): its laws are those of that function.
+
+    The ReLU's 4 units, and S ↦ cS, A₁ ↦ c⁻²A₁ (S² ↦ c²S²) keeps ‖S‖² − 2‖A₁‖²: N = 5.
+    """
+    torch.manual_seed(0)
+    (part,) = own_laws(nn.Sequential(Twice(), SwiGLU(2, 2, 2)).double(), input_shape=(3,)).parts
+    assert part.path == "0" and "N = 5: the list is complete" in part.outcome
+
+
+def test_parts_whose_laws_would_not_be_the_models_are_not_searched() -> None:
+    """A layer used in two places, a weight tied to another part's: reported, never searched (module docstring)."""
+    torch.manual_seed(0)
+    shared = nn.Linear(3, 3, bias=False)
+    model = nn.Sequential(shared, nn.ReLU(), SwiGLU(3, 2, 3), shared).double()
+    outcomes = {part.path: part.outcome for part in own_laws(model, input_shape=(3,)).parts}
+    assert outcomes["0-1"] == "not searched: `0` is called 2 times in one forward, not once"
+    tied = nn.Sequential(nn.Linear(3, 3, bias=False), nn.ReLU(), SwiGLU(3, 2, 3), nn.Linear(3, 3, bias=False))
+    tied[3].weight = tied[0].weight
+    outcomes = {part.path: part.outcome for part in own_laws(tied.double(), input_shape=(3,)).parts}
+    assert outcomes["0-1"] == "not searched: its parameter `0.weight` is also `3.weight`"
+
+
+@pytest.mark.slow
+def test_an_embedding_part_is_searched_on_every_token_id() -> None:
+    """EᵀE − Σ_t W_tᵀW_t (6 laws) and the ReLU's 4 units: N = 10 on ids 0..9, every id drawn."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(10, 3), nn.Flatten(), nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    (part,) = own_laws(model, inputs=torch.tensor([[1, 2], [3, 4]])).parts
+    assert "N = 10: the list is complete" in part.outcome
+
+
+@pytest.mark.slow
+def test_a_dropout_part_is_searched_in_eval_mode_and_train_mode_is_named() -> None:
+    """In train mode the counter refuses the random forward (the report says why); found in eval mode, the laws
+    are those of the eval-mode function, and switching to train mode warns at the next record."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Dropout(0.3), nn.Linear(6, 3)).double()
+    with pytest.raises(ValueError, match=r"(?s)not searched: `2` \(Dropout, p=0.3\) is random in train mode"):
+        Monitor(model, input_shape=(4,))
+    monitor = Monitor(model.eval(), input_shape=(4,))
+    model.train()
+    with pytest.warns(UserWarning, match=r"`2` \(Dropout, p=0.3\) is in train mode"):
+        monitor.step()
+
+
+@pytest.mark.slow
+def test_a_small_cnn_gets_its_channel_laws() -> None:
+    """Conv-ReLU-Conv-Flatten-Linear: one law per ReLU channel (2), and, the second conv being followed by a linear
+    map, its 2 output channels mixed by any G ∈ GL(2) against the Linear's column blocks: 2·3/2 = 3. N = 5."""
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(1, 2, 2), nn.ReLU(), nn.Conv2d(2, 2, 2), nn.Flatten(), nn.Linear(8, 2)).double()
+    (part,) = own_laws(cnn, input_shape=(1, 4, 4)).parts
+    assert part.layers == "Conv2d-ReLU-Conv2d-Flatten-Linear"
+    assert part.outcome == "5 quadratic laws found; N = 5: the list is complete" and len(part.laws) == 5
+
+
+def test_a_part_too_large_to_search_at_the_start_is_refused_at_once_and_searched_in_windows() -> None:
+    """The whole 64-64-64-2 MLP (D = 8,450) and its first window (8,320) are over SEARCH_MAX_PARAMS: refused before
+    any count, naming D; the last window (Linear(64, 64)-ReLU-Linear(64, 2)) too; nothing hangs."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 2)).double()
+    start = time.perf_counter()
+    own = own_laws(model, input_shape=(64,))
+    assert time.perf_counter() - start < 10
+    outcomes = {part.path: part.outcome for part in own.parts}
+    assert list(outcomes) == ["", "0-2", "2-4"]
+    assert outcomes[""].startswith("not searched: D = 8,450 parameters, over the 3,072 a monitor searches")
+    assert outcomes["0-2"].startswith("not searched: D = 8,320 parameters")
+    assert outcomes["2-4"].startswith("not searched: D = 4,290 parameters")
