@@ -31,6 +31,7 @@ class ArchOptions:
     seq: int | None = None  # T, tokens per input
     experts: int | None = None  # n_E
     top_k: int | None = None
+    depth: int | None = None  # L, hidden layers of a deep stack
     seed: int = 0
 
     def with_defaults(self, **defaults: int) -> ArchOptions:
@@ -67,7 +68,7 @@ class Built:
 
 Builder = Callable[[ArchOptions], Built]
 
-SIZE_OPTIONS = ("dim", "hidden", "out", "heads", "head_dim", "seq", "experts", "top_k")  # ArchOptions' sizes
+SIZE_OPTIONS = ("dim", "hidden", "out", "heads", "head_dim", "seq", "experts", "top_k", "depth")  # ArchOptions' sizes
 
 
 def add_size_arguments(parser: argparse.ArgumentParser) -> None:

@@ -57,8 +57,9 @@ def registered() -> tuple[Family, ...]:
 
     Examples
     ========
-    >>> [f.name for f in registered()]
-    ['toy', 'ffn', 'attention', 'moe', 'hf', 'network', 'gqa', 'linear_attention', 'mla']
+    >>> [f.name for f in registered()]  # doctest: +NORMALIZE_WHITESPACE
+    ['toy', 'ffn', 'attention', 'moe', 'hf', 'network', 'gqa', 'linear_attention', 'mla',
+     'conv', 'deep', 'moe_shared', 'residual']
     """
     found = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
@@ -82,7 +83,7 @@ def family(name: str) -> Family:
     >>> family("cnn")
     Traceback (most recent call last):
     ...
-    ValueError: unknown family 'cnn'; registered: toy, ffn, attention, moe, hf, network, gqa, linear_attention, mla
+    ValueError: unknown family 'cnn'; registered: toy, ffn, attention, moe, hf, network, gqa, linear_attention, mla, ...
     """
     by_name = {f.name: f for f in registered()}
     if name not in by_name:

@@ -5,7 +5,7 @@ Data flow, for tokens (batch, T)::
     x = E[tokens]                                  token embedding, (B, T, d)
     repeat n_layers times:
         x = x + Attention(RMSNorm(x))              grouped-query, causal, RoPE, optional QK-norm
-        x = x + FFN(RMSNorm(x))                    SwiGLU, or a mixture of SwiGLU experts
+        x = x + FFN(RMSNorm(x))                    SwiGLU, or a mixture of SwiGLU experts (shared + routed)
     logits = W_out · RMSNorm(x)                    W_out = E when the head is tied, (B, T, V)
 
 Attention is :class:`~conslaw_lite.families.gqa.block.GroupedQueryAttention` with ``causal=True``, as in
@@ -29,6 +29,7 @@ from torch import nn
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.families.gqa.block import GroupedQueryAttention
 from conslaw_lite.families.moe.block import MoE
+from conslaw_lite.families.moe_shared.block import SharedMoE
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,17 @@ class QwenConfig:
     ``top_k`` (``None`` = dense gating). ``qk_norm``: ``False``, ``"per_head"`` or
     ``"shared"`` (Qwen-3 shares the gains across heads). ``n_kv_heads`` key/value heads serve the
     ``n_heads`` query heads, ``n_heads/n_kv_heads`` each (Qwen-3-8B: 32 on 8; ``n_kv_heads = n_heads`` is
-    multi-head attention, 1 multi-query).
+    multi-head attention, 1 multi-query). ``n_shared_experts > 0`` adds that many shared experts to the
+    ``n_experts`` routed ones (DeepSeek-MoE, softmax gating only).
+
+    Examples
+    ========
+    >>> QwenConfig(n_experts=4, top_k=2, n_shared_experts=1).n_shared_experts
+    1
+    >>> QwenConfig(n_shared_experts=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_shared_experts (1) needs routed experts: set n_experts ≥ 1
     """
 
     vocab_size: int = 256  # V
@@ -54,6 +65,7 @@ class QwenConfig:
     n_experts: int = 0  # n_E
     gating: str = "softmax"
     top_k: int | None = None
+    n_shared_experts: int = 0  # n_s: experts every token uses, beside the routed ones
     tie_embeddings: bool = True
     norm_eps: float = 1e-6
     rope_base: float = 10000.0
@@ -68,6 +80,12 @@ class QwenConfig:
             )
         if self.n_experts < 0:
             raise ValueError(f"n_experts must be ≥ 0 (0 = dense SwiGLU), got {self.n_experts}")
+        if self.n_shared_experts < 0:
+            raise ValueError(f"n_shared_experts must be ≥ 0, got {self.n_shared_experts}")
+        if self.n_shared_experts and not self.n_experts:
+            raise ValueError(f"n_shared_experts ({self.n_shared_experts}) needs routed experts: set n_experts ≥ 1")
+        if self.n_shared_experts and self.gating != "softmax":
+            raise ValueError(f"shared experts route with softmax gating (DeepSeek-MoE), got gating={self.gating!r}")
 
 
 class DecoderLayer(nn.Module):
@@ -88,7 +106,10 @@ class DecoderLayer(nn.Module):
             causal=True,
         )
         self.ffn_norm = nn.RMSNorm(c.dim, eps=c.norm_eps)
-        if c.n_experts:
+        if c.n_shared_experts:
+            top_k = c.top_k or c.n_experts  # None: every routed expert
+            self.ffn = SharedMoE(c.dim, c.n_shared_experts, c.n_experts, c.hidden, c.dim, top_k=top_k)
+        elif c.n_experts:
             self.ffn = MoE(c.dim, c.n_experts, c.hidden, c.dim, gating=c.gating, top_k=c.top_k)
         else:
             self.ffn = SwiGLU(c.dim, c.hidden, c.dim)
