@@ -40,14 +40,17 @@ class QwenConfig:
     ``n_experts`` SwiGLU experts with ``gating`` ("softmax" or "sigmoid") and
     ``top_k`` (``None`` = dense gating). ``qk_norm``: ``False``, ``"per_head"`` or
     ``"shared"`` (Qwen-3 shares the gains across heads). ``n_kv_heads`` key/value heads serve the
-    ``n_heads`` query heads, ``n_heads/n_kv_heads`` each (Qwen-3-8B: 32 on 8; ``n_kv_heads = n_heads`` is
-    multi-head attention, 1 multi-query). ``n_shared_experts > 0`` adds that many shared experts to the
-    ``n_experts`` routed ones (DeepSeek-MoE, softmax gating only).
+    ``n_heads`` query heads, ``n_heads/n_kv_heads`` each (Qwen-3-8B: 32 on 8; 1 is multi-query attention);
+    ``None`` means ``n_heads``, multi-head attention, as ``num_key_value_heads`` in Hugging Face's configs.
+    ``n_shared_experts > 0`` adds that many shared experts to the ``n_experts`` routed ones
+    (DeepSeek-MoE, softmax gating only).
 
     Examples
     ========
     >>> QwenConfig(n_experts=4, top_k=2, n_shared_experts=1).n_shared_experts
     1
+    >>> QwenConfig(n_heads=8, n_kv_heads=2).n_kv_heads, QwenConfig(n_heads=8).n_kv_heads  # grouped; None: per head
+    (2, 8)
     >>> QwenConfig(n_shared_experts=1)
     Traceback (most recent call last):
     ...
@@ -58,7 +61,7 @@ class QwenConfig:
     dim: int = 64  # d
     n_layers: int = 2
     n_heads: int = 4  # n_q
-    n_kv_heads: int = 2  # n_kv, dividing n_q
+    n_kv_heads: int | None = None  # n_kv, dividing n_q; None: n_q
     head_dim: int = 16  # k, even (RoPE turns pairs)
     hidden: int = 128  # r, SwiGLU width (per expert in a mixture)
     qk_norm: bool | str = False
@@ -71,6 +74,8 @@ class QwenConfig:
     rope_base: float = 10000.0
 
     def __post_init__(self) -> None:
+        if self.n_kv_heads is None:
+            object.__setattr__(self, "n_kv_heads", self.n_heads)  # frozen: set once, here
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
