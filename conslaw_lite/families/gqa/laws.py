@@ -240,11 +240,28 @@ def grouped_laws(spec: GroupedSpec) -> tuple[dict[str, Law], dict[str, Law], tup
     >>> sorted(rope)
     ['group0:VᵀV−ΣOᵀO', 'group0:Σ‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²']
     """
+    return assemble(_entries(spec), spec.n_heads, spec.n_kv_heads)
+
+
+def assemble(
+    entries: list[tuple[str, str, GroupFn, bool]], n_heads: int, n_kv_heads: int
+) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
+    """One law (or control) per unit of each entry ``(unit, name, fn, conserved)``, keyed ``"{unit}{u}:{name}"``.
+
+    ``fn(p)`` stacks the quantity of every unit (a ``"group"``: one per key/value head, a ``"head"``: one per
+    query head, ``"shared"``: one), and the entry's :class:`~conslaw_lite.laws.Batch` evaluates them at once.
+
+    Examples
+    ========
+    >>> laws, controls, batches = assemble([("group", "K", lambda p: p["K"], True)], n_heads=4, n_kv_heads=2)
+    >>> sorted(laws), [laws["group1:K"]({"K": torch.tensor([3.0, 5.0])}).item()], batches[0].names
+    (['group0:K', 'group1:K'], [5.0], ('group0:K', 'group1:K'))
+    """
     laws: dict[str, Law] = {}
     controls: dict[str, Law] = {}
     batches = []
-    for unit, name, fn, conserved in _entries(spec):
-        count = {"group": spec.n_kv_heads, "head": spec.n_heads, "shared": 1}[unit]
+    for unit, name, fn, conserved in entries:
+        count = {"group": n_kv_heads, "head": n_heads, "shared": 1}[unit]
         names = tuple(name if unit == "shared" else f"{unit}{u}:{name}" for u in range(count))
         for u, key in enumerate(names):
             (laws if conserved else controls)[key] = lambda p, fn=fn, u=u: fn(p)[u]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from conslaw_lite.families.gqa.laws import assemble
 from conslaw_lite.laws import Batch, Law, Params
 
 UnitFn = Callable[[Params], torch.Tensor]  # θ ↦ one value per group (or head), stacked on axis 0
@@ -136,16 +137,7 @@ def attention_laws(spec: HFAttentionSpec) -> tuple[dict[str, Law], dict[str, Law
     >>> laws["‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²"](p).tolist()  # blocks {0, 2} and {1, 3}: 1 + 9 − 2, 4 + 16 − 2
     [8.0, 18.0]
     """
-    laws: dict[str, Law] = {}
-    controls: dict[str, Law] = {}
-    batches = []
-    for unit, name, fn, conserved in _entries(spec):
-        count = {"group": spec.n_kv_heads, "head": spec.n_heads, "shared": 1}[unit]
-        names = tuple(name if unit == "shared" else f"{unit}{u}:{name}" for u in range(count))
-        for u, key in enumerate(names):
-            (laws if conserved else controls)[key] = lambda p, fn=fn, u=u: fn(p)[u]
-        batches.append(Batch(fn, names))
-    return laws, controls, tuple(batches)
+    return assemble(_entries(spec), spec.n_heads, spec.n_kv_heads)
 
 
 def spec_of(module: nn.Module, prefix: str = "") -> HFAttentionSpec:
