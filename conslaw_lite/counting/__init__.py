@@ -39,7 +39,8 @@ How the rank is computed, in float64 with ``torch.func``:
   residual is what the rank decision rests on, but only an estimate of the stack's
   ``σ_r``. MHA at D = 8,192: kept 2.9·10⁻⁴ and dropped 1.5·10⁻¹² from the residuals,
   1.8·10⁻⁴ and 2.1·10⁻¹⁵ from the spectrum. Where the residuals show no gap, the
-  spectrum is computed after all.
+  spectrum is computed after all, up to ``STACK_MAX_D`` = 8,192 parameters; beyond, its SVD would
+  take hours, no copy of the vectors is kept, and such a count is inconclusive.
 
 θ is drawn at random, each parameter tensor standard normal times the root mean
 square of the model's own tensor (of all its parameters where that tensor is
@@ -105,7 +106,7 @@ from conslaw_lite.counting.count import (
     LawCount,
     count_laws,
 )
-from conslaw_lite.counting.lie_rank import CUT, GAP, SPECTRUM_MAX_D
+from conslaw_lite.counting.lie_rank import CUT, GAP, SPECTRUM_MAX_D, STACK_MAX_D
 from conslaw_lite.counting.problem import Model
 
 __all__ = [
@@ -116,6 +117,7 @@ __all__ = [
     "PIECEWISE_SAMPLES",
     "RESIDUAL_TOL",
     "SPECTRUM_MAX_D",
+    "STACK_MAX_D",
     "TooLarge",
     "LawCheck",
     "LawCount",

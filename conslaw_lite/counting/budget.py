@@ -3,8 +3,10 @@
 The rank of Lie(W)(θ) is found by orthonormalizing random brackets against the directions found
 so far (:mod:`.lie_rank`): a basis of up to D rows of D float64 entries, ``8 D²`` bytes, and about
 ``ORTHO_PASSES · 2 D r²`` floating-point operations per θ to project each chunk on it (r ≤ D the
-rank). Up to ``SPECTRUM_MAX_D`` parameters the stacked vectors are kept as well, for their
-spectrum (the evidence): ``8 D²`` more, and as much again for the SVD's workspace.
+rank). Up to ``STACK_MAX_D`` parameters the stacked vectors are kept as well, for their
+spectrum (the evidence): ``8 D²`` more, as much again for the SVD's workspace, and about
+``SPECTRUM_FLOPS · D³`` operations. Beyond, that SVD would take longer than all the rest (hours at
+D = 20,000), and the evidence is the residuals of the orthogonalization alone.
 
 :func:`estimate` gives those figures for a problem; :func:`available_memory` what the device has
 free (``MemAvailable`` of ``/proc/meminfo`` via psutil on a CPU, ``torch.cuda.mem_get_info``
@@ -20,7 +22,10 @@ from dataclasses import dataclass
 import torch
 
 BYTES = 8  # float64
-ORTHO_PASSES = 3.0  # (V Qᵀ) Q is two products of 2·m·r·D flops; about half the chunks are projected twice
+# (V Qᵀ) Q is two products of 2·m·r·D flops, some chunks are projected twice, and a chunk's QR and SVD add
+# more: 6 matches the time measured (MLP 20-50-20, D = 2000: 4.4 s for two θ)
+ORTHO_PASSES = 6.0
+SPECTRUM_FLOPS = 30.0  # svdvals of the stacked (≈ D × D) vectors, in units of D³ (D = 2000: 6.8 s a θ)
 WORKSPACE = 16  # copies of a forward's tensors that a nested jvp over vjp keeps alive per vector
 HEADROOM = 0.9  # of the available memory the estimate may use: the allocator and Python need the rest
 RATE_PROBE = 384  # side of the matrices timed to measure the device's float64 matrix-product rate
@@ -55,7 +60,8 @@ def estimate(D: int, n_out: int, keep_stack: bool, device: torch.device, rank: i
     written as they are found, but up to D of them), the stacked vectors and their SVD
     (``2 · 8 D²``, with ``keep_stack``), and one vmap batch of vectors with the forward's
     tensors (``WORKSPACE · VMAP_BATCH · (D + n_out)`` floats). Time: ``NUM_POINTS`` θ of
-    ``ORTHO_PASSES · 2 D r²`` flops at the device's measured float64 rate.
+    ``ORTHO_PASSES · 2 D r²`` flops (and the spectrum's, with ``keep_stack``) at the device's measured float64
+    rate. The brackets themselves are not in it: they cost little beside the linear algebra at large D.
 
     Examples
     ========
@@ -72,7 +78,7 @@ def estimate(D: int, n_out: int, keep_stack: bool, device: torch.device, rank: i
         "stacked vectors and their SVD": 2 * BYTES * float(D) * D if keep_stack else 0.0,
         "one batch of brackets": BYTES * WORKSPACE * VMAP_BATCH * float(D + n_out),
     }
-    flops = NUM_POINTS * ORTHO_PASSES * 2 * float(D) * r * r
+    flops = NUM_POINTS * (ORTHO_PASSES * 2 * float(D) * r * r + (SPECTRUM_FLOPS * float(D) ** 3 if keep_stack else 0))
     return Estimate(sum(parts.values()), flops / matmul_rate(device), parts)
 
 

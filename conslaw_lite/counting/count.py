@@ -22,6 +22,7 @@ from conslaw_lite.counting.lie_rank import (
     GAP,
     MAX_DEPTH,
     SPECTRUM_MAX_D,
+    STACK_MAX_D,
     Rank,
     derivative_mismatch,
     gradient_field,
@@ -198,7 +199,8 @@ def _draw(
     own = calls > 0 and (at is not None or not per_input)  # ranked with the patterns θ realizes itself
     if own and num_samples is None:
         batch *= PIECEWISE_SAMPLES
-    x, weights, n_out = balanced_inputs(problem, theta, problem.to_device(sample_inputs(input_shape, inputs, batch, gen)))
+    x = problem.to_device(sample_inputs(input_shape, inputs, batch, gen))
+    x, weights, n_out = balanced_inputs(problem, theta, x)
     f, patterns, stratum = problem.outputs(x, weights), "", Stratum(index)
     if calls and not own:
         thetas = [problem.random_theta(gen, _pattern_factor(gen)) for _ in range(min(PATTERN_DRAWS, len(x)))]
@@ -390,26 +392,26 @@ def _strata(results: list[tuple[_Draw, Rank]], drawn: list[_Draw]) -> tuple[Stra
 
 
 def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tuple[bool, Estimate]:
-    """Whether the vectors are kept for their spectrum, and the estimate; :class:`TooLarge` when nothing fits.
+    """Whether the vectors are kept for their spectrum, and the estimate; :class:`TooLarge` when it does not fit.
 
-    Up to ``SPECTRUM_MAX_D`` parameters the spectrum is the evidence and always kept. Above, it is only
-    the fallback where the residuals show no gap: kept when it fits, else such a count is inconclusive.
+    Up to ``SPECTRUM_MAX_D`` parameters the spectrum is the evidence and always kept. Up to ``STACK_MAX_D``
+    it is the fallback where the residuals show no gap: kept when it fits. Beyond, or when it does not fit,
+    such a count is inconclusive: the SVD would take hours.
     """
     outputs = max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS)
     with_stack = estimate(D, outputs, True, device)
     if D <= SPECTRUM_MAX_D:
         check_fits(with_stack, D, device, max_memory)
         return True, with_stack
-    try:
-        check_fits(with_stack, D, device, max_memory)
-        return True, with_stack
-    except MemoryError:
-        without = estimate(D, outputs, False, device)
+    without = estimate(D, outputs, False, device)
+    check_fits(without, D, device, max_memory)
+    if D <= STACK_MAX_D:
         try:
-            check_fits(without, D, device, max_memory)
-        except MemoryError as err:
-            raise err from None  # the estimate with the stack is not the one that matters
-        return False, without
+            check_fits(with_stack, D, device, max_memory)
+            return True, without  # the spectrum's time only counts where the residuals show no gap
+        except MemoryError:
+            pass
+    return False, without
 
 
 def count_laws(

@@ -28,6 +28,7 @@ CUT = 1e-8  # a residual below this (vectors have length ≤ 1) adds no directio
 # (O(D³) with a slow constant: 80–100 s a θ at D = 8192, 2 cores), and the residuals' singular values are used
 # when they show a gap (module docstring).
 SPECTRUM_MAX_D = 4096
+STACK_MAX_D = 8192  # beyond, no copy of the vectors is kept for that fallback: its SVD would take hours
 
 
 # One projection leaves a residual that kept a fraction ρ of its row's length off span(Q) by about ε/ρ:

@@ -33,10 +33,10 @@ class Progress:
     Examples
     ========
     >>> from conslaw_lite.counting.budget import Estimate
-    >>> bar = Progress(10, Estimate(1e6, 0.1, {}), enabled=False)
+    >>> bar = Progress(10, Estimate(1e6, 0.1, {}), enabled=True)  # shown after DELAY seconds only
     >>> report = bar.point(0, n_out=40)
-    >>> report(1, 6); report(2, 9); bar.bar.n
-    9
+    >>> report(1, 6); report(2, 9); bar.bar.n, bar.bar.desc
+    (9, 'count_laws θ1 (est. 1 MB, 0 s): ')
     >>> bar.close()
     """
 
