@@ -20,16 +20,20 @@ the largest dropped one by ``GAP`` = 10⁴ (the counter's evidence, for the same
 
 Structure keeps it small. D parameters give D(D+1)/2 + D unknowns, too many to treat
 densely beyond D ≈ 100, but every law the book knows couples at most two *layers* (the
-tensors of one module: ``Q.weight`` with ``Q.bias``): ‖A_{:,i}‖² − ‖C_{i,:}‖², Q_iᵀQ_i − K_iᵀK_i,
-Σ_e W_e. So the search runs over each layer and each pair of layers on their own
-coordinates, and over the whole of θ only when the pairs find fewer laws than
-:func:`~conslaw_lite.counting.count_laws` counts and D is small.
+tensors of one module: ``Q.weight`` with ``Q.bias``), and within them a few slices along an axis
+they share: ‖A_{:,i}‖² − ‖C_{i,:}‖² (hidden unit i), Q_iᵀQ_i − K_iᵀK_i (head i), Σ_e W_e. So the
+search runs over each layer and pair of layers of at most ``MAX_BLOCK`` = 64 coordinates whole,
+over the *unit slices* of larger pairs (unit i's row before and column after it, up to
+``MAX_SLICE`` = 96 coordinates), then over pairs of slices (per-head matrix laws), the last two
+only until the laws found reach the count (:mod:`conslaw_lite.law_blocks`); and over the whole of θ
+only when all that finds fewer laws than :func:`~conslaw_lite.counting.count_laws` counts and D is small.
 
-Limits: D ≤ ``MAX_PARAMS`` = 400 parameters; a pair of layers with more than ``MAX_BLOCK`` = 64
-parameters is skipped (and the result says how many were); laws coupling three layers or more
-are found only when D ≤ ``MAX_FULL`` = 64. A law that is no polynomial of degree ≤ 2 is never
-found: the comparison with the count says how many such laws there are. Chapter 2's example:
-``f(x) = (a·b + c)·x`` keeps a² − b² and (a + b)·e^(−c); only the first is found.
+Limits: D ≤ ``MAX_PARAMS`` = 8,192 parameters (an 8-16-4 MLP with biases, D = 212: 16 laws; a
+32-64-16 ReLU MLP, D = 3,072: 64 laws, most of the time in the count); a slice of more than 96
+coordinates is left out (the result says how many were); laws coupling three layers or more, or
+more than two slices, are found only when D ≤ ``MAX_FULL`` = 64. A law that is no polynomial of
+degree ≤ 2 is never found: the comparison with the count says how many such laws there are.
+Chapter 2's example: ``f(x) = (a·b + c)·x`` keeps a² − b² and (a + b)·e^(−c); only the first is found.
 
 The laws found are brought to reduced row-echelon form (each law has a pivot coefficient 1
 that no other law has: the fewest non-zeros an echelon basis can have when the laws' supports
@@ -46,7 +50,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations_with_replacement
 
 import numpy as np
@@ -56,13 +60,21 @@ from torch.func import vjp, vmap
 from conslaw_lite.counting import GAP, RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
 from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.exact_linalg import rational
+from conslaw_lite.law_blocks import (
+    MAX_SLICE,
+    layers,
+    slice_blocks,
+    slice_pairs,
+    unit_slices,
+    unknowns,
+    whole_blocks,
+)
 from conslaw_lite.laws import Params
 from conslaw_lite.polynomial_laws import Layout, Monomial, PolynomialLaw, group_laws
 from conslaw_lite.seeding import Stream, generator
 
-MAX_PARAMS = 400  # D beyond which find_laws refuses (count_laws still counts)
+MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
-MAX_BLOCK = 64  # parameters of one layer or one pair of layers searched together
 CUT = 1e-9  # singular values below CUT·σ_max (unit columns) are dropped
 CANDIDATE = 1e-5  # eigenvalues of AᵀA below (CANDIDATE·σ_max)² are candidates for the null space ...
 EXTRA = 4  # ... together with this many more, whose exact singular values are the smallest kept
@@ -166,9 +178,9 @@ def find_laws(
     ``model``, ``input_shape``, ``inputs``, ``params`` and ``seed`` are those of
     :func:`~conslaw_lite.counting.count_laws` (and bad input gets its messages); ``count`` is that
     function's result if already computed. ``degree=1`` looks for linear laws ``bᵀθ`` only.
-    See the module docstring for the method and its limits: D ≤ ``MAX_PARAMS`` = 400; laws
-    coupling more than two layers are found only when D ≤ ``MAX_FULL`` = 64; a pair of layers
-    with more than ``MAX_BLOCK`` = 64 parameters is skipped.
+    See the module docstring for the method and its limits: D ≤ ``MAX_PARAMS`` = 8,192; layers and
+    pairs of layers of more than 64 coordinates are searched per unit slice (≤ 96 coordinates) and
+    pair of slices; laws coupling more than two layers are found only when D ≤ ``MAX_FULL`` = 64.
 
     Examples
     ========
@@ -189,14 +201,14 @@ def find_laws(
     D = problem.num_params
     if D > MAX_PARAMS:
         raise ValueError(
-            f"find_laws handles models of at most {MAX_PARAMS} parameters; this one has D = {D}. "
-            "count_laws(model, input_shape) still counts its laws"
+            f"find_laws handles models of at most {MAX_PARAMS} parameters; this one has D = {D:,}. A narrower model "
+            "of the same architecture has the same law patterns (per unit, per head); "
+            "count_laws(model, input_shape) still counts this one's laws"
         )
+    plan = _plan(problem, degree)  # before the count: a refusal comes at once
     if count is None:
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
-    blocks, skipped = _pair_blocks(problem)
-    samples = _Samples.draw(problem, input_shape, inputs, seed, blocks, degree)
-    search = _search(samples, blocks, degree, "pairs of layers" + skipped)
+    search = _search_blocks(problem, input_shape, inputs, seed, degree, plan, count)
     basis = _reduced_basis(search.vectors, search.columns, degree)
     if search.conclusive and _short(basis, count) and D <= MAX_FULL:
         samples = _Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
@@ -251,10 +263,6 @@ def _short(basis: list[dict], count: LawCount) -> bool:
     return not count.conclusive or len(basis) < count.num_laws
 
 
-def _unknowns(n: int, degree: int) -> int:
-    return n + (n * (n + 1) // 2 if degree == 2 else 0)
-
-
 @dataclass(frozen=True)
 class _Samples:
     """Random θ (P, D) and, per θ, m random elements of W(θ): g (P, m, D)."""
@@ -263,7 +271,9 @@ class _Samples:
     g: torch.Tensor
 
     @classmethod
-    def draw(cls, problem: Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int) -> _Samples:
+    def draw(
+        cls, problem: Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int, tier: int = 0
+    ) -> _Samples:
         """Enough θ that each block's system gets twice as many *independent* rows as unknowns.
 
         One θ gives at most rank W(θ) independent rows on a block (fewer on its coordinates
@@ -271,14 +281,15 @@ class _Samples:
         whatever its D. Counting m = (largest block) rows per θ left the pair systems short
         of rows, and the missing rank came out as spurious "laws" that a gap could not flag
         (their singular values are exactly 0). So the first θ measures each block's rank r_b,
-        P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements.
+        P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements (at most the largest
+        block's size: more add no rank on any block). ``tier``: each kind of block gets its own θ.
         """
-        gen = generator(seed, Stream.LAW_SEARCH)  # not the counter's θ and inputs
+        gen = generator(seed, Stream.LAW_SEARCH, tier)  # not the counter's θ and inputs
         n_max = max(map(len, blocks))
         first_theta, first_g = cls._point(problem, input_shape, inputs, gen, n_max)
         ranks = [_rank(first_g[:, coords]) for coords in blocks]
         m = max(_rank(first_g), 1)
-        points = max((math.ceil(2 * _unknowns(len(c), degree) / r) for c, r in zip(blocks, ranks) if r), default=1) + 4
+        points = max((math.ceil(2 * unknowns(len(c), degree) / r) for c, r in zip(blocks, ranks) if r), default=1) + 4
         thetas, gs = [first_theta], [first_g[:m]]
         for _ in range(points - 1):
             theta, g = cls._point(problem, input_shape, inputs, gen, m)
@@ -326,6 +337,7 @@ class _Search:
     searched: str
     sigma_kept: float
     sigma_dropped: float
+    blocks: int = 0  # blocks searched (the search stops once the laws found reach the count)
 
 
 def _columns(coords: list[int], degree: int) -> list[Monomial]:
@@ -344,7 +356,7 @@ def _rows(samples: _Samples, coords: list[int], degree: int) -> torch.Tensor:
         j, k = torch.triu_indices(len(coords), len(coords))
         parts.append(g[:, :, j] * theta[:, None, k] + g[:, :, k] * theta[:, None, j])
     parts.append(g)
-    return torch.cat(parts, dim=2).reshape(-1, _unknowns(len(coords), degree))
+    return torch.cat(parts, dim=2).reshape(-1, unknowns(len(coords), degree))
 
 
 def _null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
@@ -374,16 +386,30 @@ def _null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
     return null, min(sigma_kept, beyond), sigma_dropped
 
 
-def _search(samples: _Samples, blocks: list[list[int]], degree: int, searched: str) -> _Search:
-    """The null space of the condition on each block of coordinates, all in one list of global monomials."""
-    columns: dict[Monomial, int] = {}
-    vectors, kept, dropped = [], math.inf, 0.0
+def _search(
+    samples: _Samples, blocks: list[list[int]], degree: int, searched: str, enough: Callable[[list], bool] | None = None
+) -> _Search:
+    """The null space of the condition on each block of coordinates, all in one list of global monomials.
+
+    ``enough(vectors)``: checked after each block once there are as many vectors as needed; the
+    remaining blocks are then left out (the laws found already reach the count).
+    """
+    vectors, kept, dropped, done = [], math.inf, 0.0, 0
     for coords in blocks:
+        done += 1
         null, sigma_kept, sigma_dropped = _null_space(_rows(samples, coords, degree))
         kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)
         names = _columns(coords, degree)
         for v in null.numpy():
             vectors.append({names[i]: c for i, c in enumerate(v) if abs(c) > COEFFICIENT_TOL * np.abs(v).max()})
+        if enough is not None and len(null) and enough(vectors):
+            break
+    return replace(_assembled(vectors, kept, dropped, searched), blocks=done)
+
+
+def _assembled(vectors: list[dict], kept: float, dropped: float, searched: str) -> _Search:
+    """The null vectors as one dense matrix over the monomials they use, with the verdict on the gap."""
+    columns: dict[Monomial, int] = {}
     for v in vectors:
         for mono in v:
             columns.setdefault(mono, len(columns))
@@ -399,29 +425,87 @@ def _search(samples: _Samples, blocks: list[list[int]], degree: int, searched: s
     return _Search(dense, list(columns), not reason, reason, searched, kept, dropped)
 
 
-def _layers(problem: Problem) -> list[list[int]]:
-    """Coordinates of each layer: the tensors of one module (``Q.weight`` with ``Q.bias``), else each tensor."""
-    layers: dict[str, list[int]] = {}
-    at = 0
-    for name, shape in problem.shapes.items():
-        module, dot, _ = name.rpartition(".")
-        layers.setdefault(module if dot else name, []).extend(range(at, at + math.prod(shape)))
-        at += math.prod(shape)
-    return list(layers.values())
+def _independent(vectors: list[dict]) -> int:
+    """How many of the null vectors are linearly independent (overlapping blocks find a law more than once)."""
+    dense = _assembled(vectors, math.inf, 0.0, "").vectors
+    s = np.linalg.svd(dense, compute_uv=False) if dense.size else np.zeros(0)
+    return int((s > 1e-7 * s[0]).sum()) if len(s) else 0
 
 
-def _pair_blocks(problem: Problem) -> tuple[list[list[int]], str]:
-    """The coordinates of each layer and each pair of layers (pairs over ``MAX_BLOCK`` left out, and said so)."""
-    ranges = _layers(problem)
-    blocks = [ranges[i] + ranges[j] if i != j else ranges[i] for i in range(len(ranges)) for j in range(i, len(ranges))]
-    small = [sorted(b) for b in blocks if len(b) <= MAX_BLOCK]
-    if not small:
+@dataclass(frozen=True)
+class _Plan:
+    """The blocks to search: whole layers and pairs, the pairs too large, their unit slices, slices left out."""
+
+    whole: list[list[int]]
+    large: list[tuple[int, int]]
+    slices: list
+    over: int
+
+
+def _plan(problem: Problem, degree: int) -> _Plan:
+    """The blocks of :mod:`conslaw_lite.law_blocks`, or a ``ValueError`` naming the size needed when none fits."""
+    layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
+    whole, large = whole_blocks(layout)
+    slices, over = slice_blocks(layout, large)
+    if not whole and not slices:
+        smallest = _smallest_block(layout, large)
         raise ValueError(
-            f"find_laws searches layers of at most {MAX_BLOCK} parameters; the smallest here has "
-            f"{min(map(len, blocks))}. count_laws(model, input_shape) still counts its laws"
+            f"find_laws searches blocks of at most {MAX_SLICE} coordinates; the smallest layer, pair of layers or "
+            f"unit slice here has {smallest} ({unknowns(smallest, degree):,} unknown coefficients: a dense system of "
+            f"about {_gigabytes(smallest, degree):.1f} GB). count_laws(model, input_shape) still counts its laws"
         )
-    skipped = len(blocks) - len(small)
-    return small, f" ({skipped} of {len(blocks)} pairs over {MAX_BLOCK} entries skipped)" if skipped else ""
+    return _Plan(whole, large, slices, over)
+
+
+def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int, plan: _Plan, count) -> _Search:
+    """Layers and pairs of layers whole, then unit slices of the larger pairs, then pairs of slices
+    (:mod:`conslaw_lite.law_blocks`); the last two only until the laws found reach the count."""
+    whole, large, slices, over = plan.whole, plan.large, plan.slices, plan.over
+    target = count.num_laws if count.conclusive else None
+    enough = None if target is None else (lambda vectors: len(vectors) >= target and _independent(vectors) >= target)
+    vectors, kept, dropped, notes = [], math.inf, 0.0, []
+    tiers = [(whole, None, "pairs of layers"), ([c for _, c in slices], enough, "unit slices")]
+    for tier, (blocks, stop, label) in enumerate(tiers):
+        if not blocks or (tier and enough is not None and enough(vectors)):
+            continue
+        samples = _Samples.draw(problem, input_shape, inputs, seed, blocks, degree, tier)
+        found = _search(samples, blocks, degree, label, stop if stop is None else lambda v: stop(vectors + v))
+        vectors += _dicts(found)
+        kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
+        if tier:
+            notes.append(f"{found.blocks} of {len(blocks)} unit slices")
+    if slices and target is not None and not enough(vectors):
+        unions, left = slice_pairs(slices, degree)
+        if unions:
+            samples = _Samples.draw(problem, input_shape, inputs, seed, unions, degree, 2)
+            found = _search(samples, unions, degree, "", lambda v: enough(vectors + v))
+            vectors += _dicts(found)
+            kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
+            left += len(unions) - found.blocks
+        notes.append(
+            f"{len(unions) + left} pairs of slices, {left} left out" if left else f"{len(unions)} pairs of slices"
+        )
+    if over or (large and not slices):
+        notes.append(f"{over} slices over {MAX_SLICE} coordinates left out")
+    detail = f" ({'; '.join(notes)})" if notes else ""
+    return _assembled(vectors, kept, dropped, "pairs of layers" + detail)
+
+
+def _dicts(search: _Search) -> list[dict]:
+    """The search's null vectors back as ``{monomial: coefficient}``."""
+    return [{search.columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in search.vectors]
+
+
+def _smallest_block(layout: Layout, large: list[tuple[int, int]]) -> int:
+    """Coordinates of the smallest unit slice of the pairs too large (of the smallest pair if none has slices)."""
+    ranges = layers(layout)
+    sizes = [len(c) for i, j in large for _, c in unit_slices(layout, [i, j])]
+    return min(sizes, default=min(len(set(ranges[i]) | set(ranges[j])) for i, j in large))
+
+
+def _gigabytes(n: int, degree: int) -> float:
+    """Memory of the dense rows (2U × U float64) of a block of n coordinates."""
+    return 2 * 8 * unknowns(n, degree) ** 2 / 1e9
 
 
 def _echelon(vectors: np.ndarray) -> np.ndarray:

@@ -3,7 +3,6 @@
 The method and its guards are described in :mod:`conslaw_lite.counting`.
 """
 
-
 from __future__ import annotations
 
 import math
@@ -103,48 +102,6 @@ class LawCount:
     def gap(self) -> float:
         """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
         return math.inf if self.sigma_dropped == 0 else self.sigma_kept / self.sigma_dropped
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def _zero_gradient(f: Field, theta: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -532,9 +489,3 @@ def count_laws(
         patterns=patterns,
         strata=strata,
     )
-
-
-
-
-
-

@@ -253,4 +253,3 @@ def derivative_mismatch(
     return max(
         float((a @ t - q).abs()) / (float((a * t).abs().sum() + q.abs()) + 1e-9 * size) for t, q in zip(terms, reverse)
     )
-

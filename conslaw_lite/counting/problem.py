@@ -237,4 +237,3 @@ def _gradient_sizes(problem: Problem, theta: torch.Tensor, x: torch.Tensor) -> t
         return None
     sizes = tangent.detach().reshape(len(x), -1).norm(dim=1)
     return sizes if bool(torch.isfinite(sizes).all()) else None
-
