@@ -97,6 +97,7 @@ class LawCount:
     evidence: str = "spectrum"
     patterns: str = ""
     strata: tuple[Stratum, ...] = ()
+    estimated: Estimate | None = field(default=None, repr=False)  # memory and time estimated before starting
 
     @property
     def gap(self) -> float:
@@ -456,7 +457,9 @@ def count_laws(
     patterns = drawn[-1].patterns
     if not results:
         seconds = time.perf_counter() - start
-        return LawCount(D, None, None, 0, 0.0, 0.0, seconds, False, reason, patterns=patterns, strata=strata)
+        return LawCount(
+            D, None, None, 0, 0.0, 0.0, seconds, False, reason, patterns=patterns, strata=strata, estimated=need
+        )
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:
         reason = f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
@@ -488,4 +491,5 @@ def count_laws(
         evidence="spectrum" if all(r.evidence == "spectrum" for r in ranks) else "residuals",
         patterns=patterns,
         strata=strata,
+        estimated=need,
     )
