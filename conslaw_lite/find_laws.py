@@ -60,11 +60,13 @@ from torch.func import vjp, vmap
 from conslaw_lite.counting import GAP, RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
 from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.exact_linalg import rational
+from conslaw_lite.law_basis import COEFFICIENT_TOL, reduced_basis
 from conslaw_lite.law_blocks import (
     MAX_SLICE,
     layers,
     slice_blocks,
     slice_pairs,
+    swapped,
     unit_slices,
     unknowns,
     whole_blocks,
@@ -80,7 +82,7 @@ CANDIDATE = 1e-5  # eigenvalues of AᵀA below (CANDIDATE·σ_max)² are candida
 EXTRA = 4  # ... together with this many more, whose exact singular values are the smallest kept
 ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
 COLUMN_FLOOR = 1e-6  # columns are scaled to unit length, but by at most 1/(COLUMN_FLOOR·largest)
-COEFFICIENT_TOL = 1e-9  # relative size under which a coefficient of the echelon basis is zero
+MOVED_TOL = 1e-9  # relative residual under which a law moved to another unit (law_blocks.swapped) is kept
 RANK_CUT = 1e-6  # singular values of W(θ)'s samples below RANK_CUT·σ_max add no row (more θ are drawn, never fewer)
 
 
@@ -209,11 +211,11 @@ def find_laws(
     if count is None:
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
     search = _search_blocks(problem, input_shape, inputs, seed, degree, plan, count)
-    basis = _reduced_basis(search.vectors, search.columns, degree)
+    basis = reduced_basis(search.vectors, search.columns, degree)
     if search.conclusive and _short(basis, count) and D <= MAX_FULL:
         samples = _Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
         search = _search(samples, [list(range(D))], degree, "all of θ")
-        basis = _reduced_basis(search.vectors, search.columns, degree)
+        basis = reduced_basis(search.vectors, search.columns, degree)
     laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
     each = check_laws(
         model, {str(n): law for n, law in enumerate(laws)}, input_shape, inputs=inputs, params=params, seed=seed,
@@ -464,16 +466,26 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
     target = count.num_laws if count.conclusive else None
     enough = None if target is None else (lambda vectors: len(vectors) >= target and _independent(vectors) >= target)
     vectors, kept, dropped, notes = [], math.inf, 0.0, []
-    tiers = [(whole, None, "pairs of layers"), ([c for _, c in slices], enough, "unit slices")]
-    for tier, (blocks, stop, label) in enumerate(tiers):
-        if not blocks or (tier and enough is not None and enough(vectors)):
-            continue
-        samples = _Samples.draw(problem, input_shape, inputs, seed, blocks, degree, tier)
-        found = _search(samples, blocks, degree, label, stop if stop is None else lambda v: stop(vectors + v))
+    if whole:
+        found = _search(_Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, "")
         vectors += _dicts(found)
-        kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
-        if tier:
-            notes.append(f"{found.blocks} of {len(blocks)} unit slices")
+        kept, dropped = found.sigma_kept, found.sigma_dropped
+    if slices and not (enough is not None and enough(vectors)):
+        samples = _Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
+        layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
+        first, moved, rest = _moved_laws(samples, layout, slices, degree)
+        vectors += _dicts(first) + moved
+        by_symmetry = len(slices) - first.blocks - len(rest)
+        rest = [] if enough is not None and enough(vectors) else rest  # the moved laws reach the count
+        found = _search(samples, rest, degree, "", None if enough is None else lambda v: enough(vectors + v))
+        vectors += _dicts(found)
+        kept = min(kept, first.sigma_kept, found.sigma_kept)
+        dropped = max(dropped, first.sigma_dropped, found.sigma_dropped)
+        unsearched = len(slices) - first.blocks - found.blocks - by_symmetry
+        notes.append(
+            f"{len(slices)} unit slices: {first.blocks + found.blocks} solved, {by_symmetry} by symmetry"
+            + (f", {unsearched} not needed" if unsearched else "")
+        )
     if slices and target is not None and not enough(vectors):
         unions, left = slice_pairs(slices, degree)
         if unions:
@@ -491,6 +503,44 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
     return _assembled(vectors, kept, dropped, "pairs of layers" + detail)
 
 
+def _moved_laws(samples: _Samples, layout: Layout, slices: list, degree: int) -> tuple[_Search, list[dict], list]:
+    """The first slice of each axis solved; its laws moved to the axis's other slices
+    (:func:`~conslaw_lite.law_blocks.swapped`) and kept where conserved on every sample (``MOVED_TOL``);
+    the slices where a moved law failed, still to solve."""
+    heads = {}
+    for key, coords in slices:
+        heads.setdefault(key[:3], (key[3], coords))
+    first = _search(samples, [coords for _, coords in heads.values()], degree, "")
+    found = _dicts(first)
+    by_head = {key: [law for law in found if {j for m in law for j in m} <= set(c)] for key, (_, c) in heads.items()}
+    moved, rest = [], []
+    for (i, j, n, u), coords in slices:
+        u0, laws = heads[(i, j, n)][0], by_head[(i, j, n)]
+        if u == u0:
+            continue
+        candidates = [swapped(law, layout, n, u0, u) for law in laws]
+        if laws and max(_residual(samples, law) for law in candidates) <= MOVED_TOL:
+            moved += candidates
+        else:
+            rest.append(coords)
+    return first, moved, rest
+
+
+def _residual(samples: _Samples, law: dict) -> float:
+    """``max |⟨g, ∇h(θ)⟩| / (‖g‖ ‖∇h(θ)‖)`` over the samples: 0 for a law, about 1/√n for a random polynomial."""
+    grad = torch.zeros_like(samples.theta)  # (P, D)
+    for mono, c in law.items():
+        if len(mono) == 2:
+            j, k = mono
+            grad[:, j] += c * samples.theta[:, k]
+            grad[:, k] += c * samples.theta[:, j]
+        else:
+            grad[:, mono[0]] += c
+    dots = torch.einsum("pmd,pd->pm", samples.g, grad).abs()
+    sizes = samples.g.norm(dim=2) * grad.norm(dim=1, keepdim=True)
+    return float((dots / sizes.clamp_min(1e-300)).max())
+
+
 def _dicts(search: _Search) -> list[dict]:
     """The search's null vectors back as ``{monomial: coefficient}``."""
     return [{search.columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in search.vectors]
@@ -506,84 +556,6 @@ def _smallest_block(layout: Layout, large: list[tuple[int, int]]) -> int:
 def _gigabytes(n: int, degree: int) -> float:
     """Memory of the dense rows (2U × U float64) of a block of n coordinates."""
     return 2 * 8 * unknowns(n, degree) ** 2 / 1e9
-
-
-def _echelon(vectors: np.ndarray) -> np.ndarray:
-    """A basis of the rows' span in reduced row-echelon form: pivot columns chosen left to right."""
-    if vectors.shape[0] == 0:
-        return vectors
-    _, s, vh = np.linalg.svd(vectors, full_matrices=False)
-    span = vh[s > 1e-7 * s[0]]  # the laws of overlapping pairs repeat: an orthonormal basis of their span
-    pivots: list[int] = []
-    q = np.zeros((span.shape[0], 0))
-    for col in range(span.shape[1]):
-        v = span[:, col] - q @ (q.T @ span[:, col])
-        if np.linalg.norm(v) > 1e-6 * np.abs(span).max():
-            q = np.column_stack([q, v / np.linalg.norm(v)])
-            pivots.append(col)
-            if len(pivots) == span.shape[0]:
-                break
-    basis = np.linalg.solve(span[:, pivots], span)  # identity on the pivot columns
-    basis[np.abs(basis) < COEFFICIENT_TOL * np.abs(basis).max(axis=1, keepdims=True)] = 0.0
-    return basis
-
-
-def _reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> list[dict]:
-    """The echelon basis as ``{monomial: coefficient}``, products of linear laws left out.
-
-    Columns are ordered quadratic monomials first, so a law whose pivot is a linear monomial
-    has no quadratic part: those rows are the linear laws ℓ, and any quadratic row that lies in
-    span(ℓ_i ℓ_j) given the rows kept before it adds no law and is dropped.
-    """
-    order = sorted(range(len(columns)), key=lambda c: (len(columns[c]) == 1, columns[c]))
-    columns = [columns[c] for c in order]
-    basis = _echelon(vectors[:, order]) if len(columns) else vectors
-    laws = [{columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in basis]
-    linear = [law for law in laws if all(len(m) == 1 for m in law)]
-    if degree == 1 or not linear:
-        return laws
-    index = {m: n for n, m in enumerate(columns)}
-    products = [_product(a, b) for n, a in enumerate(linear) for b in linear[n:]]
-    for p in products:
-        for m in p:
-            index.setdefault(m, len(index))
-    span = np.zeros((0, len(index)))
-    for p in products:
-        span = _extend(span, _dense(p, index))
-    kept = []
-    for law in laws:
-        if law in linear:
-            kept.append(law)
-            continue
-        grown = _extend(span, _dense(law, index))
-        if grown.shape[0] > span.shape[0]:
-            span = grown
-            kept.append(law)
-    return kept
-
-
-def _product(a: dict, b: dict) -> dict:
-    out: dict = {}
-    for (j,), c in a.items():
-        for (k,), d in b.items():
-            m = (min(j, k), max(j, k))
-            out[m] = out.get(m, 0.0) + c * d
-    return out
-
-
-def _dense(law: dict, index: dict) -> np.ndarray:
-    row = np.zeros(len(index))
-    for m, c in law.items():
-        row[index[m]] = c
-    return row
-
-
-def _extend(span: np.ndarray, row: np.ndarray) -> np.ndarray:
-    """Orthonormal rows ``span`` plus ``row``'s direction outside them, if it has one."""
-    residual = row - span.T @ (span @ row)
-    if np.linalg.norm(residual) <= 1e-6 * np.linalg.norm(row):
-        return span
-    return np.vstack([span, residual / np.linalg.norm(residual)])
 
 
 def _rounded(model, problem: Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list:

@@ -11,6 +11,9 @@ So the search runs over
 2. for larger pairs, *unit slices*: for each axis size n the two layers share (any size, for a
    layer alone) and each index u < n, the entries of the pair's tensors whose index along an axis
    of size n is u, when the slice has at most ``MAX_SLICE`` coordinates;
+   A law found on the first slice of an axis is moved to the others by swapping the unit's index
+   (:func:`swapped`: hidden units are interchangeable) and kept where it is conserved there; the
+   slices where that fails are solved on their own.
 3. if still short of the count, *pairs of unit slices* (u, v) of one such axis (the entries
    ``(u, v)`` of a per-head matrix law), within a budget of ``PAIR_WORK`` operations.
 
@@ -40,7 +43,7 @@ MAX_BLOCK = 64  # coordinates of a layer or pair of layers searched whole
 MAX_SLICE = 96  # coordinates of a unit slice (or pair of slices): 4,752 unknowns at degree 2
 PAIR_WORK = 2e12  # Σ U³ over the pairs of unit slices searched (U: a slice's unknowns): about a minute
 
-Key = tuple[int, int, int]  # (first layer, second layer, axis size) of a unit slice
+Key = tuple[int, int, int, int]  # (first layer, second layer, axis size n, unit u < n) of a unit slice
 
 
 def unknowns(n: int, degree: int) -> int:
@@ -97,7 +100,7 @@ def unit_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
         for u in range(n):
             coords = [c for i in dict.fromkeys(pair) for t in tensors[i] for c in _slice(layout, t, n, u)]
             if coords:
-                out.append(((pair[0], pair[-1], n), sorted(coords)))
+                out.append(((pair[0], pair[-1], n, u), sorted(coords)))
     return out
 
 
@@ -132,9 +135,9 @@ def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tup
 
 def slice_pairs(slices: list[tuple[Key, list[int]]], degree: int) -> tuple[list[list[int]], int]:
     """Unions of two unit slices of one axis, smallest first, within ``PAIR_WORK``; and how many were left out."""
-    by_key: dict[Key, list[list[int]]] = {}
+    by_key: dict[tuple, list[list[int]]] = {}
     for key, coords in slices:
-        by_key.setdefault(key, []).append(coords)
+        by_key.setdefault(key[:3], []).append(coords)
     unions = sorted((sorted(set(a) | set(b)) for group in by_key.values() for a, b in combinations(group, 2)), key=len)
     kept, work = [], 0.0
     for block in unions:
@@ -144,3 +147,29 @@ def slice_pairs(slices: list[tuple[Key, list[int]]], degree: int) -> tuple[list[
         kept.append(block)
         work += cost
     return kept, len(unions) - len(kept)
+
+
+def swapped(law: dict, layout: Layout, n: int, u: int, v: int) -> dict:
+    """The law with indices u and v exchanged along every axis of size n of its tensors (a unit's law moved to
+    another unit: the permutation of hidden units is a symmetry of the model, so the result is a law of it
+    wherever the architecture treats them alike; :func:`~conslaw_lite.find_laws.find_laws` checks that it is).
+
+    Examples
+    ========
+    >>> layout = Layout(("W1", "W2"), ((2, 1), (1, 2)))  # W1[i, 0] W2[0, i]: unit 0 is (0, 2), unit 1 is (1, 3)
+    >>> swapped({(0, 0): 1.0, (2, 2): -1.0}, layout, 2, 0, 1)
+    {(1, 1): 1.0, (3, 3): -1.0}
+    """
+    out: dict = {}
+    for mono, c in law.items():
+        moved = tuple(sorted(_moved(layout, j, n, u, v) for j in mono))
+        out[moved] = out.get(moved, 0.0) + c
+    return out
+
+
+def _moved(layout: Layout, j: int, n: int, u: int, v: int) -> int:
+    t, index = layout.where(j)
+    shape = layout.shapes[t]
+    swap = {u: v, v: u}
+    moved = [swap.get(i, i) if size == n else i for i, size in zip(index, shape)]
+    return layout.offset(t) + int(np.ravel_multi_index(moved, shape)) if shape else layout.offset(t)
