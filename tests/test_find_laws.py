@@ -151,7 +151,7 @@ def test_an_mlp_with_biases_beyond_the_old_limit_is_complete(one_thread):
     found = find_laws(model, (8,))
     assert list(found.laws) == ["for i in 0..15: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²"]
     assert found.complete and found.num_found == found.count.num_laws == 16 and found.gap > 1e4
-    assert "unit slices" in found.searched
+    assert "unit slices" in found.searched and "by symmetry" in found.searched  # one unit solved, moved to the rest
 
 
 def test_cli_laws_in_the_table_and_in_json(capsys, one_thread):
@@ -260,7 +260,7 @@ def test_unit_slices_of_an_mlp_and_pairs_of_slices_of_a_head():
     whole, large = whole_blocks(layout)
     assert whole == [list(range(144, 208))] and large == [(0, 1), (0, 0)]  # layer 2 alone is 64: whole
     units = unit_slices(layout, [0, 1])  # only the hidden axis (16) is shared
-    assert len(units) == 16 and {key for key, _ in units} == {(0, 1, 16)}
+    assert [key for key, _ in units] == [(0, 1, 16, u) for u in range(16)]
     assert units[3][1] == [*range(24, 32), 128 + 3, *(144 + 16 * r + 3 for r in range(4))]  # W₁[3,:], b₁[3], W₂[:,3]
     slices, over = slice_blocks(layout, large)
     assert over == 0 and len(slices) == 16 + 8 + 16  # the pair's units, then layer 0's columns and rows
@@ -268,3 +268,20 @@ def test_unit_slices_of_an_mlp_and_pairs_of_slices_of_a_head():
     pairs, left = slice_pairs(unit_slices(heads, [0, 1]), degree=2)
     assert left == 0 and len(pairs) == 3 + 6  # pairs of columns (3) and of rows (4) of Q and K
     assert [0, 1, 2, 3, 4, 5, 12, 13, 14, 15, 16, 17] in pairs  # rows 0 and 1 of Q and of K: a 2×2 head law
+
+
+def test_a_law_that_does_not_move_to_another_unit_is_solved_there(one_thread):
+    # unit 0 is a ReLU, unit 1 squares: W₁ (2×40) → e^t W₁[i], W₂[:, i] → e^{−t} or e^{−2t}: their laws differ
+    def f(p: dict, x: torch.Tensor) -> torch.Tensor:
+        h = x @ p["W1"].T
+        return torch.stack([torch.relu(h[:, 0]), h[:, 1] ** 2], dim=1) @ p["W2"].T
+
+    torch.manual_seed(0)
+    params = {"W1": torch.randn(2, 40) / 6, "W2": torch.randn(3, 2) / 2}  # D = 86: the pair is searched per unit
+    found = fl.find_laws(f, (40,), params=params)
+    assert found.complete and found.num_found == found.count.num_laws == 2, found.message
+    assert sorted(law.text() for law in found.basis) == [
+        "‖W1[0, :]‖² − ‖W2[:, 0]‖²",
+        "‖W1[1, :]‖² − 2·‖W2[:, 1]‖²",
+    ]
+    assert "0 by symmetry" in found.searched  # unit 0's law failed on unit 1, which was solved on its own
