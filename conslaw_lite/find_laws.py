@@ -527,17 +527,21 @@ def _moved_laws(samples: _Samples, layout: Layout, slices: list, degree: int) ->
 
 
 def _residual(samples: _Samples, law: dict) -> float:
-    """``max |⟨g, ∇h(θ)⟩| / (‖g‖ ‖∇h(θ)‖)`` over the samples: 0 for a law, about 1/√n for a random polynomial."""
-    grad = torch.zeros_like(samples.theta)  # (P, D)
+    """``max |⟨g, ∇h(θ)⟩| / (‖g‖ ‖∇h(θ)‖)`` over the samples, on the law's coordinates: 0 for a law, about 1/√n
+    for a random polynomial of n coordinates."""
+    support = sorted({j for mono in law for j in mono})
+    where = {j: n for n, j in enumerate(support)}
+    theta, g = samples.theta[:, support], samples.g[:, :, support]  # (P, n), (P, m, n)
+    grad = torch.zeros_like(theta)
     for mono, c in law.items():
         if len(mono) == 2:
-            j, k = mono
-            grad[:, j] += c * samples.theta[:, k]
-            grad[:, k] += c * samples.theta[:, j]
+            j, k = where[mono[0]], where[mono[1]]
+            grad[:, j] += c * theta[:, k]
+            grad[:, k] += c * theta[:, j]
         else:
-            grad[:, mono[0]] += c
-    dots = torch.einsum("pmd,pd->pm", samples.g, grad).abs()
-    sizes = samples.g.norm(dim=2) * grad.norm(dim=1, keepdim=True)
+            grad[:, where[mono[0]]] += c
+    dots = torch.einsum("pmn,pn->pm", g, grad).abs()
+    sizes = g.norm(dim=2) * grad.norm(dim=1, keepdim=True)
     return float((dots / sizes.clamp_min(1e-300)).max())
 
 
