@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from conslaw_lite.counting.lie_rank import VMAP_BATCH
+
 BYTES = 8  # float64
 # (V Qᵀ) Q is two products of 2·m·r·D flops, some chunks are projected twice, and a chunk's QR and SVD add
 # more: 6 matches the time measured (MLP 20-50-20, D = 2000: 4.4 s for two θ)
@@ -53,15 +55,18 @@ class Estimate:
         return f"{_size(self.bytes)}, {_duration(self.seconds)}"
 
 
-def estimate(D: int, n_out: int, keep_stack: bool, device: torch.device, rank: int | None = None) -> Estimate:
+def estimate(
+    D: int, n_out: int, keep_stack: bool, device: torch.device, points: int = 2, rank: int | None = None
+) -> Estimate:
     """Memory and time of a count over D parameters with ``n_out`` outputs per θ, before anything is allocated.
 
-    ``rank`` defaults to D (no law: the most work). Memory: the basis ``8 D²`` (its rows are
-    written as they are found, but up to D of them), the stacked vectors and their SVD
-    (``2 · 8 D²``, with ``keep_stack``), and one vmap batch of vectors with the forward's
-    tensors (``WORKSPACE · VMAP_BATCH · (D + n_out)`` floats). Time: ``NUM_POINTS`` θ of
-    ``ORTHO_PASSES · 2 D r²`` flops (and the spectrum's, with ``keep_stack``) at the device's measured float64
-    rate. The brackets themselves are not in it: they cost little beside the linear algebra at large D.
+    ``points``: the θ ranked (``count.NUM_POINTS``); ``rank`` defaults to D (no law: the most work).
+    Memory: the basis ``8 D²`` (its rows are written as they are found, but up to D of them), the
+    stacked vectors and their SVD (``2 · 8 D²``, with ``keep_stack``), and one vmap batch of vectors
+    with the forward's tensors (``WORKSPACE · VMAP_BATCH · (D + n_out)`` floats). Time: ``points`` θ
+    of ``ORTHO_PASSES · 2 D r²`` flops (and the spectrum's, with ``keep_stack``) at the device's
+    measured float64 rate. The brackets themselves are left out: beside the linear algebra they cost
+    little at large D.
 
     Examples
     ========
@@ -69,16 +74,13 @@ def estimate(D: int, n_out: int, keep_stack: bool, device: torch.device, rank: i
     >>> round(e.parts["basis"] / 1e6), e.bytes > 3 * 8e6
     (8, True)
     """
-    from conslaw_lite.counting.count import NUM_POINTS
-    from conslaw_lite.counting.lie_rank import VMAP_BATCH
-
     r = D if rank is None else rank
     parts = {
         "basis": BYTES * float(D) * D,
         "stacked vectors and their SVD": 2 * BYTES * float(D) * D if keep_stack else 0.0,
         "one batch of brackets": BYTES * WORKSPACE * VMAP_BATCH * float(D + n_out),
     }
-    flops = NUM_POINTS * (ORTHO_PASSES * 2 * float(D) * r * r + (SPECTRUM_FLOPS * float(D) ** 3 if keep_stack else 0))
+    flops = points * (ORTHO_PASSES * 2 * float(D) * r * r + (SPECTRUM_FLOPS * float(D) ** 3 if keep_stack else 0))
     return Estimate(sum(parts.values()), flops / matmul_rate(device), parts)
 
 

@@ -357,11 +357,11 @@ def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tupl
     such a count is inconclusive: the SVD would take hours.
     """
     outputs = max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS)
-    with_stack = estimate(D, outputs, True, device)
+    with_stack = estimate(D, outputs, True, device, NUM_POINTS)
     if D <= SPECTRUM_MAX_D:
         check_fits(with_stack, D, device, max_memory)
         return True, with_stack
-    without = estimate(D, outputs, False, device)
+    without = estimate(D, outputs, False, device, NUM_POINTS)
     check_fits(without, D, device, max_memory)
     if D <= STACK_MAX_D:
         try:
