@@ -24,9 +24,9 @@ import torch
 from conslaw_lite.counting.lie_rank import VMAP_BATCH
 
 BYTES = 8  # float64
-# (V Qᵀ) Q is two products of 2·m·r·D flops, some chunks are projected twice, and a chunk's QR and SVD add
-# more: 6 matches the time measured (MLP 20-50-20, D = 2000: 4.4 s for two θ)
-ORTHO_PASSES = 6.0
+# (V Qᵀ) Q is two products of 2·m·r·D flops, and some chunks are projected twice: 2 matches the time measured
+# at D = 20,000 (MLP 50-200-50: 34 min for two θ on a loaded core, estimated 40 min)
+ORTHO_PASSES = 2.0
 SPECTRUM_FLOPS = 30.0  # svdvals of the stacked (≈ D × D) vectors, in units of D³ (D = 2000: 6.8 s a θ)
 WORKSPACE = 16  # copies of a forward's tensors that a nested jvp over vjp keeps alive per vector
 HEADROOM = 0.9  # of the available memory the estimate may use: the allocator and Python need the rest

@@ -46,8 +46,9 @@ class Progress:
 
     def point(self, k: int, n_out: int) -> Report:
         """The report for the rank at θ number ``k`` (``n_out`` outputs there)."""
+        self.bar.set_description(f"count_laws θ{k + 1} (est. {self.need})", refresh=False)
+        self.bar.set_postfix(outputs=n_out, refresh=False)
         self.bar.reset(total=self.D)
-        self.bar.set_description(f"count_laws θ{k + 1} (est. {self.need})")
 
         def report(depth: int, rank: int) -> None:
             self.bar.update(rank - self.bar.n)
