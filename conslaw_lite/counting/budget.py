@@ -28,7 +28,7 @@ BYTES = 8  # float64
 # at D = 20,000 (MLP 50-200-50: 34 min for two θ on a loaded core, estimated 40 min)
 ORTHO_PASSES = 2.0
 SPECTRUM_FLOPS = 30.0  # svdvals of the stacked (≈ D × D) vectors, in units of D³ (D = 2000: 6.8 s a θ)
-WORKSPACE = 16  # copies of a forward's tensors that a nested jvp over vjp keeps alive per vector
+WORKSPACE = 32  # copies of a forward's tensors a nested jvp over vjp keeps alive per vector (peak 4.9 GB at D = 20,000)
 HEADROOM = 0.9  # of the available memory the estimate may use: the allocator and Python need the rest
 RATE_PROBE = 384  # side of the matrices timed to measure the device's float64 matrix-product rate
 
@@ -160,7 +160,7 @@ def check_fits(need: Estimate, D: int, device: torch.device, max_memory: float |
     >>> check_fits(estimate(50_000, 60_000, False, torch.device("cpu")), 50_000, torch.device("cpu"), 8e9)
     Traceback (most recent call last):
     ...
-    conslaw_lite.counting.budget.TooLarge: count_laws would need about 21.8 GB ...
+    conslaw_lite.counting.budget.TooLarge: count_laws would need about 23.6 GB ...
     """
     limit = max_memory
     source = "max_memory"

@@ -80,7 +80,8 @@ class LawCount:
     the laws of the whole parameter space) or ``"at θ"`` (those of the θ given with
     ``at``: the laws near it); ``""`` for a model without. ``strata``: the θ drawn
     where the output did not move, and the pattern at a θ given with ``at`` (units
-    found dead or always active there, with its rank).
+    found dead or always active there, with its rank). ``estimated``: the memory and time
+    :mod:`conslaw_lite.counting.budget` estimated before the count started.
     """
 
     num_params: int  # D
