@@ -493,9 +493,11 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
             found = _search(samples, unions, degree, "", lambda v: enough(vectors + v))
             vectors += _dicts(found)
             kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
-            left += len(unions) - found.blocks
+        searched = found.blocks if unions else 0
         notes.append(
-            f"{len(unions) + left} pairs of slices, {left} left out" if left else f"{len(unions)} pairs of slices"
+            f"{searched} pairs of slices solved"
+            + (f", {len(unions) - searched} not needed" if len(unions) > searched else "")
+            + (f", {left} left out (over {MAX_SLICE} coordinates or the budget)" if left else "")
         )
     if over or (large and not slices):
         notes.append(f"{over} slices over {MAX_SLICE} coordinates left out")

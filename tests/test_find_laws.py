@@ -285,3 +285,14 @@ def test_a_law_that_does_not_move_to_another_unit_is_solved_there(one_thread):
         "‖W1[1, :]‖² − 2·‖W2[:, 1]‖²",
     ]
     assert "0 by symmetry" in found.searched  # unit 0's law failed on unit 1, which was solved on its own
+
+
+def test_attention_beyond_the_old_limit_is_found_per_pair_of_slices(one_thread):
+    # d = 5, n = 2, k = 4: Q with K (and V with O) is 80 coordinates; a head's 4×4 law needs two rows at once
+    found = find_laws(MultiHeadAttention(5, 2, 4).double(), (3, 5))
+    assert list(found.laws) == [
+        "for h in 0..1, B = 4h:4h+4 (4×4): Q.weight[B, :] Q.weight[B, :]ᵀ − K.weight[B, :] K.weight[B, :]ᵀ",
+        "for h in 0..1, B = 4h:4h+4 (4×4): V.weight[B, :] V.weight[B, :]ᵀ − O.weight[:, B]ᵀ O.weight[:, B]",
+    ]
+    assert found.num_found == found.count.num_laws == 40 and found.complete
+    assert "pairs of slices solved" in found.searched
