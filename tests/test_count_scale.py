@@ -90,3 +90,12 @@ def test_without_the_stack_the_rank_and_the_evidence_are_the_residuals() -> None
     bare = lie_rank(f, theta, 48, torch.Generator().manual_seed(2), [6, 6], keep_stack=False)
     assert kept.rank == bare.rank == 9 and (kept.evidence, bare.evidence) == ("spectrum", "residuals")
     assert bare.sigma_kept > 1e4 * bare.sigma_dropped
+
+
+def test_counting_on_another_device_copies_the_module_there() -> None:
+    """``cpu:0`` is not ``cpu`` to the counter: the module is copied there and run as on a GPU, to the same count."""
+    model = relu_net(4, 6, 3)
+    moved = count_laws(model, (4,), device=torch.device("cpu", 0))
+    here = count_laws(model, (4,))
+    assert moved.conclusive and moved.num_laws == here.num_laws == 6 and moved.sigma_kept == here.sigma_kept
+    assert next(model.parameters()).dtype == torch.float32  # the user's module is left as it was
