@@ -1,5 +1,10 @@
 """Benchmark the law counter: ``python benchmarks/count_laws.py [--threads 2] [--quick] [--large] [--whole]``.
 
+``--mlp 2000 20000 50000 [--device cuda]`` counts ReLU MLPs of about those sizes instead (20-50-20,
+50-200-50, 100-250-100; N = the hidden width), each in its own process, and prints D, N, the seconds, the
+peak memory (resident set on a CPU, ``torch.cuda.max_memory_allocated`` on a GPU) and the estimate the
+counter made before starting; a count that would not fit is refused at once, with its estimate.
+
 Prints one row per case: D (parameters), N (the computed count), the formula it
 is checked against, the evidence (smallest kept / largest dropped singular
 value, and whether they are the stacked vectors' spectrum or, above 4,096 parameters,
@@ -21,6 +26,9 @@ Reference (chapter 2): the SageMath counter of Marcotte et al. (2023) took
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import resource
+import time
 
 import torch
 from torch import nn
@@ -66,19 +74,71 @@ def whole_networks() -> list[tuple[str, nn.Module, tuple[int, ...]]]:
     return [*cases, ("transformer, 2 blocks", two_block, (3, 8))]
 
 
+MLPS = {2000: (20, 50, 20), 20000: (50, 200, 50), 50000: (100, 250, 100), 100000: (200, 250, 200)}
+
+
+def count_mlp(widths: tuple[int, int, int], device: str, threads: int) -> dict:
+    """Count a bias-free ReLU MLP ``widths`` on ``device`` here: D, N, seconds, peak bytes, or the refusal."""
+    from conslaw_lite.counting import TooLarge
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    d, r, m = widths
+    model = nn.Sequential(nn.Linear(d, r, bias=False), nn.ReLU(), nn.Linear(r, m, bias=False))
+    D = d * r + r * m
+    start = time.perf_counter()
+    try:
+        count = count_laws(model, (d,), device=device, progress=True)
+    except TooLarge as err:
+        return {"D": D, "refused": str(err), "seconds": time.perf_counter() - start, "peak": _peak(device)}
+    n = count.num_laws if count.conclusive else f"? ({count.reason})"
+    gap = f"{count.sigma_kept:.1e} / {count.sigma_dropped:.1e} ({count.evidence})"
+    return {"D": D, "N": n, "expected": r, "seconds": count.seconds, "peak": _peak(device),
+            "estimate": count.estimated.short(), "gap": gap}  # fmt: skip
+
+
+def _peak(device: str) -> float:
+    """Peak bytes: the GPU's allocator on cuda, the process's resident set on the CPU (Linux: ru_maxrss in kB)."""
+    if device.startswith("cuda"):
+        return float(torch.cuda.max_memory_allocated())
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
+
+
+def mlp_rows(sizes: list[int], device: str, threads: int) -> None:
+    """One row per MLP size, each counted in a fresh process (its own peak memory)."""
+    print(f"{'MLP':<14} {'D':>7} {'N':>5} {'expected':>8} {'seconds':>8} {'peak GB':>8}  estimate / evidence")
+    for size in sizes:
+        widths = MLPS[size]
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            row = pool.apply(count_mlp, (widths, device, threads))
+        name = "-".join(map(str, widths))
+        if "refused" in row:
+            print(f"{name:<14} {row['D']:>7} {'—':>5} {widths[1]:>8} {row['seconds']:>8.2f} {row['peak'] / 1e9:>8.2f}"
+                  f"  refused: {row['refused']}", flush=True)  # fmt: skip
+            continue
+        print(f"{name:<14} {row['D']:>7} {row['N']!s:>5} {row['expected']:>8} {row['seconds']:>8.1f} "
+              f"{row['peak'] / 1e9:>8.2f}  est. {row['estimate']}; σ kept / dropped {row['gap']}",
+              flush=True)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads")
     parser.add_argument("--quick", action="store_true", help="skip the D ≥ 2000 attention blocks")
     parser.add_argument("--large", action="store_true", help="add the D = 8192 attention block")
     parser.add_argument("--whole", action="store_true", help="add the whole small networks")
+    parser.add_argument("--mlp", type=int, nargs="*", choices=sorted(MLPS), help="count ReLU MLPs of these sizes")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (float64 on either)")
     args = parser.parse_args()
+    if args.mlp:
+        mlp_rows(args.mlp, args.device, args.threads)
+        return
     torch.set_num_threads(args.threads)
     count_laws(get_arch("toy").build(ArchOptions()).model, (1,))  # warm-up
     print(f"{'case':<28} {'D':>5} {'N':>5} {'formula':>7} {'σ kept':>9} {'σ dropped':>9} {'seconds':>8}  evidence")
     for case, arch, options in CASES + ([] if args.quick else [LARGE, GQA_LARGE]) + ([LARGER] if args.large else []):
         built = get_arch(arch).build(options)
-        count = count_laws(built.model, built.input_shape)
+        count = count_laws(built.model, built.input_shape, device=args.device)
         n = count.num_laws if count.conclusive else "?"
         print(
             f"{case:<28} {count.num_params:>5} {n:>5} {built.formula:>7} "

@@ -5,6 +5,9 @@ Prints one row per case of issue 18's table: D (parameters), N (the count from
 complete, the evidence (gap between the kept and the dropped singular values), the seconds
 in all and the seconds of the count inside them, and the time to reach; then the laws
 as printed. One warm-up run first, so torch.func's one-time imports are not charged.
+
+Then issue 27's MLPs, searched per hidden unit: 8-16-4 with biases (D = 212, N = 16), and with ``--large``
+the 32-64-16 ReLU MLP without biases (D = 3,072, N = 64; target < 60 s on 2 cores).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.find_laws import find_laws
@@ -25,20 +29,36 @@ CASES = [  # (case, architecture, options, seconds to reach)
 ]
 
 
+MLPS = [("MLP 8-16-4, biases", (8, 16, 4), True, None)]
+LARGE_MLP = ("MLP 32-64-16", (32, 64, 16), False, 60)
+
+
+def relu_mlp(widths: tuple[int, ...], bias: bool) -> nn.Module:
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for d_in, d_out in zip(widths[:-1], widths[1:]):
+        layers += [nn.Linear(d_in, d_out, bias=bias), nn.ReLU()]
+    return nn.Sequential(*layers[:-1]).double()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads (1: on 2 shared cores, 2 threads oversubscribe them)"
     )
+    parser.add_argument("--large", action="store_true", help="add the 32-64-16 MLP (D = 3,072)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     find_laws(get_arch("toy").build(ArchOptions()).model, (1,))  # warm-up
     head = f"{'case':<30} {'D':>4} {'N':>4} {'found':>5} {'complete':>8} {'gap':>8}"
     print(f"{head} {'seconds':>8} {'count s':>8} {'target':>7}")
     printed = []
-    for case, arch, options, target in CASES:
-        built = get_arch(arch).build(options)
-        found = find_laws(built.model, built.input_shape)
+    built = [(case, get_arch(arch).build(options), target) for case, arch, options, target in CASES]
+    cases = [(case, b.model, b.input_shape, target) for case, b, target in built]
+    mlps = MLPS + ([LARGE_MLP] if args.large else [])
+    cases += [(case, relu_mlp(widths, bias), (widths[0],), target) for case, widths, bias, target in mlps]
+    for case, model, input_shape, target in cases:
+        found = find_laws(model, input_shape)
         n = found.count.num_laws if found.count.conclusive else "?"
         aim = "—" if target is None else f"< {target} s"
         print(
@@ -48,7 +68,7 @@ def main() -> None:
         )
         printed.append((case, found))
     for case, found in printed:
-        print(f"\n{case}: {found}")
+        print(f"\n{case}: {found}\n  searched: {found.searched}")
 
 
 if __name__ == "__main__":

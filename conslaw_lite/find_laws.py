@@ -20,16 +20,20 @@ the largest dropped one by ``GAP`` = 10⁴ (the counter's evidence, for the same
 
 Structure keeps it small. D parameters give D(D+1)/2 + D unknowns, too many to treat
 densely beyond D ≈ 100, but every law the book knows couples at most two *layers* (the
-tensors of one module: ``Q.weight`` with ``Q.bias``): ‖A_{:,i}‖² − ‖C_{i,:}‖², Q_iᵀQ_i − K_iᵀK_i,
-Σ_e W_e. So the search runs over each layer and each pair of layers on their own
-coordinates, and over the whole of θ only when the pairs find fewer laws than
-:func:`~conslaw_lite.counting.count_laws` counts and D is small.
+tensors of one module: ``Q.weight`` with ``Q.bias``), and within them a few slices along an axis
+they share: ‖A_{:,i}‖² − ‖C_{i,:}‖² (hidden unit i), Q_iᵀQ_i − K_iᵀK_i (head i), Σ_e W_e. So the
+search runs over each layer and pair of layers of at most ``MAX_BLOCK`` = 64 coordinates whole,
+over the *unit slices* of larger pairs (unit i's row before and column after it, up to
+``MAX_SLICE`` = 96 coordinates), then over pairs of slices (per-head matrix laws), the last two
+only until the laws found reach the count (:mod:`conslaw_lite.law_blocks`); and over the whole of θ
+only when all that finds fewer laws than :func:`~conslaw_lite.counting.count_laws` counts and D is small.
 
-Limits: D ≤ ``MAX_PARAMS`` = 400 parameters; a pair of layers with more than ``MAX_BLOCK`` = 64
-parameters is skipped (and the result says how many were); laws coupling three layers or more
-are found only when D ≤ ``MAX_FULL`` = 64. A law that is no polynomial of degree ≤ 2 is never
-found: the comparison with the count says how many such laws there are. Chapter 2's example:
-``f(x) = (a·b + c)·x`` keeps a² − b² and (a + b)·e^(−c); only the first is found.
+Limits: D ≤ ``MAX_PARAMS`` = 8,192 parameters (an 8-16-4 MLP with biases, D = 212: 16 laws; a
+32-64-16 ReLU MLP, D = 3,072: 64 laws, most of the time in the count); a slice of more than 96
+coordinates is left out (the result says how many were); laws coupling three layers or more, or
+more than two slices, are found only when D ≤ ``MAX_FULL`` = 64. A law that is no polynomial of
+degree ≤ 2 is never found: the comparison with the count says how many such laws there are.
+Chapter 2's example: ``f(x) = (a·b + c)·x`` keeps a² − b² and (a + b)·e^(−c); only the first is found.
 
 The laws found are brought to reduced row-echelon form (each law has a pivot coefficient 1
 that no other law has: the fewest non-zeros an echelon basis can have when the laws' supports
@@ -46,7 +50,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations_with_replacement
 
 import numpy as np
@@ -56,19 +60,29 @@ from torch.func import vjp, vmap
 from conslaw_lite.counting import GAP, RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
 from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.exact_linalg import rational
+from conslaw_lite.law_basis import COEFFICIENT_TOL, reduced_basis
+from conslaw_lite.law_blocks import (
+    MAX_SLICE,
+    layers,
+    slice_blocks,
+    slice_pairs,
+    swapped,
+    unit_slices,
+    unknowns,
+    whole_blocks,
+)
 from conslaw_lite.laws import Params
 from conslaw_lite.polynomial_laws import Layout, Monomial, PolynomialLaw, group_laws
 from conslaw_lite.seeding import Stream, generator
 
-MAX_PARAMS = 400  # D beyond which find_laws refuses (count_laws still counts)
+MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
-MAX_BLOCK = 64  # parameters of one layer or one pair of layers searched together
 CUT = 1e-9  # singular values below CUT·σ_max (unit columns) are dropped
 CANDIDATE = 1e-5  # eigenvalues of AᵀA below (CANDIDATE·σ_max)² are candidates for the null space ...
 EXTRA = 4  # ... together with this many more, whose exact singular values are the smallest kept
 ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
 COLUMN_FLOOR = 1e-6  # columns are scaled to unit length, but by at most 1/(COLUMN_FLOOR·largest)
-COEFFICIENT_TOL = 1e-9  # relative size under which a coefficient of the echelon basis is zero
+MOVED_TOL = 1e-9  # relative residual under which a law moved to another unit (law_blocks.swapped) is kept
 RANK_CUT = 1e-6  # singular values of W(θ)'s samples below RANK_CUT·σ_max add no row (more θ are drawn, never fewer)
 
 
@@ -166,9 +180,9 @@ def find_laws(
     ``model``, ``input_shape``, ``inputs``, ``params`` and ``seed`` are those of
     :func:`~conslaw_lite.counting.count_laws` (and bad input gets its messages); ``count`` is that
     function's result if already computed. ``degree=1`` looks for linear laws ``bᵀθ`` only.
-    See the module docstring for the method and its limits: D ≤ ``MAX_PARAMS`` = 400; laws
-    coupling more than two layers are found only when D ≤ ``MAX_FULL`` = 64; a pair of layers
-    with more than ``MAX_BLOCK`` = 64 parameters is skipped.
+    See the module docstring for the method and its limits: D ≤ ``MAX_PARAMS`` = 8,192; layers and
+    pairs of layers of more than 64 coordinates are searched per unit slice (≤ 96 coordinates) and
+    pair of slices; laws coupling more than two layers are found only when D ≤ ``MAX_FULL`` = 64.
 
     Examples
     ========
@@ -189,19 +203,19 @@ def find_laws(
     D = problem.num_params
     if D > MAX_PARAMS:
         raise ValueError(
-            f"find_laws handles models of at most {MAX_PARAMS} parameters; this one has D = {D}. "
-            "count_laws(model, input_shape) still counts its laws"
+            f"find_laws handles models of at most {MAX_PARAMS} parameters; this one has D = {D:,}. A narrower model "
+            "of the same architecture has the same law patterns (per unit, per head); "
+            "count_laws(model, input_shape) still counts this one's laws"
         )
+    plan = _plan(problem, degree)  # before the count: a refusal comes at once
     if count is None:
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
-    blocks, skipped = _pair_blocks(problem)
-    samples = _Samples.draw(problem, input_shape, inputs, seed, blocks, degree)
-    search = _search(samples, blocks, degree, "pairs of layers" + skipped)
-    basis = _reduced_basis(search.vectors, search.columns, degree)
+    search = _search_blocks(problem, input_shape, inputs, seed, degree, plan, count)
+    basis = reduced_basis(search.vectors, search.columns, degree)
     if search.conclusive and _short(basis, count) and D <= MAX_FULL:
         samples = _Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
         search = _search(samples, [list(range(D))], degree, "all of θ")
-        basis = _reduced_basis(search.vectors, search.columns, degree)
+        basis = reduced_basis(search.vectors, search.columns, degree)
     laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
     each = check_laws(
         model, {str(n): law for n, law in enumerate(laws)}, input_shape, inputs=inputs, params=params, seed=seed,
@@ -251,10 +265,6 @@ def _short(basis: list[dict], count: LawCount) -> bool:
     return not count.conclusive or len(basis) < count.num_laws
 
 
-def _unknowns(n: int, degree: int) -> int:
-    return n + (n * (n + 1) // 2 if degree == 2 else 0)
-
-
 @dataclass(frozen=True)
 class _Samples:
     """Random θ (P, D) and, per θ, m random elements of W(θ): g (P, m, D)."""
@@ -263,7 +273,9 @@ class _Samples:
     g: torch.Tensor
 
     @classmethod
-    def draw(cls, problem: Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int) -> _Samples:
+    def draw(
+        cls, problem: Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int, tier: int = 0
+    ) -> _Samples:
         """Enough θ that each block's system gets twice as many *independent* rows as unknowns.
 
         One θ gives at most rank W(θ) independent rows on a block (fewer on its coordinates
@@ -271,14 +283,15 @@ class _Samples:
         whatever its D. Counting m = (largest block) rows per θ left the pair systems short
         of rows, and the missing rank came out as spurious "laws" that a gap could not flag
         (their singular values are exactly 0). So the first θ measures each block's rank r_b,
-        P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements.
+        P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements (at most the largest
+        block's size: more add no rank on any block). ``tier``: each kind of block gets its own θ.
         """
-        gen = generator(seed, Stream.LAW_SEARCH)  # not the counter's θ and inputs
+        gen = generator(seed, Stream.LAW_SEARCH, tier)  # not the counter's θ and inputs
         n_max = max(map(len, blocks))
         first_theta, first_g = cls._point(problem, input_shape, inputs, gen, n_max)
         ranks = [_rank(first_g[:, coords]) for coords in blocks]
         m = max(_rank(first_g), 1)
-        points = max((math.ceil(2 * _unknowns(len(c), degree) / r) for c, r in zip(blocks, ranks) if r), default=1) + 4
+        points = max((math.ceil(2 * unknowns(len(c), degree) / r) for c, r in zip(blocks, ranks) if r), default=1) + 4
         thetas, gs = [first_theta], [first_g[:m]]
         for _ in range(points - 1):
             theta, g = cls._point(problem, input_shape, inputs, gen, m)
@@ -326,6 +339,7 @@ class _Search:
     searched: str
     sigma_kept: float
     sigma_dropped: float
+    blocks: int = 0  # blocks searched (the search stops once the laws found reach the count)
 
 
 def _columns(coords: list[int], degree: int) -> list[Monomial]:
@@ -344,7 +358,7 @@ def _rows(samples: _Samples, coords: list[int], degree: int) -> torch.Tensor:
         j, k = torch.triu_indices(len(coords), len(coords))
         parts.append(g[:, :, j] * theta[:, None, k] + g[:, :, k] * theta[:, None, j])
     parts.append(g)
-    return torch.cat(parts, dim=2).reshape(-1, _unknowns(len(coords), degree))
+    return torch.cat(parts, dim=2).reshape(-1, unknowns(len(coords), degree))
 
 
 def _null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
@@ -374,16 +388,30 @@ def _null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
     return null, min(sigma_kept, beyond), sigma_dropped
 
 
-def _search(samples: _Samples, blocks: list[list[int]], degree: int, searched: str) -> _Search:
-    """The null space of the condition on each block of coordinates, all in one list of global monomials."""
-    columns: dict[Monomial, int] = {}
-    vectors, kept, dropped = [], math.inf, 0.0
+def _search(
+    samples: _Samples, blocks: list[list[int]], degree: int, searched: str, enough: Callable[[list], bool] | None = None
+) -> _Search:
+    """The null space of the condition on each block of coordinates, all in one list of global monomials.
+
+    ``enough(vectors)``: checked after each block once there are as many vectors as needed; the
+    remaining blocks are then left out (the laws found already reach the count).
+    """
+    vectors, kept, dropped, done = [], math.inf, 0.0, 0
     for coords in blocks:
+        done += 1
         null, sigma_kept, sigma_dropped = _null_space(_rows(samples, coords, degree))
         kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)
         names = _columns(coords, degree)
         for v in null.numpy():
             vectors.append({names[i]: c for i, c in enumerate(v) if abs(c) > COEFFICIENT_TOL * np.abs(v).max()})
+        if enough is not None and len(null) and enough(vectors):
+            break
+    return replace(_assembled(vectors, kept, dropped, searched), blocks=done)
+
+
+def _assembled(vectors: list[dict], kept: float, dropped: float, searched: str) -> _Search:
+    """The null vectors as one dense matrix over the monomials they use, with the verdict on the gap."""
+    columns: dict[Monomial, int] = {}
     for v in vectors:
         for mono in v:
             columns.setdefault(mono, len(columns))
@@ -399,107 +427,141 @@ def _search(samples: _Samples, blocks: list[list[int]], degree: int, searched: s
     return _Search(dense, list(columns), not reason, reason, searched, kept, dropped)
 
 
-def _layers(problem: Problem) -> list[list[int]]:
-    """Coordinates of each layer: the tensors of one module (``Q.weight`` with ``Q.bias``), else each tensor."""
-    layers: dict[str, list[int]] = {}
-    at = 0
-    for name, shape in problem.shapes.items():
-        module, dot, _ = name.rpartition(".")
-        layers.setdefault(module if dot else name, []).extend(range(at, at + math.prod(shape)))
-        at += math.prod(shape)
-    return list(layers.values())
+def _independent(vectors: list[dict]) -> int:
+    """How many of the null vectors are linearly independent (overlapping blocks find a law more than once)."""
+    dense = _assembled(vectors, math.inf, 0.0, "").vectors
+    s = np.linalg.svd(dense, compute_uv=False) if dense.size else np.zeros(0)
+    return int((s > 1e-7 * s[0]).sum()) if len(s) else 0
 
 
-def _pair_blocks(problem: Problem) -> tuple[list[list[int]], str]:
-    """The coordinates of each layer and each pair of layers (pairs over ``MAX_BLOCK`` left out, and said so)."""
-    ranges = _layers(problem)
-    blocks = [ranges[i] + ranges[j] if i != j else ranges[i] for i in range(len(ranges)) for j in range(i, len(ranges))]
-    small = [sorted(b) for b in blocks if len(b) <= MAX_BLOCK]
-    if not small:
+@dataclass(frozen=True)
+class _Plan:
+    """The blocks to search: whole layers and pairs, the pairs too large, their unit slices, slices left out."""
+
+    whole: list[list[int]]
+    large: list[tuple[int, int]]
+    slices: list
+    over: int
+
+
+def _plan(problem: Problem, degree: int) -> _Plan:
+    """The blocks of :mod:`conslaw_lite.law_blocks`, or a ``ValueError`` naming the size needed when none fits."""
+    layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
+    whole, large = whole_blocks(layout)
+    slices, over = slice_blocks(layout, large)
+    if not whole and not slices:
+        smallest = _smallest_block(layout, large)
         raise ValueError(
-            f"find_laws searches layers of at most {MAX_BLOCK} parameters; the smallest here has "
-            f"{min(map(len, blocks))}. count_laws(model, input_shape) still counts its laws"
+            f"find_laws searches blocks of at most {MAX_SLICE} coordinates; the smallest layer, pair of layers or "
+            f"unit slice here has {smallest} ({unknowns(smallest, degree):,} unknown coefficients: a dense system of "
+            f"about {_gigabytes(smallest, degree):.1f} GB). count_laws(model, input_shape) still counts its laws"
         )
-    skipped = len(blocks) - len(small)
-    return small, f" ({skipped} of {len(blocks)} pairs over {MAX_BLOCK} entries skipped)" if skipped else ""
+    return _Plan(whole, large, slices, over)
 
 
-def _echelon(vectors: np.ndarray) -> np.ndarray:
-    """A basis of the rows' span in reduced row-echelon form: pivot columns chosen left to right."""
-    if vectors.shape[0] == 0:
-        return vectors
-    _, s, vh = np.linalg.svd(vectors, full_matrices=False)
-    span = vh[s > 1e-7 * s[0]]  # the laws of overlapping pairs repeat: an orthonormal basis of their span
-    pivots: list[int] = []
-    q = np.zeros((span.shape[0], 0))
-    for col in range(span.shape[1]):
-        v = span[:, col] - q @ (q.T @ span[:, col])
-        if np.linalg.norm(v) > 1e-6 * np.abs(span).max():
-            q = np.column_stack([q, v / np.linalg.norm(v)])
-            pivots.append(col)
-            if len(pivots) == span.shape[0]:
-                break
-    basis = np.linalg.solve(span[:, pivots], span)  # identity on the pivot columns
-    basis[np.abs(basis) < COEFFICIENT_TOL * np.abs(basis).max(axis=1, keepdims=True)] = 0.0
-    return basis
+def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int, plan: _Plan, count) -> _Search:
+    """Layers and pairs of layers whole, then unit slices of the larger pairs, then pairs of slices
+    (:mod:`conslaw_lite.law_blocks`); the last two only until the laws found reach the count."""
+    whole, large, slices, over = plan.whole, plan.large, plan.slices, plan.over
+    target = count.num_laws if count.conclusive else None
+    enough = None if target is None else (lambda vectors: len(vectors) >= target and _independent(vectors) >= target)
+    vectors, kept, dropped, notes = [], math.inf, 0.0, []
+    if whole:
+        found = _search(_Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, "")
+        vectors += _dicts(found)
+        kept, dropped = found.sigma_kept, found.sigma_dropped
+    if slices and not (enough is not None and enough(vectors)):
+        samples = _Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
+        layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
+        first, moved, rest = _moved_laws(samples, layout, slices, degree)
+        vectors += _dicts(first) + moved
+        by_symmetry = len(slices) - first.blocks - len(rest)
+        rest = [] if enough is not None and enough(vectors) else rest  # the moved laws reach the count
+        found = _search(samples, rest, degree, "", None if enough is None else lambda v: enough(vectors + v))
+        vectors += _dicts(found)
+        kept = min(kept, first.sigma_kept, found.sigma_kept)
+        dropped = max(dropped, first.sigma_dropped, found.sigma_dropped)
+        unsearched = len(slices) - first.blocks - found.blocks - by_symmetry
+        notes.append(
+            f"{len(slices)} unit slices: {first.blocks + found.blocks} solved, {by_symmetry} by symmetry"
+            + (f", {unsearched} not needed" if unsearched else "")
+        )
+    if slices and target is not None and not enough(vectors):
+        unions, left = slice_pairs(slices, degree)
+        if unions:
+            samples = _Samples.draw(problem, input_shape, inputs, seed, unions, degree, 2)
+            found = _search(samples, unions, degree, "", lambda v: enough(vectors + v))
+            vectors += _dicts(found)
+            kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
+        searched = found.blocks if unions else 0
+        notes.append(
+            f"{searched} pairs of slices solved"
+            + (f", {len(unions) - searched} not needed" if len(unions) > searched else "")
+            + (f", {left} left out (over {MAX_SLICE} coordinates or the budget)" if left else "")
+        )
+    if over or (large and not slices):
+        notes.append(f"{over} slices over {MAX_SLICE} coordinates left out")
+    detail = f" ({'; '.join(notes)})" if notes else ""
+    return _assembled(vectors, kept, dropped, "pairs of layers" + detail)
 
 
-def _reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> list[dict]:
-    """The echelon basis as ``{monomial: coefficient}``, products of linear laws left out.
-
-    Columns are ordered quadratic monomials first, so a law whose pivot is a linear monomial
-    has no quadratic part: those rows are the linear laws ℓ, and any quadratic row that lies in
-    span(ℓ_i ℓ_j) given the rows kept before it adds no law and is dropped.
-    """
-    order = sorted(range(len(columns)), key=lambda c: (len(columns[c]) == 1, columns[c]))
-    columns = [columns[c] for c in order]
-    basis = _echelon(vectors[:, order]) if len(columns) else vectors
-    laws = [{columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in basis]
-    linear = [law for law in laws if all(len(m) == 1 for m in law)]
-    if degree == 1 or not linear:
-        return laws
-    index = {m: n for n, m in enumerate(columns)}
-    products = [_product(a, b) for n, a in enumerate(linear) for b in linear[n:]]
-    for p in products:
-        for m in p:
-            index.setdefault(m, len(index))
-    span = np.zeros((0, len(index)))
-    for p in products:
-        span = _extend(span, _dense(p, index))
-    kept = []
-    for law in laws:
-        if law in linear:
-            kept.append(law)
+def _moved_laws(samples: _Samples, layout: Layout, slices: list, degree: int) -> tuple[_Search, list[dict], list]:
+    """The first slice of each axis solved; its laws moved to the axis's other slices
+    (:func:`~conslaw_lite.law_blocks.swapped`) and kept where conserved on every sample (``MOVED_TOL``);
+    the slices where a moved law failed, still to solve."""
+    heads = {}
+    for key, coords in slices:
+        heads.setdefault(key[:3], (key[3], coords))
+    first = _search(samples, [coords for _, coords in heads.values()], degree, "")
+    found = _dicts(first)
+    by_head = {key: [law for law in found if {j for m in law for j in m} <= set(c)] for key, (_, c) in heads.items()}
+    moved, rest = [], []
+    for (i, j, n, u), coords in slices:
+        u0, laws = heads[(i, j, n)][0], by_head[(i, j, n)]
+        if u == u0:
             continue
-        grown = _extend(span, _dense(law, index))
-        if grown.shape[0] > span.shape[0]:
-            span = grown
-            kept.append(law)
-    return kept
+        candidates = [swapped(law, layout, n, u0, u) for law in laws]
+        if laws and max(_residual(samples, law) for law in candidates) <= MOVED_TOL:
+            moved += candidates
+        else:
+            rest.append(coords)
+    return first, moved, rest
 
 
-def _product(a: dict, b: dict) -> dict:
-    out: dict = {}
-    for (j,), c in a.items():
-        for (k,), d in b.items():
-            m = (min(j, k), max(j, k))
-            out[m] = out.get(m, 0.0) + c * d
-    return out
+def _residual(samples: _Samples, law: dict) -> float:
+    """``max |⟨g, ∇h(θ)⟩| / (‖g‖ ‖∇h(θ)‖)`` over the samples, on the law's coordinates: 0 for a law, about 1/√n
+    for a random polynomial of n coordinates."""
+    support = sorted({j for mono in law for j in mono})
+    where = {j: n for n, j in enumerate(support)}
+    theta, g = samples.theta[:, support], samples.g[:, :, support]  # (P, n), (P, m, n)
+    grad = torch.zeros_like(theta)
+    for mono, c in law.items():
+        if len(mono) == 2:
+            j, k = where[mono[0]], where[mono[1]]
+            grad[:, j] += c * theta[:, k]
+            grad[:, k] += c * theta[:, j]
+        else:
+            grad[:, where[mono[0]]] += c
+    dots = torch.einsum("pmn,pn->pm", g, grad).abs()
+    sizes = g.norm(dim=2) * grad.norm(dim=1, keepdim=True)
+    return float((dots / sizes.clamp_min(1e-300)).max())
 
 
-def _dense(law: dict, index: dict) -> np.ndarray:
-    row = np.zeros(len(index))
-    for m, c in law.items():
-        row[index[m]] = c
-    return row
+def _dicts(search: _Search) -> list[dict]:
+    """The search's null vectors back as ``{monomial: coefficient}``."""
+    return [{search.columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in search.vectors]
 
 
-def _extend(span: np.ndarray, row: np.ndarray) -> np.ndarray:
-    """Orthonormal rows ``span`` plus ``row``'s direction outside them, if it has one."""
-    residual = row - span.T @ (span @ row)
-    if np.linalg.norm(residual) <= 1e-6 * np.linalg.norm(row):
-        return span
-    return np.vstack([span, residual / np.linalg.norm(residual)])
+def _smallest_block(layout: Layout, large: list[tuple[int, int]]) -> int:
+    """Coordinates of the smallest unit slice of the pairs too large (of the smallest pair if none has slices)."""
+    ranges = layers(layout)
+    sizes = [len(c) for i, j in large for _, c in unit_slices(layout, [i, j])]
+    return min(sizes, default=min(len(set(ranges[i]) | set(ranges[j])) for i, j in large))
+
+
+def _gigabytes(n: int, degree: int) -> float:
+    """Memory of the dense rows (2U × U float64) of a block of n coordinates."""
+    return 2 * 8 * unknowns(n, degree) ** 2 / 1e9
 
 
 def _rounded(model, problem: Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import time
 
 import pytest
 import torch
@@ -130,9 +131,27 @@ class _Argmax(nn.Module):
 
 
 def test_too_many_parameters_names_the_limit():
-    big = nn.Linear(30, 20)  # D = 620
-    with pytest.raises(ValueError, match=f"at most {MAX_PARAMS} parameters; this one has D = 620.*count_laws"):
-        find_laws(big, (30,))
+    big = nn.Linear(100, 90)  # D = 9,090
+    with pytest.raises(ValueError, match=f"at most {MAX_PARAMS} parameters; this one has D = 9,090.*count_laws"):
+        find_laws(big, (100,))
+
+
+def test_no_block_that_fits_names_the_size_needed():
+    square = lambda p, x: x @ p["W"].T  # noqa: E731  one 90×90 tensor: a unit slice is a row and a column
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"at most 96 coordinates; .* here has 179 \(16,289 unknown coefficients"):
+        find_laws(square, (90,), params={"W": torch.ones(90, 90)})
+    assert time.perf_counter() - start < 5  # refused before the count
+
+
+@pytest.mark.slow
+def test_an_mlp_with_biases_beyond_the_old_limit_is_complete(one_thread):
+    # 8 → 16 → 4 with biases, D = 212: every pair of layers is over 64 coordinates; per hidden unit they are 13
+    model = mlp((8, 16, 4), relu=True, bias=True)
+    found = find_laws(model, (8,))
+    assert list(found.laws) == ["for i in 0..15: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²"]
+    assert found.complete and found.num_found == found.count.num_laws == 16 and found.gap > 1e4
+    assert "unit slices" in found.searched and "by symmetry" in found.searched  # one unit solved, moved to the rest
 
 
 def test_cli_laws_in_the_table_and_in_json(capsys, one_thread):
@@ -231,3 +250,49 @@ def test_cli_laws_inconclusive_exits_1(monkeypatch, tmp_path, capsys, one_thread
     captured = capsys.readouterr()
     assert json.loads(captured.out)["found"]["conclusive"] is False
     assert "laws found are inconclusive" in captured.err
+
+
+def test_unit_slices_of_an_mlp_and_pairs_of_slices_of_a_head():
+    from conslaw_lite.law_blocks import slice_blocks, slice_pairs, unit_slices, whole_blocks
+    from conslaw_lite.polynomial_laws import Layout
+
+    layout = Layout(("0.weight", "0.bias", "2.weight"), ((16, 8), (16,), (4, 16)))  # D = 208
+    whole, large = whole_blocks(layout)
+    assert whole == [list(range(144, 208))] and large == [(0, 1), (0, 0)]  # layer 2 alone is 64: whole
+    units = unit_slices(layout, [0, 1])  # only the hidden axis (16) is shared
+    assert [key for key, _ in units] == [(0, 1, 16, u) for u in range(16)]
+    assert units[3][1] == [*range(24, 32), 128 + 3, *(144 + 16 * r + 3 for r in range(4))]  # W₁[3,:], b₁[3], W₂[:,3]
+    slices, over = slice_blocks(layout, large)
+    assert over == 0 and len(slices) == 16 + 8 + 16  # the pair's units, then layer 0's columns and rows
+    heads = Layout(("Q.weight", "K.weight"), ((4, 3), (4, 3)))
+    pairs, left = slice_pairs(unit_slices(heads, [0, 1]), degree=2)
+    assert left == 0 and len(pairs) == 3 + 6  # pairs of columns (3) and of rows (4) of Q and K
+    assert [0, 1, 2, 3, 4, 5, 12, 13, 14, 15, 16, 17] in pairs  # rows 0 and 1 of Q and of K: a 2×2 head law
+
+
+def test_a_law_that_does_not_move_to_another_unit_is_solved_there(one_thread):
+    # unit 0 is a ReLU, unit 1 squares: W₁ (2×40) → e^t W₁[i], W₂[:, i] → e^{−t} or e^{−2t}: their laws differ
+    def f(p: dict, x: torch.Tensor) -> torch.Tensor:
+        h = x @ p["W1"].T
+        return torch.stack([torch.relu(h[:, 0]), h[:, 1] ** 2], dim=1) @ p["W2"].T
+
+    torch.manual_seed(0)
+    params = {"W1": torch.randn(2, 40) / 6, "W2": torch.randn(3, 2) / 2}  # D = 86: the pair is searched per unit
+    found = fl.find_laws(f, (40,), params=params)
+    assert found.complete and found.num_found == found.count.num_laws == 2, found.message
+    assert sorted(law.text() for law in found.basis) == [
+        "‖W1[0, :]‖² − ‖W2[:, 0]‖²",
+        "‖W1[1, :]‖² − 2·‖W2[:, 1]‖²",
+    ]
+    assert "0 by symmetry" in found.searched  # unit 0's law failed on unit 1, which was solved on its own
+
+
+def test_attention_beyond_the_old_limit_is_found_per_pair_of_slices(one_thread):
+    # d = 5, n = 2, k = 4: Q with K (and V with O) is 80 coordinates; a head's 4×4 law needs two rows at once
+    found = find_laws(MultiHeadAttention(5, 2, 4).double(), (3, 5))
+    assert list(found.laws) == [
+        "for h in 0..1, B = 4h:4h+4 (4×4): Q.weight[B, :] Q.weight[B, :]ᵀ − K.weight[B, :] K.weight[B, :]ᵀ",
+        "for h in 0..1, B = 4h:4h+4 (4×4): V.weight[B, :] V.weight[B, :]ᵀ − O.weight[:, B]ᵀ O.weight[:, B]",
+    ]
+    assert found.num_found == found.count.num_laws == 40 and found.complete
+    assert "pairs of slices solved" in found.searched

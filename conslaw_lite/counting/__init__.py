@@ -39,7 +39,8 @@ How the rank is computed, in float64 with ``torch.func``:
   residual is what the rank decision rests on, but only an estimate of the stack's
   ``σ_r``. MHA at D = 8,192: kept 2.9·10⁻⁴ and dropped 1.5·10⁻¹² from the residuals,
   1.8·10⁻⁴ and 2.1·10⁻¹⁵ from the spectrum. Where the residuals show no gap, the
-  spectrum is computed after all.
+  spectrum is computed after all, up to ``STACK_MAX_D`` = 8,192 parameters; beyond, its SVD would
+  take hours, no copy of the vectors is kept, and such a count is inconclusive.
 
 θ is drawn at random, each parameter tensor standard normal times the root mean
 square of the model's own tensor (of all its parameters where that tensor is
@@ -82,12 +83,21 @@ where that pattern holds), and the counter takes the fields with such patterns
 where a dead unit adds laws. An output whose gradient in θ vanishes at a drawn θ
 (a dead layer) is passed over.
 
+**Size.** The basis of Lie(W)(θ) has up to D rows of D float64 entries (8 D² bytes: 3.2 GB at
+D = 20,000, 20 GB at D = 50,000) and projecting on it costs O(D³) per θ. Before allocating, the
+counter estimates both (:mod:`.budget`) and refuses at once, naming the estimate, a count that
+would not fit in the memory free (``max_memory=`` overrides); above ``SPECTRUM_MAX_D`` it keeps
+no copy of the vectors unless they fit. ``device="cuda"`` runs the same code on a GPU, in float64.
+A progress bar (:mod:`.progress`) shows the rank so far, the bracket depth and the outputs.
+
 Modules: :mod:`.problem` (the model as a function of θ, its θ and inputs), :mod:`.lie_rank` (the
 rank at one θ), :mod:`.count` (:func:`count_laws`: θ drawn until the ranks agree), :mod:`.check`
 (:func:`check_laws`), with the guards :mod:`.module_checks`, :mod:`.strata` (activation patterns)
-and :mod:`.exact_ops` (derivatives torch gets wrong). The counter imports no block family.
+and :mod:`.exact_ops` (derivatives torch gets wrong), :mod:`.budget` (memory, time, device) and
+:mod:`.progress`. The counter imports no block family.
 """
 
+from conslaw_lite.counting.budget import TooLarge
 from conslaw_lite.counting.check import RESIDUAL_TOL, LawCheck, check_laws
 from conslaw_lite.counting.count import (
     NOISE_MARGIN,
@@ -96,7 +106,7 @@ from conslaw_lite.counting.count import (
     LawCount,
     count_laws,
 )
-from conslaw_lite.counting.lie_rank import CUT, GAP, SPECTRUM_MAX_D
+from conslaw_lite.counting.lie_rank import CUT, GAP, SPECTRUM_MAX_D, STACK_MAX_D
 from conslaw_lite.counting.problem import Model
 
 __all__ = [
@@ -107,6 +117,8 @@ __all__ = [
     "PIECEWISE_SAMPLES",
     "RESIDUAL_TOL",
     "SPECTRUM_MAX_D",
+    "STACK_MAX_D",
+    "TooLarge",
     "LawCheck",
     "LawCount",
     "Model",

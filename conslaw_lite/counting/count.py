@@ -3,7 +3,6 @@
 The method and its guards are described in :mod:`conslaw_lite.counting`.
 """
 
-
 from __future__ import annotations
 
 import math
@@ -15,11 +14,14 @@ import numpy as np
 import torch
 from torch.func import vmap
 
+from conslaw_lite.counting.budget import Estimate, check_fits, estimate, resolve_device
 from conslaw_lite.counting.exact_ops import exact_derivatives
 from conslaw_lite.counting.lie_rank import (
     FIRST_CHUNK,
     GAP,
     MAX_DEPTH,
+    SPECTRUM_MAX_D,
+    STACK_MAX_D,
     Rank,
     derivative_mismatch,
     gradient_field,
@@ -36,6 +38,7 @@ from conslaw_lite.counting.problem import (
     problem_of,
     sample_inputs,
 )
+from conslaw_lite.counting.progress import Progress, wanted
 from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, realized_patterns
 from conslaw_lite.laws import Params
 from conslaw_lite.seeding import Stream, generator
@@ -77,7 +80,8 @@ class LawCount:
     the laws of the whole parameter space) or ``"at θ"`` (those of the θ given with
     ``at``: the laws near it); ``""`` for a model without. ``strata``: the θ drawn
     where the output did not move, and the pattern at a θ given with ``at`` (units
-    found dead or always active there, with its rank).
+    found dead or always active there, with its rank). ``estimated``: the memory and time
+    :mod:`conslaw_lite.counting.budget` estimated before the count started.
     """
 
     num_params: int  # D
@@ -94,6 +98,7 @@ class LawCount:
     evidence: str = "spectrum"
     patterns: str = ""
     strata: tuple[Stratum, ...] = ()
+    estimated: Estimate | None = field(default=None, repr=False)  # memory and time estimated before starting
 
     @property
     def gap(self) -> float:
@@ -101,51 +106,9 @@ class LawCount:
         return math.inf if self.sigma_dropped == 0 else self.sigma_kept / self.sigma_dropped
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _zero_gradient(f: Field, theta: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """The coordinates (D,) of θ that ``FIRST_CHUNK`` random ``∇_θ⟨a, f⟩`` leave exactly zero."""
-    a = torch.randn(FIRST_CHUNK, f(theta).numel(), generator=gen, dtype=torch.float64)
+    a = torch.randn(FIRST_CHUNK, f(theta).numel(), generator=gen, dtype=torch.float64).to(theta.device)
     return (vmap(lambda a: gradient_field(f, a)(theta))(a) == 0).all(dim=0)
 
 
@@ -187,7 +150,7 @@ def _draw(
     gen = generator(seed, Stream.THETA_DRAWS, index)
     theta = problem.random_theta(gen, factor, standard) if at is None else at
     forward = lambda t, x: problem.apply(problem.unflatten(t), x)  # noqa: E731
-    probe = sample_inputs(input_shape, inputs, 1, gen)
+    probe = problem.to_device(sample_inputs(input_shape, inputs, 1, gen))
     n_out_one = checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
     outputs = max(OUTPUTS_PER_PARAM * theta.numel(), MIN_OUTPUTS)
     batch = num_samples or min(MAX_SAMPLES, math.ceil(outputs / max(n_out_one, 1)))
@@ -195,7 +158,8 @@ def _draw(
     own = calls > 0 and (at is not None or not per_input)  # ranked with the patterns θ realizes itself
     if own and num_samples is None:
         batch *= PIECEWISE_SAMPLES
-    x, weights, n_out = balanced_inputs(problem, theta, sample_inputs(input_shape, inputs, batch, gen))
+    x = problem.to_device(sample_inputs(input_shape, inputs, batch, gen))
+    x, weights, n_out = balanced_inputs(problem, theta, x)
     f, patterns, stratum = problem.outputs(x, weights), "", Stratum(index)
     if calls and not own:
         thetas = [problem.random_theta(gen, _pattern_factor(gen)) for _ in range(min(PATTERN_DRAWS, len(x)))]
@@ -244,7 +208,15 @@ def _with_patterns(f: Field, patterns: list[torch.Tensor]) -> Field:
     return forced
 
 
-def _rank_or_reason(problem: Problem, d: _Draw, seed: int, k: int) -> Rank | str:
+@dataclass(frozen=True)
+class _Run:
+    """How the ranks are computed: with a copy of the vectors for their spectrum or not, and the progress bar."""
+
+    keep_stack: bool = True
+    bar: Progress | None = None
+
+
+def _rank_or_reason(problem: Problem, d: _Draw, seed: int, k: int, run: _Run = _Run()) -> Rank | str:
     """:func:`lie_rank` at the draw's θ, or why not: torch's derivatives of the model fail the check there."""
     check_gen = generator(seed, Stream.DERIVATIVE_CHECK, k)  # leaves d.gen as it was
     directions = [problem.random_theta(check_gen, d.factor, d.standard) for _ in range(3)]
@@ -254,7 +226,9 @@ def _rank_or_reason(problem: Problem, d: _Draw, seed: int, k: int) -> Rank | str
             f"torch's higher derivatives of this model are wrong: two ways of computing D²f, D³f differ by "
             f"{mismatch:.1e} (relative): an op torch differentiates wrongly, see conslaw_lite.counting.exact_ops"
         )
-    rank = lie_rank(d.f, d.theta, d.n_out, d.gen, [math.prod(s) for s in problem.shapes.values()])
+    report = None if run.bar is None else run.bar.point(k, d.n_out)
+    sizes = [math.prod(s) for s in problem.shapes.values()]
+    rank = lie_rank(d.f, d.theta, d.n_out, d.gen, sizes, run.keep_stack, report)
     return replace(rank, noise=mismatch)
 
 
@@ -265,6 +239,7 @@ def _ranks_at_points(
     seed: int,
     num_samples: int | None,
     at: torch.Tensor | None = None,
+    run: _Run = _Run(),
 ) -> tuple[list[tuple[_Draw, Rank]], list[_Draw], str]:
     """Ranks at ``NUM_POINTS`` θ of the seed's sequence (``at``: that θ alone), every θ drawn, and why no ranks.
 
@@ -313,16 +288,16 @@ def _ranks_at_points(
                 drawn = [replace(d, zero=None) if d.factor <= MIN_FACTOR else d for d in drawn]
     results: list[tuple[_Draw, Rank]] = []
     for d in [d for d in drawn if _usable(d) or at is not None][:NUM_POINTS]:
-        rank = _rank_or_reason(problem, d, seed, len(results))
+        rank = _rank_or_reason(problem, d, seed, len(results), run)
         if isinstance(rank, str):
             return [], drawn, rank
         results.append((d, rank))
     if at is None and len({r.rank for _, r in results}) > 1:
-        return _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn)
+        return _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn, run)
     return results, drawn, ""
 
 
-def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn):
+def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn, run):
     """Two θ that agree on the highest rank met, or the disagreement (:func:`_ranks_at_points`).
 
     In exact arithmetic no θ has a larger dim Lie(W)(θ) than a generic one: a lower rank is a θ
@@ -336,7 +311,7 @@ def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, d
         drawn.append(d)
         if not _usable(d):
             continue
-        rank = _rank_or_reason(problem, d, seed, len(results))
+        rank = _rank_or_reason(problem, d, seed, len(results), run)
         if isinstance(rank, str):
             return [], drawn, rank
         results.append((d, rank))
@@ -375,6 +350,29 @@ def _strata(results: list[tuple[_Draw, Rank]], drawn: list[_Draw]) -> tuple[Stra
     )
 
 
+def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tuple[bool, Estimate]:
+    """Whether the vectors are kept for their spectrum, and the estimate; :class:`TooLarge` when it does not fit.
+
+    Up to ``SPECTRUM_MAX_D`` parameters the spectrum is the evidence and always kept. Up to ``STACK_MAX_D``
+    it is the fallback where the residuals show no gap: kept when it fits. Beyond, or when it does not fit,
+    such a count is inconclusive: the SVD would take hours.
+    """
+    outputs = max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS)
+    with_stack = estimate(D, outputs, True, device, NUM_POINTS)
+    if D <= SPECTRUM_MAX_D:
+        check_fits(with_stack, D, device, max_memory)
+        return True, with_stack
+    without = estimate(D, outputs, False, device, NUM_POINTS)
+    check_fits(without, D, device, max_memory)
+    if D <= STACK_MAX_D:
+        try:
+            check_fits(with_stack, D, device, max_memory)
+            return True, without  # the spectrum's time only counts where the residuals show no gap
+        except MemoryError:
+            pass
+    return False, without
+
+
 def count_laws(
     model: Model,
     input_shape: tuple[int, ...] | None = None,
@@ -385,6 +383,9 @@ def count_laws(
     num_samples: int | None = None,
     exact_ops: bool = True,
     at: Params | None = None,
+    device: str | torch.device | None = None,
+    max_memory: float | None = None,
+    progress: bool | None = None,
 ) -> LawCount:
     """The number of conservation laws, ``N = D − dim Lie(W)(θ)``, computed at random θ.
 
@@ -417,6 +418,14 @@ def count_laws(
     bfloat16, is random (dropout in train mode), computes otherwise in train than in eval mode
     (BatchNorm), couples the inputs of a batch, or has no derivative in θ (``round``).
 
+    *Size.* The rank is found in a basis of up to D × D float64 entries: before anything large is
+    allocated, the memory and time are estimated (:mod:`conslaw_lite.counting.budget`) and a count that
+    would not fit in the memory free on ``device`` (or in ``max_memory`` bytes) is refused at once
+    (:class:`~conslaw_lite.counting.budget.TooLarge`, a ``MemoryError`` and a ``ValueError``, naming the
+    estimate). ``device="cuda"`` counts on a GPU, in float64 too; the random numbers are drawn on the
+    CPU, so a seed gives the same θ and inputs on every device. ``progress``: a bar on stderr (rank so
+    far, bracket depth, outputs) for a count over a few seconds; by default when stderr is a terminal.
+
     Examples
     ========
     >>> import torch
@@ -428,20 +437,30 @@ def count_laws(
     3
     """
     start = time.perf_counter()
+    device = resolve_device(device)
     problem = problem_of(model, params)
+    D = problem.num_params
+    keep_stack, need = _memory_plan(D, device, max_memory)
     probe_gen = generator(seed, Stream.SATURATION_PROBE)  # not a stream the count draws from
     probe_theta, probe = problem.random_theta(probe_gen), sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
     checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
     check_countable(problem.apply, problem.unflatten(probe_theta), probe[:PROBE_SAMPLES], problem.module)
-    D = problem.num_params
+    problem = problem.on(device)
     theta = None if at is None else problem.flatten(at)
-    with exact_derivatives() if exact_ops else nullcontext():
-        results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta)
+    bar = Progress(D, need, wanted(progress))
+    try:
+        with exact_derivatives() if exact_ops else nullcontext():
+            run = _Run(keep_stack, bar)
+            results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta, run)
+    finally:
+        bar.close()
     strata = _strata(results, drawn)
     patterns = drawn[-1].patterns
     if not results:
         seconds = time.perf_counter() - start
-        return LawCount(D, None, None, 0, 0.0, 0.0, seconds, False, reason, patterns=patterns, strata=strata)
+        return LawCount(
+            D, None, None, 0, 0.0, 0.0, seconds, False, reason, patterns=patterns, strata=strata, estimated=need
+        )
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:
         reason = f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
@@ -473,10 +492,5 @@ def count_laws(
         evidence="spectrum" if all(r.evidence == "spectrum" for r in ranks) else "residuals",
         patterns=patterns,
         strata=strata,
+        estimated=need,
     )
-
-
-
-
-
-

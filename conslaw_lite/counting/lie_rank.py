@@ -7,6 +7,7 @@ is the evidence of the rank.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,8 @@ import torch
 from torch.func import jvp, vjp, vmap
 
 from conslaw_lite.counting.problem import WEIGHT_FLOOR, Field
+
+Report = Callable[[int, int], None]  # (bracket depth, rank so far) after each chunk
 
 GAP = 1e4  # smallest kept / largest dropped singular value needed for a count
 
@@ -25,6 +28,7 @@ CUT = 1e-8  # a residual below this (vectors have length ≤ 1) adds no directio
 # (O(D³) with a slow constant: 80–100 s a θ at D = 8192, 2 cores), and the residuals' singular values are used
 # when they show a gap (module docstring).
 SPECTRUM_MAX_D = 4096
+STACK_MAX_D = 8192  # beyond, no copy of the vectors is kept for that fallback: its SVD would take hours
 
 
 # One projection leaves a residual that kept a fraction ρ of its row's length off span(Q) by about ε/ρ:
@@ -103,7 +107,7 @@ def _tensor_weights(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Genera
     token beside a LayerNorm: 1000 times the MLP's) dominates every vector and pushes the
     weak directions of the others toward round-off.
     """
-    a = torch.randn(FIRST_CHUNK, n_out, generator=gen, dtype=torch.float64)
+    a = torch.randn(FIRST_CHUNK, n_out, generator=gen, dtype=torch.float64).to(theta.device)
     squares = vmap(lambda a: gradient_field(f, a)(theta))(a).pow(2).mean(0)
     c = torch.cat([part.mean().sqrt().expand(len(part)) for part in torch.split(squares, sizes)])
     return 1 / c.clamp_min(WEIGHT_FLOOR * c.max()).clamp_min(torch.finfo(c.dtype).tiny)
@@ -143,20 +147,19 @@ def _new_directions(Q: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, tor
 
 
 class _Basis:
-    """Orthonormal rows found so far (D columns), in a buffer that doubles when full: appending with ``cat``
-    would copy the whole basis at every chunk (9 s of 141 for MHA at D = 8192)."""
+    """Orthonormal rows found so far (D columns), in a buffer of D rows allocated once: appending with ``cat``
+    would copy the whole basis at every chunk (9 s of 141 for MHA at D = 8192), and doubling a buffer copies it
+    (twice the basis in memory at once). On a CPU the buffer's pages are resident only once written: the memory
+    used grows with the rank found."""
 
-    def __init__(self, D: int) -> None:
-        self.buffer, self.size = torch.empty(FIRST_CHUNK, D, dtype=torch.float64), 0
+    def __init__(self, D: int, device: torch.device) -> None:
+        self.buffer, self.size = torch.empty(D, D, dtype=torch.float64, device=device), 0
 
     @property
     def rows(self) -> torch.Tensor:
         return self.buffer[: self.size]
 
     def extend(self, new: torch.Tensor) -> None:
-        if self.size + len(new) > len(self.buffer):
-            capacity = max(min(2 * len(self.buffer), self.buffer.shape[1]), self.size + len(new))
-            self.buffer = torch.cat([self.rows, self.buffer.new_empty(capacity - self.size, self.buffer.shape[1])])
         self.buffer[self.size : self.size + len(new)] = new
         self.size += len(new)
 
@@ -174,21 +177,38 @@ class Rank:
     noise: float = 0.0  # the derivatives' round-off at this θ (derivative_mismatch)
 
 
-def lie_rank(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator, sizes: list[int]) -> Rank:
-    """dim Lie(W)(θ) by random brackets of growing depth; ``sizes``: of the parameter tensors (module docstring)."""
+def lie_rank(
+    f: Field,
+    theta: torch.Tensor,
+    n_out: int,
+    gen: torch.Generator,
+    sizes: list[int],
+    keep_stack: bool = True,
+    report: Report | None = None,
+) -> Rank:
+    """dim Lie(W)(θ) by random brackets of growing depth; ``sizes``: of the parameter tensors (module docstring).
+
+    ``keep_stack=False`` keeps no copy of the vectors (``8 D²`` bytes less): the evidence is then the residuals'
+    singular values, and where they show no gap the count is inconclusive. ``report(depth, rank)`` is called
+    after each chunk (a progress bar). Random numbers are drawn on the CPU (the same on every device) and
+    moved to θ's device.
+    """
     D = theta.numel()
     sample = _Sampler(f, theta, _tensor_weights(f, theta, n_out, gen, sizes))
-    basis = _Basis(D)
+    basis = _Basis(D, theta.device)
     stacked, residuals, ranks = [], [], []
     for depth in range(1, MAX_DEPTH + 1):
         m = FIRST_CHUNK
         while True:
             m = min(m, D - basis.size + FIRST_CHUNK)
-            V = sample(torch.randn(m, depth, n_out, generator=gen, dtype=torch.float64))  # (m, D)
+            V = sample(torch.randn(m, depth, n_out, generator=gen, dtype=torch.float64).to(theta.device))  # (m, D)
             new, s = _new_directions(basis.rows, V)
-            stacked.append(V)
+            if keep_stack:
+                stacked.append(V)
             residuals.append(s)
             basis.extend(new)
+            if report is not None:
+                report(depth, basis.size)
             if len(new) < m:  # fewer new directions than vectors: this depth is exhausted
                 break
             m = min(2 * m, MAX_CHUNK)
@@ -198,10 +218,11 @@ def lie_rank(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator, si
     saturated = basis.size == D or (len(ranks) > 1 and ranks[-1] == ranks[-2])
     r, s = basis.size, torch.cat(residuals).sort(descending=True).values
     kept, dropped, evidence = float(s[r - 1]) if r else 0.0, float(s[r:].norm()), "residuals"
-    if D <= SPECTRUM_MAX_D or kept < GAP * dropped:
+    del basis  # before the spectrum's workspace
+    if keep_stack and (D <= SPECTRUM_MAX_D or kept < GAP * dropped):
         s = torch.linalg.svdvals(torch.cat(stacked))
         kept, dropped, evidence = float(s[r - 1]) if r else 0.0, float(s[r]) if r < len(s) else 0.0, "spectrum"
-    return Rank(r, len(ranks), tuple(ranks), s.numpy(), kept, dropped, evidence, saturated)
+    return Rank(r, len(ranks), tuple(ranks), s.cpu().numpy(), kept, dropped, evidence, saturated)
 
 
 def derivative_mismatch(
@@ -214,7 +235,7 @@ def derivative_mismatch(
     forward-only way also runs f under ``vjp``, so that θ requires grad as in the brackets
     (some modules, e.g. ``nn.MultiheadAttention``, take an inference kernel otherwise).
     """
-    a = torch.randn(n_out, generator=gen, dtype=torch.float64)
+    a = torch.randn(n_out, generator=gen, dtype=torch.float64).to(theta.device)
     u, v, w = directions
     try:
         tracked = lambda t: vjp(f, t)[0]  # noqa: E731  f, with θ tracked for reverse mode innermost
@@ -232,4 +253,3 @@ def derivative_mismatch(
     return max(
         float((a @ t - q).abs()) / (float((a * t).abs().sum() + q.abs()) + 1e-9 * size) for t, q in zip(terms, reverse)
     )
-

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -43,6 +43,24 @@ class Problem:
     shapes: dict[str, torch.Size]
     scales: dict[str, float]
     module: nn.Module | None = None  # names the ReLU units of a module
+    device: torch.device = torch.device("cpu")  # where θ, the inputs and the basis live (random numbers: the CPU)
+
+    def on(self, device: torch.device) -> Problem:
+        """The same problem computed on ``device``: a module is copied there; a function must follow its inputs."""
+        if device == self.device:
+            return self
+        if self.module is None:
+            return replace(self, device=device)
+        module = copy.deepcopy(self.module).to(device)
+
+        def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
+            return functional_call(module, dict(p), (x,))
+
+        return replace(self, apply=apply, module=module, device=device)
+
+    def to_device(self, x: torch.Tensor) -> torch.Tensor:
+        """Inputs (or anything drawn on the CPU) moved to the problem's device."""
+        return x.to(self.device)
 
     @property
     def num_params(self) -> int:
@@ -58,21 +76,22 @@ class Problem:
         for name, shape in self.shapes.items():
             if name not in values or tuple(values[name].shape) != tuple(shape):
                 raise ValueError(f"at: parameter {name!r} of shape {tuple(shape)} is missing or has another shape")
-        return torch.cat([values[n].detach().to(torch.float64).reshape(-1) for n in self.shapes])
+        return torch.cat([values[n].detach().to(self.device, torch.float64).reshape(-1) for n in self.shapes])
 
     def random_theta(self, gen: torch.Generator, factor: float = 1.0, standard: bool = False) -> torch.Tensor:
         """Each tensor standard normal times ``factor`` times its scale (:func:`_scales`), or with ``standard``
         times ``1/√(last dimension)`` (``nn.Linear``'s scale for a weight, 1 for a vector)."""
         scale = {n: s[-1] ** -0.5 if len(s) > 1 else 1.0 for n, s in self.shapes.items()} if standard else self.scales
         parts = [torch.randn(s, generator=gen, dtype=torch.float64) * scale[n] for n, s in self.shapes.items()]
-        return torch.cat([p.reshape(-1) for p in parts]) * factor
+        return (torch.cat([p.reshape(-1) for p in parts]) * factor).to(self.device)
 
     def unread(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """The coordinates (D,) of the tensors the output on ``x`` has no autograd path to."""
         values = {n: v.detach().requires_grad_() for n, v in self.unflatten(theta).items()}
         out = self.apply(values, x)
         grads = torch.autograd.grad(out.sum(), list(values.values()), allow_unused=True)
-        return torch.cat([torch.full((v.numel(),), g is None) for v, g in zip(values.values(), grads)])
+        flags = [torch.full((v.numel(),), g is None, device=theta.device) for v, g in zip(values.values(), grads)]
+        return torch.cat(flags)
 
     def whole_tensors(self, flags: torch.Tensor) -> torch.Tensor:
         """The boolean (D,) ``flags`` kept only on tensors flagged in every coordinate."""
@@ -211,11 +230,10 @@ def balanced_inputs(
 
 def _gradient_sizes(problem: Problem, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
     """``‖J_s v‖`` per input for one random v of θ's size (``None`` where torch has no forward derivative)."""
-    v = torch.randn(theta.shape, generator=torch.Generator().manual_seed(len(x)), dtype=theta.dtype)
+    v = torch.randn(theta.shape, generator=torch.Generator().manual_seed(len(x)), dtype=theta.dtype).to(theta.device)
     try:
         _, tangent = jvp(problem.outputs(x), (theta,), (v * theta.abs().mean(),))
     except (NotImplementedError, RuntimeError):
         return None
     sizes = tangent.detach().reshape(len(x), -1).norm(dim=1)
     return sizes if bool(torch.isfinite(sizes).all()) else None
-

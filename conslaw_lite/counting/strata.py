@@ -198,7 +198,7 @@ def _reach(out: object, pre: list[torch.Tensor]) -> list[torch.Tensor | None]:
     tracked = [p for p in pre if p.requires_grad]
     if not isinstance(out, torch.Tensor) or not out.requires_grad or not tracked:
         return [None] * len(pre)
-    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=out.dtype)
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=out.dtype).to(out.device)
     grads = iter(torch.autograd.grad((out * w).sum(), tracked, allow_unused=True))
     return [next(grads) if p.requires_grad else None for p in pre]
 

@@ -1,0 +1,190 @@
+"""What a count will cost, known before anything large is allocated, and where the counter runs.
+
+The rank of Lie(W)(θ) is found by orthonormalizing random brackets against the directions found
+so far (:mod:`.lie_rank`): a basis of up to D rows of D float64 entries, ``8 D²`` bytes, and about
+``ORTHO_PASSES · 2 D r²`` floating-point operations per θ to project each chunk on it (r ≤ D the
+rank). Up to ``STACK_MAX_D`` parameters the stacked vectors are kept as well, for their
+spectrum (the evidence): ``8 D²`` more, as much again for the SVD's workspace, and about
+``SPECTRUM_FLOPS · D³`` operations. Beyond, that SVD would take longer than all the rest (hours at
+D = 20,000), and the evidence is the residuals of the orthogonalization alone.
+
+:func:`estimate` gives those figures for a problem; :func:`available_memory` what the device has
+free (``MemAvailable`` of ``/proc/meminfo`` via psutil on a CPU, ``torch.cuda.mem_get_info``
+on a GPU). :func:`~conslaw_lite.counting.count_laws` refuses at once, with the estimate and what
+to do, when the estimate does not fit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from conslaw_lite.counting.lie_rank import VMAP_BATCH
+
+BYTES = 8  # float64
+# (V Qᵀ) Q is two products of 2·m·r·D flops, and some chunks are projected twice: 2 matches the time measured
+# at D = 20,000 (MLP 50-200-50: 34 min for two θ on a loaded core, estimated 40 min)
+ORTHO_PASSES = 2.0
+SPECTRUM_FLOPS = 30.0  # svdvals of the stacked (≈ D × D) vectors, in units of D³ (D = 2000: 6.8 s a θ)
+WORKSPACE = 32  # copies of a forward's tensors a nested jvp over vjp keeps alive per vector (peak 4.9 GB at D = 20,000)
+HEADROOM = 0.9  # of the available memory the estimate may use: the allocator and Python need the rest
+RATE_PROBE = 384  # side of the matrices timed to measure the device's float64 matrix-product rate
+
+
+class TooLarge(MemoryError, ValueError):
+    """A count refused before it starts: its estimated memory exceeds what the device has (or ``max_memory``)."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Peak memory (bytes) and seconds of linear algebra a count is expected to need, and what they are made of."""
+
+    bytes: float
+    seconds: float
+    parts: dict[str, float]  # bytes of each part
+
+    def describe(self) -> str:
+        """``"20.1 GB (basis 20.0 GB, …) and about 35 min"``."""
+        parts = ", ".join(f"{name} {_size(b)}" for name, b in self.parts.items() if b >= 1e6)
+        return f"{_size(self.bytes)} ({parts}) and about {_duration(self.seconds)} of linear algebra"
+
+    def short(self) -> str:
+        """``"20.1 GB, 35 min"``."""
+        return f"{_size(self.bytes)}, {_duration(self.seconds)}"
+
+
+def estimate(
+    D: int, n_out: int, keep_stack: bool, device: torch.device, points: int = 2, rank: int | None = None
+) -> Estimate:
+    """Memory and time of a count over D parameters with ``n_out`` outputs per θ, before anything is allocated.
+
+    ``points``: the θ ranked (``count.NUM_POINTS``); ``rank`` defaults to D (no law: the most work).
+    Memory: the basis ``8 D²`` (its rows are written as they are found, but up to D of them), the
+    stacked vectors and their SVD (``2 · 8 D²``, with ``keep_stack``), and one vmap batch of vectors
+    with the forward's tensors (``WORKSPACE · VMAP_BATCH · (D + n_out)`` floats). Time: ``points`` θ
+    of ``ORTHO_PASSES · 2 D r²`` flops (and the spectrum's, with ``keep_stack``) at the device's
+    measured float64 rate. The brackets themselves are left out: beside the linear algebra they cost
+    little at large D.
+
+    Examples
+    ========
+    >>> e = estimate(1000, 1250, keep_stack=True, device=torch.device("cpu"))
+    >>> round(e.parts["basis"] / 1e6), e.bytes > 3 * 8e6
+    (8, True)
+    """
+    r = D if rank is None else rank
+    parts = {
+        "basis": BYTES * float(D) * D,
+        "stacked vectors and their SVD": 2 * BYTES * float(D) * D if keep_stack else 0.0,
+        "one batch of brackets": BYTES * WORKSPACE * VMAP_BATCH * float(D + n_out),
+    }
+    flops = points * (ORTHO_PASSES * 2 * float(D) * r * r + (SPECTRUM_FLOPS * float(D) ** 3 if keep_stack else 0))
+    return Estimate(sum(parts.values()), flops / matmul_rate(device), parts)
+
+
+_RATES: dict[str, float] = {}
+
+
+def matmul_rate(device: torch.device) -> float:
+    """Float64 matrix-product rate (flop/s) of ``device``, timed once a process on ``RATE_PROBE``-sized products."""
+    key = str(device)
+    if key not in _RATES:
+        gen = torch.Generator().manual_seed(0)
+        a = torch.randn(RATE_PROBE, RATE_PROBE, generator=gen, dtype=torch.float64).to(device)
+        (a @ a).sum().item()  # warm-up (and CUDA's lazy initialization)
+        start = time.perf_counter()
+        for _ in range(3):
+            (a @ a).sum().item()
+        _RATES[key] = 3 * 2 * RATE_PROBE**3 / max(time.perf_counter() - start, 1e-9)
+    return _RATES[key]
+
+
+def available_memory(device: torch.device) -> float | None:
+    """Bytes ``device`` has free now: ``torch.cuda.mem_get_info`` on a GPU, the system's available memory on a CPU.
+
+    ``None`` where it cannot be read (no psutil and no ``/proc/meminfo``).
+
+    Examples
+    ========
+    >>> available_memory(torch.device("cpu")) > 0
+    True
+    """
+    if device.type == "cuda":
+        return float(torch.cuda.mem_get_info(device)[0])
+    try:
+        import psutil
+
+        return float(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """The device to count on: ``None`` is the CPU; ``"cuda"`` must exist (``ValueError`` otherwise).
+
+    Examples
+    ========
+    >>> resolve_device(None), resolve_device("cpu")
+    (device(type='cpu'), device(type='cpu'))
+    """
+    try:
+        resolved = torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}") from err
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} was asked for, but torch sees no CUDA device here: use device='cpu'")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise ValueError(f"device={device!r}: there are only {torch.cuda.device_count()} CUDA devices")
+    elif resolved.type != "cpu":
+        raise ValueError(f"device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}")
+    return resolved
+
+
+def check_fits(need: Estimate, D: int, device: torch.device, max_memory: float | None) -> None:
+    """:class:`TooLarge` naming the estimate and what to do, when it exceeds ``max_memory`` (default: free memory).
+
+    Examples
+    ========
+    >>> check_fits(estimate(100, 200, True, torch.device("cpu")), 100, torch.device("cpu"), max_memory=1e9)
+    >>> check_fits(estimate(50_000, 60_000, False, torch.device("cpu")), 50_000, torch.device("cpu"), 8e9)
+    Traceback (most recent call last):
+    ...
+    conslaw_lite.counting.budget.TooLarge: count_laws would need about 23.6 GB ...
+    """
+    limit = max_memory
+    source = "max_memory"
+    if limit is None:
+        free = available_memory(device)
+        if free is None:
+            return  # nothing to compare with: counted as asked
+        limit, source = HEADROOM * free, f"{HEADROOM:.0%} of the memory free on {device.type}"
+    if need.bytes <= limit:
+        return
+    side = int(D * (limit / need.bytes) ** 0.5)  # the memory grows as D²
+    raise TooLarge(
+        f"count_laws would need about {need.describe()} for D = {D:,} parameters, more than the {_size(limit)} "
+        f"allowed ({source}). A narrower model of the same architecture has the same law structure (its count "
+        f"per unit, head or layer is the same): count one with D ≲ {side:,}; or count on a GPU with "
+        f"device='cuda'; or pass max_memory=<bytes> if more memory is in fact free"
+    )
+
+
+def _size(b: float) -> str:
+    return f"{b / 1e9:.1f} GB" if b >= 1e9 else f"{b / 1e6:.0f} MB"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"

@@ -1,0 +1,175 @@
+"""Which coordinates of θ :func:`~conslaw_lite.find_laws.find_laws` searches together: layers, pairs, unit slices.
+
+A quadratic law over n coordinates has n(n+1)/2 + n unknown coefficients, and its null space is
+solved densely: beyond about a hundred coordinates that is too slow. Every law the book knows
+couples a few slices of two layers along an axis they share: a hidden unit i of an MLP ties row
+i of the weight and bias before it to column i of the weight after it
+(``‖W₁[i, :]‖² + b₁[i]² − ‖W₂[:, i]‖²``), an attention head ties the rows of its queries and keys.
+So the search runs over
+
+1. each layer and each pair of layers of at most ``MAX_BLOCK`` coordinates, whole;
+2. for larger pairs, *unit slices*: for each axis size n the two layers share (any size, for a
+   layer alone) and each index u < n, the entries of the pair's tensors whose index along an axis
+   of size n is u, when the slice has at most ``MAX_SLICE`` coordinates;
+   A law found on the first slice of an axis is moved to the others by swapping the unit's index
+   (:func:`swapped`: hidden units are interchangeable) and kept where it is conserved there; the
+   slices where that fails are solved on their own.
+3. if still short of the count, *pairs of unit slices* (u, v) of one such axis (the entries
+   ``(u, v)`` of a per-head matrix law), within a budget of ``PAIR_WORK`` operations.
+
+A law found in a block is a law of the model (it is conserved by every sampled field); a law
+that lies in no block is missed, and the comparison with the count says so.
+
+Examples
+========
+>>> from conslaw_lite.polynomial_laws import Layout
+>>> layout = Layout(("0.weight", "0.bias", "2.weight"), ((3, 2), (3,), (1, 3)))
+>>> layers(layout)
+[[0, 1, 2, 3, 4, 5, 6, 7, 8], [9, 10, 11]]
+>>> [coords for key, coords in unit_slices(layout, [0, 1])][:2]  # hidden unit 0: W₁[0, :], b₁[0], W₂[:, 0]
+[[0, 1, 6, 9], [2, 3, 7, 10]]
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+import numpy as np
+
+from conslaw_lite.polynomial_laws import Layout
+
+MAX_BLOCK = 64  # coordinates of a layer or pair of layers searched whole
+MAX_SLICE = 96  # coordinates of a unit slice (or pair of slices): 4,752 unknowns at degree 2
+PAIR_WORK = 2e12  # Σ U³ over the pairs of unit slices searched (U: a slice's unknowns): about a minute
+
+Key = tuple[int, int, int, int]  # (first layer, second layer, axis size n, unit u < n) of a unit slice
+
+
+def unknowns(n: int, degree: int) -> int:
+    """Coefficients of a law over n coordinates: n(n+1)/2 + n at degree 2, n at degree 1."""
+    return n + (n * (n + 1) // 2 if degree == 2 else 0)
+
+
+def layers(layout: Layout) -> list[list[int]]:
+    """Coordinates of each layer: the tensors of one module (``Q.weight`` with ``Q.bias``), else each tensor."""
+    found: dict[str, list[int]] = {}
+    at = 0
+    for name, shape in zip(layout.names, layout.shapes):
+        module, dot, _ = name.rpartition(".")
+        found.setdefault(module if dot else name, []).extend(range(at, at + math.prod(shape)))
+        at += math.prod(shape)
+    return list(found.values())
+
+
+def _layer_tensors(layout: Layout) -> list[list[int]]:
+    """The tensor numbers of each layer, in the order of :func:`layers`."""
+    found: dict[str, list[int]] = {}
+    for t, name in enumerate(layout.names):
+        module, dot, _ = name.rpartition(".")
+        found.setdefault(module if dot else name, []).append(t)
+    return list(found.values())
+
+
+def pairs(count: int) -> list[tuple[int, int]]:
+    """Each pair of layers (i, j), i < j, nearest first (a hidden unit's law couples the layers around it),
+    then each layer alone (i, i)."""
+    return sorted([(i, j) for i in range(count) for j in range(i + 1, count)], key=lambda p: p[1] - p[0]) + [
+        (i, i) for i in range(count)
+    ]
+
+
+def whole_blocks(layout: Layout) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """The layers and pairs of at most ``MAX_BLOCK`` coordinates, and the (i, j) of those larger."""
+    ranges = layers(layout)
+    small, large = [], []
+    for i, j in pairs(len(ranges)):
+        block = sorted(set(ranges[i]) | set(ranges[j]))
+        (small if len(block) <= MAX_BLOCK else large).append(block if len(block) <= MAX_BLOCK else (i, j))
+    return small, large
+
+
+def unit_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
+    """For each axis size n shared by the layers in ``pair`` (one layer: any of its sizes) and each u < n,
+    the coordinates whose index along some axis of size n is u, in the tensors with such an axis."""
+    tensors = _layer_tensors(layout)
+    sizes = [{n for t in tensors[i] for n in layout.shapes[t]} for i in pair]
+    shared = sorted(set.intersection(*sizes)) if len(set(pair)) > 1 else sorted(sizes[0])
+    out = []
+    for n in shared:
+        for u in range(n):
+            coords = [c for i in dict.fromkeys(pair) for t in tensors[i] for c in _slice(layout, t, n, u)]
+            if coords:
+                out.append(((pair[0], pair[-1], n, u), sorted(coords)))
+    return out
+
+
+def _slice(layout: Layout, t: int, n: int, u: int) -> list[int]:
+    """Flat coordinates of tensor t whose index along any axis of size n is u."""
+    shape = layout.shapes[t]
+    axes = [a for a, size in enumerate(shape) if size == n]
+    if not axes:
+        return []
+    index = np.indices(shape).reshape(len(shape), -1)
+    mask = np.zeros(index.shape[1], dtype=bool)
+    for a in axes:
+        mask |= index[a] == u
+    return (np.flatnonzero(mask) + layout.offset(t)).tolist()
+
+
+def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tuple[Key, list[int]]], int]:
+    """The unit slices of the pairs too large to search whole, up to ``MAX_SLICE`` coordinates, and how many
+    were larger (left out)."""
+    kept, seen, over = [], set(), 0
+    for i, j in large:
+        for key, coords in unit_slices(layout, [i, j]):
+            if tuple(coords) in seen:
+                continue
+            seen.add(tuple(coords))
+            if len(coords) <= MAX_SLICE:
+                kept.append((key, coords))
+            else:
+                over += 1
+    return kept, over
+
+
+def slice_pairs(slices: list[tuple[Key, list[int]]], degree: int) -> tuple[list[list[int]], int]:
+    """Unions of two unit slices of one axis, smallest first, within ``PAIR_WORK``; and how many were left out."""
+    by_key: dict[tuple, list[list[int]]] = {}
+    for key, coords in slices:
+        by_key.setdefault(key[:3], []).append(coords)
+    unions = sorted((sorted(set(a) | set(b)) for group in by_key.values() for a, b in combinations(group, 2)), key=len)
+    kept, work = [], 0.0
+    for block in unions:
+        cost = float(unknowns(len(block), degree)) ** 3
+        if len(block) > MAX_SLICE or work + cost > PAIR_WORK:
+            break
+        kept.append(block)
+        work += cost
+    return kept, len(unions) - len(kept)
+
+
+def swapped(law: dict, layout: Layout, n: int, u: int, v: int) -> dict:
+    """The law with indices u and v exchanged along every axis of size n of its tensors (a unit's law moved to
+    another unit: the permutation of hidden units is a symmetry of the model, so the result is a law of it
+    wherever the architecture treats them alike; :func:`~conslaw_lite.find_laws.find_laws` checks that it is).
+
+    Examples
+    ========
+    >>> layout = Layout(("W1", "W2"), ((2, 1), (1, 2)))  # W1[i, 0] W2[0, i]: unit 0 is (0, 2), unit 1 is (1, 3)
+    >>> swapped({(0, 0): 1.0, (2, 2): -1.0}, layout, 2, 0, 1)
+    {(1, 1): 1.0, (3, 3): -1.0}
+    """
+    out: dict = {}
+    for mono, c in law.items():
+        moved = tuple(sorted(_moved(layout, j, n, u, v) for j in mono))
+        out[moved] = out.get(moved, 0.0) + c
+    return out
+
+
+def _moved(layout: Layout, j: int, n: int, u: int, v: int) -> int:
+    t, index = layout.where(j)
+    shape = layout.shapes[t]
+    swap = {u: v, v: u}
+    moved = [swap.get(i, i) if size == n else i for i, size in zip(index, shape)]
+    return layout.offset(t) + int(np.ravel_multi_index(moved, shape)) if shape else layout.offset(t)

@@ -1,0 +1,101 @@
+"""count_laws at size: the estimate and the refusal before allocating, device=, the progress bar, no stack."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from conslaw_lite.counting import TooLarge, count_laws
+from conslaw_lite.counting.budget import available_memory, check_fits, estimate, resolve_device
+from conslaw_lite.counting.lie_rank import lie_rank
+from conslaw_lite.counting.progress import Progress
+from conslaw_lite.families.toy.block import ToyProduct
+
+
+def relu_net(d: int, r: int, m: int) -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(d, r, bias=False), nn.ReLU(), nn.Linear(r, m, bias=False))
+
+
+def test_a_count_that_does_not_fit_is_refused_at_once_with_the_estimate() -> None:
+    start = time.perf_counter()
+    with pytest.raises(TooLarge) as refused:
+        count_laws(relu_net(100, 250, 100), (100,), max_memory=8e9)  # D = 50,000: the basis alone is 20 GB
+    assert time.perf_counter() - start < 10
+    message = str(refused.value)
+    assert "D = 50,000" in message and "basis 20.0 GB" in message and "8.0 GB allowed (max_memory)" in message
+    assert "narrower model" in message and "device='cuda'" in message
+    assert isinstance(refused.value, MemoryError) and isinstance(refused.value, ValueError)
+
+
+def test_max_memory_is_the_limit_when_given() -> None:
+    small = ToyProduct(a=1.0, b=2.0)
+    assert count_laws(small, (1,), max_memory=1e9).num_laws == 1
+    with pytest.raises(TooLarge, match="more than the 1 MB allowed"):
+        count_laws(relu_net(4, 6, 3), (4,), max_memory=1e6)
+
+
+def test_the_estimate_grows_as_d_squared_and_d_cubed() -> None:
+    cpu = torch.device("cpu")
+    small, large = estimate(1000, 1250, False, cpu), estimate(2000, 2500, False, cpu)
+    assert large.parts["basis"] == 4 * small.parts["basis"] == 4 * 8 * 1000**2
+    assert large.seconds == pytest.approx(8 * small.seconds, rel=1e-9)  # the same measured rate
+    assert estimate(1000, 1250, True, cpu).bytes == small.bytes + 2 * 8e6  # the stack and its SVD
+    assert available_memory(cpu) > 0
+    check_fits(small, 1000, cpu, max_memory=1e9)  # fits: no error
+
+
+def test_device_cpu_explicit_gives_the_same_count() -> None:
+    default, explicit = count_laws(relu_net(4, 6, 3), (4,)), count_laws(relu_net(4, 6, 3), (4,), device="cpu")
+    assert explicit.conclusive and explicit.num_laws == default.num_laws == 6
+    assert explicit.sigma_kept == default.sigma_kept and explicit.sigma_dropped == default.sigma_dropped
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for a machine without CUDA")
+def test_cuda_asked_but_absent_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="no CUDA device here"):
+        count_laws(ToyProduct(a=1.0, b=2.0), (1,), device="cuda")
+
+
+@pytest.mark.parametrize("device", ["tpu", "cuda:x", 3.5])
+def test_an_unknown_device_is_a_clear_error(device) -> None:
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda'"):
+        resolve_device(device)
+
+
+def test_no_progress_bar_when_not_asked(capfd) -> None:
+    count_laws(ToyProduct(a=1.0, b=2.0), (1,), progress=False)
+    assert capfd.readouterr().err == ""
+
+
+def test_the_progress_bar_follows_the_rank() -> None:
+    bar = Progress(42, estimate(42, 100, True, torch.device("cpu")), enabled=True)
+    report = bar.point(1, n_out=500)
+    report(1, 30)
+    report(2, 36)
+    assert bar.bar.n == 36 and bar.bar.total == 42
+    assert bar.bar.postfix == "depth=2, outputs=500, rank=36" and bar.bar.desc.startswith("count_laws θ2 (est. ")
+    bar.close()
+
+
+def test_without_the_stack_the_rank_and_the_evidence_are_the_residuals() -> None:
+    """A linear net 3 → 2 → 3 (D = 12, N = 3): the same rank with or without a copy of the vectors."""
+    x = torch.randn(16, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    f = lambda t: (x @ t[:6].reshape(2, 3).T @ t[6:].reshape(3, 2).T).reshape(-1)  # noqa: E731
+    theta = torch.randn(12, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    kept = lie_rank(f, theta, 48, torch.Generator().manual_seed(2), [6, 6])
+    bare = lie_rank(f, theta, 48, torch.Generator().manual_seed(2), [6, 6], keep_stack=False)
+    assert kept.rank == bare.rank == 9 and (kept.evidence, bare.evidence) == ("spectrum", "residuals")
+    assert bare.sigma_kept > 1e4 * bare.sigma_dropped
+
+
+def test_counting_on_another_device_copies_the_module_there() -> None:
+    """``cpu:0`` is not ``cpu`` to the counter: the module is copied there and run as on a GPU, to the same count."""
+    model = relu_net(4, 6, 3)
+    moved = count_laws(model, (4,), device=torch.device("cpu", 0))
+    here = count_laws(model, (4,))
+    assert moved.conclusive and moved.num_laws == here.num_laws == 6 and moved.sigma_kept == here.sigma_kept
+    assert next(model.parameters()).dtype == torch.float32  # the user's module is left as it was
