@@ -18,6 +18,7 @@ walks a model and collects them; :func:`quantities` lists them as typed
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -219,6 +220,36 @@ def _finder_for(module: nn.Module) -> Finder | None:
         if qualified_name(t) in _NAMED_FINDERS:
             return _NAMED_FINDERS[qualified_name(t)]
     return None
+
+
+_COUNTABLE: list[tuple[Callable[[nn.Module], bool], Callable[[nn.Module], nn.Module]]] = []
+
+
+def register_countable(matches: Callable[[nn.Module], bool], convert: Callable[[nn.Module], nn.Module]) -> None:
+    """A family's float64 form of modules the counter cannot evaluate as they are (a library that computes parts
+    of its forward in float32, or whose blocks take more than one input): ``convert(module)`` for every module
+    with ``matches(module)``. The form must keep the module's parameter names, so that laws named for the
+    module are read off it unchanged. :func:`float64_form` applies it.
+    """
+    _COUNTABLE.append((matches, convert))
+
+
+def float64_form(module: nn.Module) -> nn.Module:
+    """What the counter evaluates for ``module``: the registered form of the first family that claims it, else a
+    float64 copy (the module itself is never changed).
+
+    Examples
+    ========
+    >>> net = nn.Linear(2, 2)
+    >>> f64 = float64_form(net)
+    >>> f64.weight.dtype, net.weight.dtype, [n for n, _ in f64.named_parameters()]
+    (torch.float64, torch.float32, ['weight', 'bias'])
+    """
+    _load_families()
+    for matches, convert in _COUNTABLE:
+        if matches(module):
+            return convert(module)
+    return copy.deepcopy(module).to(torch.float64)
 
 
 def supported_types() -> list[str]:

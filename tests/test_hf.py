@@ -217,7 +217,7 @@ def test_rope_laws_pair_j_with_j_plus_half_as_transformers_rotates() -> None:
     """The block laws on transformers' pairs (j, j + k/2) are conserved; on the interleaved (2j, 2j+1) they are not."""
     model = tiny_model("llama", ArchOptions(dim=8, heads=1))
     probe = countable(model.model.layers[0].self_attn)
-    Q, K = "block.q_proj.weight", "block.k_proj.weight"
+    Q, K = "q_proj.weight", "k_proj.weight"  # the countable copy keeps the module's own names
 
     def blocks(p, name, pairs):  # ‖W^(j)‖_F² per 2×2 block j of the group's heads: (k/2,)
         col = p[name].view(-1, 4, 8).square().sum((0, 2))  # (k,) = 4
@@ -228,3 +228,16 @@ def test_rope_laws_pair_j_with_j_plus_half_as_transformers_rotates() -> None:
     }
     check = check_laws(probe, laws, (3, 8))
     assert check.residuals["half"] < 1e-12 and check.residuals["interleaved"] > 1e-6, check.residuals
+
+
+@pytest.mark.slow
+def test_count_laws_takes_transformers_modules_as_they_are() -> None:
+    """No countable() call: the counter evaluates the registered float64 form, under the module's own names."""
+    model = tiny_model("qwen3", ArchOptions(dim=8)).float()  # as a user builds it: float32, norms in float32
+    attn = model.model.layers[0].self_attn
+    count = count_laws(attn, (3, 8))
+    check = check_laws(attn, law_functions(attn), (3, 8), count=count)
+    assert count.conclusive and check.complete and count.num_laws == check.independent, (count.reason, check)
+    assert attn.q_proj.weight.dtype == torch.float32  # the user's module is not changed
+    ids = torch.randint(0, 16, (64, 3), generator=torch.Generator().manual_seed(0))
+    assert count_laws(model, inputs=ids).num_params == sum(p.numel() for p in model.parameters())

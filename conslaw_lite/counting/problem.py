@@ -17,7 +17,7 @@ from torch import nn
 from torch.func import functional_call, jvp
 
 from conslaw_lite.counting.module_checks import check_dtypes
-from conslaw_lite.laws import Params
+from conslaw_lite.laws import Params, float64_form
 
 Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
 
@@ -111,13 +111,14 @@ class Problem:
 
 
 def problem_of(model: Model, params: Params | None) -> Problem:
-    """Validate the model and its parameters; the module is copied to float64, in the mode it is in."""
+    """Validate the model and its parameters; the module is copied to float64 (:func:`~conslaw_lite.laws.float64_form`),
+    in the mode it is in."""
     module = None
     if isinstance(model, nn.Module):
         if params is not None:
             raise TypeError("params is only for a model given as a function f(params, x); a module has its own")
         check_dtypes(dict(model.named_parameters()), model)
-        module = copy.deepcopy(model).to(torch.float64)
+        module = float64_form(model)
         params = {n: p for n, p in module.named_parameters() if p.requires_grad}
 
         def apply(p: Params, x: torch.Tensor) -> torch.Tensor:

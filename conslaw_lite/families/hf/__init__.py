@@ -10,9 +10,11 @@ that log ε_block per block kind. Everything that needs transformers imports it 
 from conslaw_lite.families import Family
 from conslaw_lite.families.hf import laws  # noqa: F401  (registers the finders)
 from conslaw_lite.families.hf.archs import ARCHITECTURES
-from conslaw_lite.families.hf.exact import countable
+from conslaw_lite.families.hf.exact import countable, is_from_transformers
+from conslaw_lite.laws import register_countable
 
 SUMMARY = "transformers' Qwen3, Llama and Qwen3-MoE decoders: GQA, RoPE, QK-norm, SwiGLU, MoE"
 FAMILY = Family("hf", SUMMARY, 8, ARCHITECTURES)
+register_countable(is_from_transformers, countable)  # count_laws(hf_module) evaluates its float64 form
 
 __all__ = ["FAMILY", "countable"]

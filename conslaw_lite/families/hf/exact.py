@@ -8,8 +8,10 @@ function in lower precision, and its round-off fills the directions of the laws,
 those is the same formula computed in the input's dtype, under the same parameter names (``q_norm.weight``,
 ``mlp.gate.weight``, ``mlp.experts.gate_up_proj``), and attention runs through ``sdpa``; the attention
 modules themselves, the MLPs and the projections are transformers' own. A submodule that needs position
-embeddings (an attention, a decoder layer) is wrapped so that it is called as ``f(X)``, X: (batch, T, d);
-a causal LM as ``f(ids)`` → logits.
+embeddings (an attention, a decoder layer) is called as ``f(X)``, X: (batch, T, d); a causal LM as
+``f(ids)`` → logits; either keeps its parameter names. :func:`~conslaw_lite.count_laws` (and so
+``check_laws``, ``find_laws``, ``certify --module``) takes such a module as it is: this family registers
+:func:`countable` as its float64 form (:func:`conslaw_lite.laws.register_countable`).
 
 ``tests/test_hf.py`` holds each copy against transformers' own forward (float32, 10⁻⁵).
 """
@@ -17,6 +19,8 @@ a causal LM as ``f(ids)`` → logits.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from types import MethodType
 
 import torch
 import torch.nn.functional as F
@@ -100,50 +104,40 @@ class DenseExperts(nn.Module):
         return (g[..., None] * y).sum(1)  # (N, d)
 
 
-class PositionProbe(nn.Module):
-    """``f(X) = module(X, position_embeddings=(cos, sin))``, X: (batch, T, d): an attention (its first output)
-    or a decoder layer, with positions 0..T−1 and attention causal (sdpa's ``is_causal``).
+def _position_forward(self: nn.Module, X: torch.Tensor) -> torch.Tensor:
+    """An attention (its first output) or a decoder layer as ``f(X)``, X: (batch, T, d), positions 0..T−1, causal."""
+    if X.dim() != 3:
+        raise ValueError(f"expected input of shape (batch, T, d), got {tuple(X.shape)}")
+    position = torch.arange(X.shape[1], device=X.device)[None]  # (1, T)
+    out = type(self).forward(self, X, position_embeddings=self.exact_rotary(X, position), attention_mask=None)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _logits_forward(self: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """A causal LM as ``f(ids)`` → logits, ids: (batch, T) integer token ids."""
+    return type(self).forward(self, input_ids=ids, use_cache=False).logits
+
+
+def called_as_one_tensor(module: nn.Module, forward: Callable, rotary: nn.Module | None = None) -> nn.Module:
+    """``module`` itself, called as ``forward(module, x)``: its parameter names stay its own (no wrapper prefix),
+    so the laws ``laws_of`` names for the original module are read off the copy unchanged.
 
     Examples
     ========
     >>> class Shift(nn.Module):  # stands in for an attention: adds the cosines of position 0..T−1
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.w = nn.Parameter(torch.zeros(2, dtype=torch.float64))
     ...     def forward(self, X, position_embeddings, attention_mask):
-    ...         return X + position_embeddings[0], None
-    >>> PositionProbe(Shift(), ExactRotary(2, 1e4))(torch.zeros(1, 2, 2, dtype=torch.float64))[0, 1]  # cos 1
-    tensor([0.5403, 0.5403], dtype=torch.float64)
+    ...         return X + self.w + position_embeddings[0], None
+    >>> probe = called_as_one_tensor(Shift(), _position_forward, ExactRotary(2, 1e4))
+    >>> probe(torch.zeros(1, 2, 2, dtype=torch.float64))[0, 1].tolist(), [n for n, _ in probe.named_parameters()]
+    ([0.5403023058681398, 0.5403023058681398], ['w'])
     """
-
-    def __init__(self, module: nn.Module, rotary: nn.Module) -> None:
-        super().__init__()
-        self.block, self.rotary = module, rotary
-
-    def forward(self, X: torch.Tensor) -> torch.Tensor:
-        if X.dim() != 3:
-            raise ValueError(f"expected input of shape (batch, T, d), got {tuple(X.shape)}")
-        position = torch.arange(X.shape[1], device=X.device)[None]  # (1, T)
-        out = self.block(X, position_embeddings=self.rotary(X, position), attention_mask=None)
-        return out[0] if isinstance(out, tuple) else out
-
-
-class LogitsProbe(nn.Module):
-    """``f(ids) = model(input_ids=ids).logits``, ids: (batch, T) integer token ids.
-
-    Examples
-    ========
-    >>> from types import SimpleNamespace
-    >>> class LM(nn.Module):  # stands in for a causal LM: logits = ids as floats
-    ...     def forward(self, input_ids, use_cache):
-    ...         return SimpleNamespace(logits=input_ids.double())
-    >>> LogitsProbe(LM())(torch.tensor([[1, 2]]))
-    tensor([[1., 2.]], dtype=torch.float64)
-    """
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.lm = model
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.lm(input_ids=ids, use_cache=False).logits
+    if rotary is not None:
+        module.exact_rotary = rotary  # buffers only: the parameters are unchanged
+    module.forward = MethodType(forward, module)
+    return module
 
 
 def _replacement(module: nn.Module) -> nn.Module | None:
@@ -204,13 +198,25 @@ def countable(module: nn.Module) -> nn.Module:
     >>> countable(nn.Linear(2, 2)).weight.dtype  # a module with no float32 piece: a float64 copy
     torch.float64
     """
-    name = class_name(module)
+    name = class_name(module) if type(module).__module__.startswith("transformers.") else ""
     exact = exact_copy(module)
     if name.endswith(("Attention", "DecoderLayer")):
         config = getattr(module, "config", None) or module.self_attn.config  # a decoder layer keeps none of its own
         check_rope(config)
         rotary = ExactRotary(head_dim_of(config), config.rope_parameters["rope_theta"])
-        return PositionProbe(exact, rotary)
+        return called_as_one_tensor(exact, _position_forward, rotary)
     if name.endswith("ForCausalLM"):
-        return LogitsProbe(exact)
+        return called_as_one_tensor(exact, _logits_forward)
     return exact
+
+
+def is_from_transformers(module: nn.Module) -> bool:
+    """Whether ``module`` (or one of its submodules) is transformers' own: the counter then evaluates
+    :func:`countable` of it.
+
+    Examples
+    ========
+    >>> is_from_transformers(nn.Sequential(nn.Linear(2, 2)))
+    False
+    """
+    return any(type(m).__module__.startswith("transformers.") for m in module.modules())
