@@ -122,10 +122,12 @@ def _print_archs() -> int:
 
     Examples
     ========
-    >>> _print_archs()
-    ffn-gelu ...
-    toy ...
-    0
+    >>> import contextlib, io
+    >>> with contextlib.redirect_stdout(io.StringIO()) as out:
+    ...     code = _print_archs()
+    >>> lines = out.getvalue().splitlines()
+    >>> code, len(lines) == len(list_archs()), lines[-1].split()[0]  # one line each, in alphabetical order
+    (0, True, 'toy')
     """
     names = list_archs()
     width = max(len(name) for name in names)
