@@ -168,11 +168,12 @@ def test_cli_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
         ("lm", {}),
         ("lm", {"qk_norm": "shared"}),
         ("lm", {"n_experts": 4, "top_k": 2}),
+        ("lm", {"n_experts": 4, "top_k": 2, "n_shared_experts": 1}),
         ("lm", {"batch": 4}),
         ("vit", {}),
         ("vit", {"batch": 32}),
     ],
-    ids=["lm-dense", "lm-qknorm", "lm-moe-top2", "lm-sgd", "vit", "vit-sgd"],
+    ids=["lm-dense", "lm-qknorm", "lm-moe-top2", "lm-moe-shared", "lm-sgd", "vit", "vit-sgd"],
 )
 def test_conserved_drift_ten_times_below_controls(task: str, options: dict, request: pytest.FixtureRequest) -> None:
     if task == "vit":

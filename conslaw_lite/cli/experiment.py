@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experts", type=int, default=0, help="lm: experts per MoE layer (0: dense SwiGLU)")
     parser.add_argument("--gating", choices=("softmax", "sigmoid"), default="softmax", help="lm: MoE gating")
     parser.add_argument("--top-k", type=int, default=None, help="lm: experts per token (default: all, dense)")
+    parser.add_argument("--shared-experts", type=int, default=0, help="lm: experts every token uses (DeepSeek-MoE)")
     parser.add_argument("--no-monitor", action="store_true", help="train without the monitor (for timing)")
     parser.add_argument(
         "--track", nargs="+", default=(), help="ASCII keys of laws in a block to record alone, e.g. sum_W_e_(sigmoid)"
@@ -48,8 +49,8 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     """The :class:`ExperimentConfig` the command line asks for (``ValueError`` on bad values)."""
     if args.batch != "full" and not str(args.batch).isdigit():
         raise ValueError(f"--batch must be 'full' or a positive integer, got {args.batch!r}")
-    if args.task == "vit" and (args.experts or args.qk_norm != "none" or args.top_k):
-        raise ValueError("--experts, --top-k and --qk-norm apply to the lm task only")
+    if args.task == "vit" and (args.experts or args.qk_norm != "none" or args.top_k or args.shared_experts):
+        raise ValueError("--experts, --top-k, --shared-experts and --qk-norm apply to the lm task only")
     return ExperimentConfig(
         task=args.task,
         scale=args.scale or scale().name,
@@ -63,6 +64,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         n_experts=args.experts,
         gating=args.gating,
         top_k=args.top_k,
+        n_shared_experts=args.shared_experts,
         monitor=not args.no_monitor,
         checkpoint_every=args.checkpoint_every,
         track=tuple(args.track),

@@ -36,6 +36,7 @@ class ExperimentConfig:
     n_experts: int = 0  # LM only; 0 = dense SwiGLU
     gating: str = "softmax"
     top_k: int | None = None
+    n_shared_experts: int = 0  # LM only; DeepSeek-MoE's experts that every token uses, beside the routed ones
     monitor: bool = True
     checkpoint_every: int | None = None
     track: tuple[str, ...] = ()
@@ -79,5 +80,6 @@ def build_task(config: ExperimentConfig) -> Task:
             n_experts=config.n_experts,
             gating=config.gating,
             top_k=config.top_k,
+            n_shared_experts=config.n_shared_experts,
         )
     return vit_task(S, dataset=config.dataset)

@@ -61,6 +61,7 @@ def lm_task(
     n_experts: int = 0,
     gating: str = "softmax",
     top_k: int | None = None,
+    n_shared_experts: int = 0,
 ) -> Task:
     """Next-byte prediction on N windows of T+1 bytes with a Qwen-3-style decoder.
 
@@ -92,6 +93,7 @@ def lm_task(
         n_experts=n_experts,
         gating=gating,
         top_k=top_k,
+        n_shared_experts=n_shared_experts,
     )
     return Task("lm", windows[:, :-1], windows[:, 1:], text.source, lambda: QwenDecoder(config), T)
 
