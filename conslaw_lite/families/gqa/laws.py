@@ -88,6 +88,8 @@ class GroupedSpec:
     Hugging Face's ``q_proj``/``k_proj``/``v_proj``); ``O``: the output weight (d, n_q·k), head h its
     columns h·k:(h+1)·k (``o_proj``). ``gamma_q``/``gamma_k``: QK-norm gains, (n_q, k) and (n_kv, k), or
     (k,) each when ``shared_gains``. ``pairs``: RoPE's 2×2 blocks, (2j, 2j+1) or (j, j + k/2).
+``Q_bias``, ``K_bias``, ``V_bias``: biases (n·k,), appended to each head as a row, ``[Q_h; b_hᵀ]``.
+``gain_control``: also watch ``‖γ_q‖²`` alone, a control of the gain laws.
 
     Examples
     ========
@@ -110,6 +112,10 @@ class GroupedSpec:
     gamma_k: str | None = None
     shared_gains: bool = False
     norm_eps: float = 0.0
+    Q_bias: str | None = None
+    K_bias: str | None = None
+    V_bias: str | None = None
+    gain_control: bool = False
 
     def __post_init__(self) -> None:
         if min(self.n_heads, self.n_kv_heads, self.k) < 1:
@@ -137,9 +143,12 @@ class GroupedSpec:
 GroupFn = Callable[[Params], torch.Tensor]  # θ -> one value per group (or per head), stacked on axis 0
 
 
-def _rows(W: torch.Tensor, k: int) -> torch.Tensor:
-    """Heads of a projection (m·k, d) in the paper's layout, Q_h = rows h·k:(h+1)·k transposed: (m, d, k)."""
-    return W.view(-1, k, W.shape[-1]).transpose(1, 2)
+def _rows(p: Params, weight: str, bias: str | None, k: int) -> torch.Tensor:
+    """Heads of a projection (m·k, d) in the paper's layout, Q_h = rows h·k:(h+1)·k transposed, with the bias
+    appended as a last row when there is one: (m, d(+1), k)."""
+    W = p[weight]
+    M = W.view(-1, k, W.shape[-1]).transpose(1, 2)  # (m, d, k)
+    return M if bias is None else torch.cat([M, p[bias].view(-1, 1, k)], dim=1)  # (m, d+1, k)
 
 
 def _columns(W: torch.Tensor, k: int) -> torch.Tensor:
@@ -159,9 +168,9 @@ def _parts(spec: GroupedSpec) -> dict[str, GroupFn]:
     """Each group's stacked matrices: query heads of a group one under the other, so ``Σ_h Q_hᵀQ_h = Q̄_gᵀQ̄_g``."""
     k, n_kv = spec.k, spec.n_kv_heads
     return {
-        "Q": lambda p: _rows(p[spec.Q], k).reshape(n_kv, -1, k),  # (n_kv, per·d, k)
-        "K": lambda p: _rows(p[spec.K], k),  # (n_kv, d, k)
-        "V": lambda p: _rows(p[spec.V], k),  # (n_kv, d, k)
+        "Q": lambda p: _rows(p, spec.Q, spec.Q_bias, k).reshape(n_kv, -1, k),  # (n_kv, per·d(+1), k)
+        "K": lambda p: _rows(p, spec.K, spec.K_bias, k),  # (n_kv, d(+1), k)
+        "V": lambda p: _rows(p, spec.V, spec.V_bias, k),  # (n_kv, d(+1), k)
         "O": lambda p: _columns(p[spec.O], k).reshape(n_kv, -1, k),  # (n_kv, per·d, k)
     }
 
@@ -211,10 +220,13 @@ def _entries(spec: GroupedSpec) -> list[tuple[str, str, GroupFn, bool]]:
         gains = _difference(gq, gk)
         gain_name = "‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²" if rope else "γ_q²−γ_k²"
         gain_name = gain_name if spec.shared_gains else "Σ" + gain_name  # per group: summed over its queries
-        out.append(("shared" if spec.shared_gains else "group", gain_name, gains, True))
+        unit = "shared" if spec.shared_gains else "group"
+        out.append((unit, gain_name, gains, True))
+        if spec.gain_control:
+            out.append((unit, gain_name.split("−")[0], gq, False))
     out += [("group", name, _difference(q, kk), not normed), ("group", half, q, False)]
     if normed and spec.norm_eps == 0:
-        out += [("head", "‖Q‖²", lambda p: _rows(p[spec.Q], spec.k).square().sum((1, 2)), True),
+        out += [("head", "‖Q‖²", lambda p: _rows(p, spec.Q, spec.Q_bias, spec.k).square().sum((1, 2)), True),
                 ("group", "‖K‖²", lambda p: parts["K"](p).square().sum((1, 2)), True)]
     vo = _gram(parts["V"])
     out += [("group", "VᵀV−ΣOᵀO", _difference(vo, _gram(parts["O"])), True), ("group", "VᵀV", vo, False)]

@@ -21,16 +21,12 @@ the block without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
 from torch import nn
 
-from conslaw_lite.families.gqa.laws import assemble
-from conslaw_lite.laws import Batch, Law, Params
-
-UnitFn = Callable[[Params], torch.Tensor]  # θ ↦ one value per group (or head), stacked on axis 0
+from conslaw_lite.families.gqa.laws import GroupedSpec, grouped_laws
+from conslaw_lite.laws import Batch, Law
 
 
 @dataclass(frozen=True)
@@ -50,78 +46,26 @@ class HFAttentionSpec:
         """The full parameter name of ``projection.tensor`` (``"model.layers.0.self_attn.q_proj.weight"``)."""
         return f"{self.prefix}{projection}.{tensor}"
 
-    def heads(self, p: Params, projection: str) -> torch.Tensor:
-        """Head matrices ``[W_h; b_hᵀ]`` of an input projection: (heads, d(+1), k).
 
-        Examples
-        ========
-        >>> spec = HFAttentionSpec(2, 1, 2, bias=True)
-        >>> p = {"k_proj.weight": torch.arange(6.0).reshape(2, 3), "k_proj.bias": torch.tensor([7.0, 8.0])}
-        >>> spec.heads(p, "k_proj")[0]  # K_0 = rows 0, 1 transposed, the bias as a last row
-        tensor([[0., 3.],
-                [1., 4.],
-                [2., 5.],
-                [7., 8.]])
-        """
-        W = p[self.name(projection)]
-        M = W.view(-1, self.k, W.shape[-1]).transpose(1, 2)  # (heads, d, k)
-        if not self.bias:
-            return M
-        return torch.cat([M, p[self.name(projection, "bias")].view(-1, 1, self.k)], dim=1)  # (heads, d+1, k)
-
-    def groups(self, p: Params, projection: str) -> torch.Tensor:
-        """The heads of each K/V group stacked: (n_kv, per·rows, k), so ``Σ_{h∈g} Q_hᵀQ_h`` is one Gram matrix."""
-        if projection == "o_proj":
-            O = p[self.name("o_proj")]  # (d, n_q·k): head h is columns h·k:(h+1)·k
-            return O.view(O.shape[0], self.n_kv_heads, -1, self.k).transpose(0, 1).reshape(self.n_kv_heads, -1, self.k)
-        return self.heads(p, projection).reshape(self.n_kv_heads, -1, self.k)
-
-
-def rope_blocks(col: torch.Tensor) -> torch.Tensor:
-    """Per-coordinate values (..., k) summed over transformers' RoPE blocks {j, j + k/2}: (..., k/2).
+def grouped_spec(spec: HFAttentionSpec) -> GroupedSpec:
+    """The grouped-query attention laws' description of a transformers attention: RoPE on half-split pairs, the
+    shared QK-norm gains (with their control), the biases appended to the heads.
 
     Examples
     ========
-    >>> rope_blocks(torch.tensor([1.0, 2.0, 10.0, 20.0])).tolist()
-    [11.0, 22.0]
+    >>> g = grouped_spec(HFAttentionSpec(4, 2, 4, prefix="attn.", bias=True))
+    >>> g.Q, g.Q_bias, g.pairs, g.gamma_q
+    ('attn.q_proj.weight', 'attn.q_proj.bias', 'half', None)
     """
-    half = col.shape[-1] // 2
-    return col[..., :half] + col[..., half:]
-
-
-def _block_norms(spec: HFAttentionSpec, projection: str) -> UnitFn:
-    """``‖A^(j)‖_F²`` per group (heads of the group summed) and RoPE block j: (n_kv, k/2)."""
-    return lambda p: rope_blocks(spec.groups(p, projection).square().sum(-2))
-
-
-def _gram(spec: HFAttentionSpec, projection: str) -> UnitFn:
-    return lambda p: (lambda A: A.mT @ A)(spec.groups(p, projection))  # (n_kv, k, k)
-
-
-def _gains(spec: HFAttentionSpec, norm: str) -> UnitFn:
-    """``‖γ^(j)‖²`` per RoPE block of a shared gain: (1, k/2)."""
-    return lambda p: rope_blocks(p[spec.name(norm)].square())[None]
-
-
-def _minus(a: UnitFn, b: UnitFn) -> UnitFn:
-    return lambda p: a(p) - b(p)
-
-
-def _entries(spec: HFAttentionSpec) -> list[tuple[str, str, UnitFn, bool]]:
-    """(unit, name, function stacked over the units, conserved?) for every quantity of the block."""
-    q, k = _block_norms(spec, "q_proj"), _block_norms(spec, "k_proj")
-    out = []
-    if spec.qk_norm:
-        gq = _gains(spec, "q_norm")
-        out += [("shared", "‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²", _minus(gq, _gains(spec, "k_norm")), True)]
-        out += [("shared", "‖γ_q⁽ʲ⁾‖²", gq, False)]
-    out += [("group", "Σ‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", _minus(q, k), not spec.qk_norm), ("group", "Σ‖Q⁽ʲ⁾‖²", q, False)]
-    if spec.qk_norm and spec.norm_eps == 0:
-        out += [("head", "‖Q‖²", lambda p: spec.heads(p, "q_proj").square().sum((1, 2)), True)]
-        out += [("group", "‖K‖²", lambda p: spec.heads(p, "k_proj").square().sum((1, 2)), True)]
-    vo = _gram(spec, "v_proj")
-    out += [("group", "VᵀV−ΣOᵀO", _minus(vo, _gram(spec, "o_proj")), True), ("group", "VᵀV", vo, False)]
-    return out
+    bias = (lambda projection: spec.name(projection, "bias")) if spec.bias else (lambda projection: None)
+    return GroupedSpec(
+        spec.n_heads, spec.n_kv_heads, spec.k,
+        Q=spec.name("q_proj"), K=spec.name("k_proj"), V=spec.name("v_proj"), O=spec.name("o_proj"),
+        Q_bias=bias("q_proj"), K_bias=bias("k_proj"), V_bias=bias("v_proj"),
+        pe="rope", pairs="half",
+        gamma_q=spec.name("q_norm") if spec.qk_norm else None, gamma_k=spec.name("k_norm") if spec.qk_norm else None,
+        shared_gains=True, norm_eps=spec.norm_eps, gain_control=True,
+    )  # fmt: skip
 
 
 def attention_laws(spec: HFAttentionSpec) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
@@ -133,11 +77,12 @@ def attention_laws(spec: HFAttentionSpec) -> tuple[dict[str, Law], dict[str, Law
     >>> laws, controls, _ = attention_laws(HFAttentionSpec(4, 2, 4, qk_norm=True))
     >>> sorted(laws)
     ['group0:VᵀV−ΣOᵀO', 'group1:VᵀV−ΣOᵀO', '‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²']
+    >>> import torch
     >>> p = {"q_norm.weight": torch.tensor([1.0, 2.0, 3.0, 4.0]), "k_norm.weight": torch.ones(4)}
     >>> laws["‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²"](p).tolist()  # blocks {0, 2} and {1, 3}: 1 + 9 − 2, 4 + 16 − 2
     [8.0, 18.0]
     """
-    return assemble(_entries(spec), spec.n_heads, spec.n_kv_heads)
+    return grouped_laws(grouped_spec(spec))
 
 
 def spec_of(module: nn.Module, prefix: str = "") -> HFAttentionSpec:
