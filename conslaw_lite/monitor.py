@@ -39,6 +39,7 @@ at the start, and warns once if it is switched to train mode later:
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -356,3 +357,90 @@ class Monitor:
             raise ValueError(f"no group {key!r}; this model has {self._keys}")
         g = self._keys.index(key)
         return relative[..., self._bounds[g] : self._bounds[g + 1]]
+
+
+def laws_against_controls(monitor: Monitor) -> dict[str, dict[str, float]]:
+    """ε_block at the latest record, per block family: ``{family: {"laws": ε, "controls": ε}}`` (NaN: no controls).
+
+    Examples
+    ========
+    >>> import torch
+    >>> from conslaw_lite.families.toy import ToyProduct
+    >>> model = ToyProduct(a=2.0, b=1.0)
+    >>> monitor = Monitor(model)
+    >>> with torch.no_grad(): _ = model.a.add_(0.1)
+    >>> _ = monitor.step()
+    >>> {family: {k: round(v, 4) for k, v in eps.items()} for family, eps in laws_against_controls(monitor).items()}
+    {'toy': {'laws': 0.1367, 'controls': 0.0513}}
+    """
+    keys = {group.key for group in monitor.groups}
+    last = {key: float(epsilon_block(monitor.last_relative_drift(key))) for key in keys}
+    return {
+        group.block: {"laws": last[group.key], "controls": last.get(f"{group.key}:control", float("nan"))}
+        for group in monitor.groups
+        if group.kind == "law"
+    }
+
+
+@dataclass(frozen=True)
+class WatchedRun:
+    """What :func:`train_watched` recorded: each step's loss, the monitor, and the seconds of each part of a step."""
+
+    losses: np.ndarray  # (steps,) the loss of step k's batch, at θ_k (before the step)
+    monitor: Monitor
+    step_seconds: np.ndarray  # (steps,) forward, backward and optimizer.step()
+    monitor_seconds: np.ndarray  # (steps,) monitor.step()
+
+    @property
+    def overhead(self) -> float:
+        """What watching every step costs: the median ``monitor.step()`` over the median training step."""
+        return float(np.median(self.monitor_seconds) / np.median(self.step_seconds))
+
+
+def train_watched(
+    model: nn.Module,
+    monitor: Monitor,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable[[nn.Module, int], torch.Tensor],
+    steps: int,
+) -> WatchedRun:
+    """Take ``steps`` steps of ``optimizer`` on ``loss_fn(model, k)`` (step k's batch), ``monitor`` after each.
+
+    The training step (forward, backward, ``optimizer.step()``) and ``monitor.step()`` are timed apart, the
+    device synchronised before each clock reading, so :attr:`WatchedRun.overhead` is the monitor's share.
+
+    Examples
+    ========
+    >>> torch.manual_seed(0) and None
+    >>> mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    >>> x, y = torch.randn(16, 3, dtype=torch.float64), torch.randn(16, 2, dtype=torch.float64)
+    >>> monitor = Monitor(mlp, input_shape=(3,))
+    Monitor: searched 1 part outside the registered blocks for their laws, in ... s:
+      `(the model)` (Linear-ReLU-Linear, 26 parameters): 4 quadratic laws found; N = 4: the list is complete
+    >>> run = train_watched(mlp, monitor, torch.optim.SGD(mlp.parameters(), lr=0.01),
+    ...                     lambda model, k: ((model(x) - y) ** 2).mean(), steps=5)
+    >>> run.losses.shape, run.monitor.steps.tolist(), bool(run.losses[-1] < run.losses[0])
+    ((5,), [0, 1, 2, 3, 4, 5], True)
+    >>> bool(run.monitor.epsilon("found")[-1] < 1e-3), run.overhead > 0
+    (True, True)
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    where = model_device(model)
+    sync = torch.cuda.synchronize if where is not None and where.type == "cuda" else lambda: None
+    losses, step_s, monitor_s = [], [], []
+    for k in range(steps):
+        sync()
+        t0 = time.perf_counter()
+        optimizer.zero_grad()
+        loss = loss_fn(model, k)
+        loss.backward()
+        optimizer.step()
+        sync()
+        t1 = time.perf_counter()
+        monitor.step()
+        t2 = time.perf_counter()
+        losses.append(float(loss.detach()))
+        step_s.append(t1 - t0)
+        monitor_s.append(t2 - t1)
+    return WatchedRun(np.array(losses), monitor, np.array(step_s), np.array(monitor_s))

@@ -13,7 +13,7 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,6 +21,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
+
+if TYPE_CHECKING:
+    from conslaw_lite.monitor import Monitor
 
 CONSERVED = "#1f6fb4"  # blue: quantities gradient flow keeps
 CONTROL = "#d1495b"  # red: look-alikes it does not keep
@@ -72,6 +75,35 @@ def plot_drift(
     (line,) = ax.loglog(k, np.where(np.asarray(drift) > 0, drift, np.nan), label=label, **kwargs)
     ax.set_xlabel("step k")
     return line
+
+
+def plot_monitor(ax: Axes, monitor: Monitor, family: str) -> None:
+    """ε_block of one block family of a :class:`~conslaw_lite.Monitor` against step k: its laws and, if it has
+    them, its controls (:func:`plot_drift`'s colours), titled by the family.
+
+    Examples
+    ========
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import torch
+    >>> from conslaw_lite import Monitor
+    >>> from conslaw_lite.families.toy import ToyProduct
+    >>> model = ToyProduct(a=2.0, b=1.0)
+    >>> monitor = Monitor(model)
+    >>> for _ in range(3):
+    ...     with torch.no_grad(): _ = model.a.add_(0.1)
+    ...     _ = monitor.step()
+    >>> fig, ax = new_figure()
+    >>> plot_monitor(ax, monitor, "toy")
+    >>> [line.get_label() for line in ax.get_lines()], ax.get_title()
+    (['laws', 'controls'], 'toy')
+    >>> plt.close(fig)
+    """
+    k = monitor.steps[1:]  # ε = 0 at k = 0: no logarithm
+    plot_drift(ax, k, monitor.epsilon(family)[1:], "laws")
+    if f"{family}:control" in [group.key for group in monitor.groups]:
+        plot_drift(ax, k, monitor.epsilon(f"{family}:control")[1:], "controls", conserved=False)
+    ax.set_ylabel("ε_block")
+    ax.set_title(family)
 
 
 def plot_reference_slope(ax: Axes, x: np.ndarray, y0: float, slope: float, label: str | None = None) -> Line2D:

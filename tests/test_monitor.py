@@ -12,7 +12,7 @@ from torch import nn
 from conslaw_lite.drift import arch_setup, trajectory
 from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.laws import groups, parameters_of
-from conslaw_lite.monitor import Monitor, relative_drift
+from conslaw_lite.monitor import Monitor, laws_against_controls, relative_drift, train_watched
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -139,3 +139,25 @@ def test_batched_heads_give_the_same_drift_as_law_by_law() -> None:
         expected = np.stack([relative_drift(np.stack([h[q.key].numpy() for h in history])) for q in qs], axis=1)
         np.testing.assert_allclose(monitor.relative_drift(group.key), expected, rtol=1e-12, atol=1e-15)
     assert np.nanmax(monitor.relative_drift("mha:control")) > 1e-3  # the drift compared is not all zeros
+
+
+def test_train_watched_takes_the_steps_of_a_hand_written_loop_and_times_training_and_monitor_apart() -> None:
+    model, loss = arch_setup("swiglu", samples=8)(0)
+    run = train_watched(model, Monitor(model), torch.optim.SGD(model.parameters(), lr=0.05), loss, steps=4)
+    again, _ = arch_setup("swiglu", samples=8)(0)
+    monitor, opt, losses = Monitor(again), torch.optim.SGD(again.parameters(), lr=0.05), []
+    monitor.attach(opt)
+    for k in range(4):
+        opt.zero_grad()
+        losses.append(loss(again, k))
+        losses[-1].backward()
+        opt.step()
+    np.testing.assert_allclose(run.losses, [float(v.detach()) for v in losses], rtol=1e-12)
+    np.testing.assert_allclose(run.monitor.epsilon("swiglu"), monitor.epsilon("swiglu"), rtol=1e-12)
+    assert run.losses.shape == run.step_seconds.shape == run.monitor_seconds.shape == (4,)
+    assert run.monitor.steps.tolist() == [0, 1, 2, 3, 4] and run.losses[-1] < run.losses[0]
+    assert (run.step_seconds > 0).all() and (run.monitor_seconds > 0).all() and 0 < run.overhead < np.inf
+    eps = laws_against_controls(run.monitor)
+    assert list(eps) == ["swiglu"] and eps["swiglu"]["laws"] < 0.05 * eps["swiglu"]["controls"]
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        train_watched(model, run.monitor, opt, loss, steps=0)
