@@ -16,7 +16,6 @@ The target is ≤ 5 % at CI scale.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -27,24 +26,15 @@ from conslaw_lite import scale
 from conslaw_lite.config import dtype_for
 from conslaw_lite.experiments.tasks import cross_entropy, lm_task, vit_task
 from conslaw_lite.models.vit import small_vit
-from conslaw_lite.monitor import Monitor
+from conslaw_lite.monitor import Monitor, train_watched
 
 
 def overhead(model: nn.Module, opt: torch.optim.Optimizer, loss: Callable[[], torch.Tensor], steps: int) -> tuple:
     """Median training-step and ``monitor.step()`` times (seconds) over ``steps`` steps."""
-    monitor = Monitor(model)
-    step_s, monitor_s = [], []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        loss().backward()
-        opt.step()
-        t1 = time.perf_counter()
-        monitor.step()
-        step_s.append(t1 - t0)
-        monitor_s.append(time.perf_counter() - t1)
-    groups = [g.key for g in monitor.groups]
-    return np.median(step_s[5:]), np.median(monitor_s[5:]), groups  # the first steps warm up allocators
+    run = train_watched(model, Monitor(model), opt, lambda _model, _k: loss(), steps)
+    groups = [g.key for g in run.monitor.groups]
+    # the first steps warm up allocators
+    return np.median(run.step_seconds[5:]), np.median(run.monitor_seconds[5:]), groups
 
 
 def main() -> None:
