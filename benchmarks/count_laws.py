@@ -104,13 +104,15 @@ def _peak(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
 
 
-def mlp_rows(sizes: list[int], device: str, threads: int) -> None:
-    """One row per MLP size, each counted in a fresh process (its own peak memory)."""
+def mlp_rows(sizes: list[int], device: str, threads: int) -> list[dict]:
+    """One row per MLP size, each counted in a fresh process (its own peak memory), printed and returned."""
+    rows = []
     print(f"{'MLP':<14} {'D':>7} {'N':>5} {'expected':>8} {'seconds':>8} {'peak GB':>8}  estimate / evidence")
     for size in sizes:
         widths = MLPS[size]
         with multiprocessing.get_context("spawn").Pool(1) as pool:
             row = pool.apply(count_mlp, (widths, device, threads))
+        rows.append({"widths": widths, "device": device, **row})
         name = "-".join(map(str, widths))
         if "refused" in row:
             print(f"{name:<14} {row['D']:>7} {'—':>5} {widths[1]:>8} {row['seconds']:>8.2f} {row['peak'] / 1e9:>8.2f}"
@@ -119,6 +121,7 @@ def mlp_rows(sizes: list[int], device: str, threads: int) -> None:
         print(f"{name:<14} {row['D']:>7} {row['N']!s:>5} {row['expected']:>8} {row['seconds']:>8.1f} "
               f"{row['peak'] / 1e9:>8.2f}  est. {row['estimate']}; σ kept / dropped {row['gap']}",
               flush=True)  # fmt: skip
+    return rows
 
 
 def main() -> None:

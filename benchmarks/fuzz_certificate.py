@@ -1,6 +1,6 @@
 """Fuzz the certificate: random small modules, each count graded against an independent oracle (issue 26).
 
-    python benchmarks/fuzz_certificate.py --cases 300 --seed 0 --jobs 2 --json fuzz.json
+    python benchmarks/fuzz_certificate.py --cases 300 --seed 0 --jobs 2 --json fuzz.json [--complement]
 
 Prints one row per family (right / inconclusive / refused / wrong-but-conclusive / oracle-undecided / error),
 every wrong-but-conclusive case with its evidence, and the summary line. Exit status 1 when a count was wrong.
@@ -55,7 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", choices=list(FAMILIES), default=None, help="only this family")
     parser.add_argument("--jobs", type=int, default=2, help="processes (one case each at a time)")
     parser.add_argument("--json", type=Path, default=None, help="write every case's result here")
+    parser.add_argument("--complement", action="store_true",
+                        help="count every case through the complement (the path above 8,192 parameters)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.complement:
+        from conslaw_lite.counting import count
+
+        count.COMPLEMENT_MIN_D = 0  # the pool's processes are forked: they inherit it
     start = time.perf_counter()
     work = [(args.seed * 100_000 + i, args.family) for i in range(args.cases)]
     results = []

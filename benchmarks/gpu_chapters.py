@@ -11,9 +11,13 @@ Usage, from the repository root of a machine with a CUDA GPU::
    keeps what it finished. The target: each chapter in at most 10 minutes.
 2. Then :mod:`benchmarks.gpu_lm` (``gpu_lm.py``) runs the language-model experiment and
    times it with and without the monitor (target: the monitor costs at most 5 % of tokens/s).
+3. Then ``count_laws.py --mlp 20000 50000 100000 --device cuda`` counts ReLU MLPs of those sizes on the
+   GPU, in float64 (the target: D = 10⁵ conclusive), into ``count-laws-<scale>-<device>.json``:
+   D, N, seconds, peak memory and the evidence, or the refusal with its estimate.
 
 At the end the script prints each chapter's wall time and the tokens/s with and without the monitor.
-``--scale ci --chapters 03_ffn --lm-seeds 1 --lm-steps 2 --out DIR`` runs the same code on a CPU, small.
+``--scale ci --chapters 03_ffn --lm-seeds 1 --lm-steps 2 --count-mlp 2000 --out DIR`` runs the same code on a
+CPU, small.
 
 On a lent GPU with a per-call limit, write under the machine's output folder (``--out $OUT``) and
 split the work if one call cannot hold it all, e.g. ``--chapters 03_ffn 04_attention 05_rope --lm-seeds 0``
@@ -38,6 +42,7 @@ from nbclient.exceptions import CellExecutionError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_lm.py, next to this file
 
+import count_laws  # noqa: E402
 import gpu_lm  # noqa: E402
 
 from conslaw_lite.config import SCALES  # noqa: E402
@@ -98,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=CHAPTER_LIMIT_S, help="seconds per cell (default 600)")
     parser.add_argument("--lm-seeds", type=int, default=10, help="gpu_lm.py --seeds (0: skip the LM)")
     parser.add_argument("--lm-steps", type=int, default=None, help="gpu_lm.py --steps (default: the scale's)")
+    sizes = sorted(count_laws.MLPS)
+    parser.add_argument("--count-mlp", type=int, nargs="*", default=[20000, 50000, 100000], choices=sizes,
+                        help="count_laws on ReLU MLPs of these sizes (none: skip)")  # fmt: skip
     parser.add_argument("--out", default=str(ROOT / "book" / "results"))
     args = parser.parse_args(argv)
     if args.scale == "gpu" and not torch.cuda.is_available():
@@ -136,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         lm_args += ["--steps", str(args.lm_steps)] if args.lm_steps else []
         if gpu_lm.main(lm_args) == 0:
             lm = json.loads((out / f"lm-{args.scale}-timing.json").read_text())
+
+    if args.count_mlp:
+        where = "cuda" if torch.cuda.is_available() else "cpu"
+        rows = count_laws.mlp_rows(args.count_mlp, where, torch.get_num_threads())
+        counts = {"environment": record["environment"], "device": where, "rows": rows}
+        (out / f"count-laws-{args.scale}-{slug}.json").write_text(json.dumps(counts, indent=1))
 
     print(f"\nresults: {result_file}")
     for name, chapter in record["chapters"].items():

@@ -5,8 +5,9 @@ so far (:mod:`.lie_rank`): a basis of up to D rows of D float64 entries, ``8 D²
 ``ORTHO_PASSES · 2 D r²`` floating-point operations per θ to project each chunk on it (r ≤ D the
 rank). Up to ``STACK_MAX_D`` parameters the stacked vectors are kept as well, for their
 spectrum (the evidence): ``8 D²`` more, as much again for the SVD's workspace, and about
-``SPECTRUM_FLOPS · D³`` operations. Beyond, that SVD would take longer than all the rest (hours at
-D = 20,000), and the evidence is the residuals of the orthogonalization alone.
+``SPECTRUM_FLOPS · D³`` operations. Beyond, the rank is found through its complement
+(:mod:`.complement`): D gradients and their LU, ``16 D²`` bytes, and ``COMPLEMENT_FLOPS · D³`` operations
+(:func:`estimate_complement`).
 
 :func:`estimate` gives those figures for a problem; :func:`available_memory` what the device has
 free (``MemAvailable`` of ``/proc/meminfo`` via psutil on a CPU, ``torch.cuda.mem_get_info``
@@ -29,6 +30,7 @@ BYTES = 8  # float64
 ORTHO_PASSES = 2.0
 SPECTRUM_FLOPS = 30.0  # svdvals of the stacked (≈ D × D) vectors, in units of D³ (D = 2000: 6.8 s a θ)
 WORKSPACE = 32  # copies of a forward's tensors a nested jvp over vjp keeps alive per vector (peak 4.9 GB at D = 20,000)
+COMPLEMENT_FLOPS = 1.5  # complement_rank: the LU (⅔ D³ at about half the product rate) and its solves, in D³
 HEADROOM = 0.9  # of the available memory the estimate may use: the allocator and Python need the rest
 RATE_PROBE = 384  # side of the matrices timed to measure the device's float64 matrix-product rate
 
@@ -82,6 +84,27 @@ def estimate(
     }
     flops = points * (ORTHO_PASSES * 2 * float(D) * r * r + (SPECTRUM_FLOPS * float(D) ** 3 if keep_stack else 0))
     return Estimate(sum(parts.values()), flops / matmul_rate(device), parts)
+
+
+def estimate_complement(D: int, n_out: int, device: torch.device, points: int = 2) -> Estimate:
+    """Memory and time of a count by :func:`~conslaw_lite.counting.complement.complement_rank`.
+
+    Memory: the D gradients and their LU (``2 · 8 D²``; on a GPU the LU is a copy of the matrix it factors,
+    ``8 D²`` more) and one vmap batch of vectors; time: ``points`` θ of ``COMPLEMENT_FLOPS · D³`` at the
+    device's measured float64 rate.
+
+    Examples
+    ========
+    >>> e = estimate_complement(20_000, 25_000, torch.device("cpu"))
+    >>> e.parts["gradients"] / 1e9, e.parts["their LU"] / 1e9
+    (3.2, 3.2)
+    """
+    parts = {
+        "gradients": BYTES * float(D) * D,
+        "their LU": BYTES * float(D) * D * (1 if device.type == "cpu" else 2),
+        "one batch of brackets": BYTES * WORKSPACE * VMAP_BATCH * float(D + n_out),
+    }
+    return Estimate(sum(parts.values()), points * COMPLEMENT_FLOPS * float(D) ** 3 / matmul_rate(device), parts)
 
 
 _RATES: dict[str, float] = {}

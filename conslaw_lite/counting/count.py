@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from torch.func import vmap
 
-from conslaw_lite.counting.budget import Estimate, check_fits, estimate, resolve_device
+from conslaw_lite.counting.budget import Estimate, TooLarge, check_fits, estimate, estimate_complement, resolve_device
+from conslaw_lite.counting.complement import complement_rank
 from conslaw_lite.counting.exact_ops import exact_derivatives
 from conslaw_lite.counting.lie_rank import (
     FIRST_CHUNK,
@@ -63,6 +64,7 @@ SATURATION_PROBE = 64  # inputs on which a coordinate with exactly zero gradient
 CONFIRM_DRAWS = 2  # more θ drawn to confirm the highest of two ranks that disagree (_confirm_highest)
 MIN_FACTOR = 1e-3  # the smallest scale, relative to the model's, of θ drawn after a tensor's gradient vanished
 MAX_DRAWS = 16  # random θ tried for NUM_POINTS where the output moves with θ
+COMPLEMENT_MIN_D = STACK_MAX_D + 1  # from here on the rank is found through its complement (_memory_plan)
 PATTERN_DRAWS = 32  # random θ' whose activation patterns a ReLU model's inputs take (strata.realized_patterns)
 
 
@@ -210,9 +212,11 @@ def _with_patterns(f: Field, patterns: list[torch.Tensor]) -> Field:
 
 @dataclass(frozen=True)
 class _Run:
-    """How the ranks are computed: with a copy of the vectors for their spectrum or not, and the progress bar."""
+    """How the ranks are computed: with a copy of the vectors for their spectrum or not, or through the complement
+    (:mod:`.complement`, from ``COMPLEMENT_MIN_D`` parameters on), and the progress bar."""
 
     keep_stack: bool = True
+    complement: bool = False
     bar: Progress | None = None
 
 
@@ -228,7 +232,10 @@ def _rank_or_reason(problem: Problem, d: _Draw, seed: int, k: int, run: _Run = _
         )
     report = None if run.bar is None else run.bar.point(k, d.n_out)
     sizes = [math.prod(s) for s in problem.shapes.values()]
-    rank = lie_rank(d.f, d.theta, d.n_out, d.gen, sizes, run.keep_stack, report)
+    if run.complement:
+        rank = complement_rank(d.f, d.theta, d.n_out, d.gen, sizes, report)
+    else:
+        rank = lie_rank(d.f, d.theta, d.n_out, d.gen, sizes, run.keep_stack, report)
     return replace(rank, noise=mismatch)
 
 
@@ -350,27 +357,36 @@ def _strata(results: list[tuple[_Draw, Rank]], drawn: list[_Draw]) -> tuple[Stra
     )
 
 
-def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tuple[bool, Estimate]:
-    """Whether the vectors are kept for their spectrum, and the estimate; :class:`TooLarge` when it does not fit.
+def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tuple[_Run, Estimate]:
+    """How the ranks are computed (:class:`_Run`, without its bar) and the estimate; :class:`TooLarge` when it does
+    not fit.
 
     Up to ``SPECTRUM_MAX_D`` parameters the spectrum is the evidence and always kept. Up to ``STACK_MAX_D``
-    it is the fallback where the residuals show no gap: kept when it fits. Beyond, or when it does not fit,
-    such a count is inconclusive: the SVD would take hours.
+    it is the fallback where the residuals show no gap: kept when it fits. Beyond, the rank is found through
+    its complement (:mod:`.complement`), with bounds on the gradients' spectrum for evidence; where that does
+    not fit (it needs twice the basis), the basis without the stack. Refused, the estimate named is the
+    smaller of the two.
     """
     outputs = max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS)
+    without = estimate(D, outputs, False, device, NUM_POINTS)
+    if D >= COMPLEMENT_MIN_D:
+        need = estimate_complement(D, outputs, device, NUM_POINTS)
+        try:
+            check_fits(need, D, device, max_memory)
+            return _Run(keep_stack=False, complement=True), need
+        except TooLarge:
+            check_fits(without, D, device, max_memory)
+            return _Run(keep_stack=False), without
     with_stack = estimate(D, outputs, True, device, NUM_POINTS)
     if D <= SPECTRUM_MAX_D:
         check_fits(with_stack, D, device, max_memory)
-        return True, with_stack
-    without = estimate(D, outputs, False, device, NUM_POINTS)
+        return _Run(), with_stack
     check_fits(without, D, device, max_memory)
-    if D <= STACK_MAX_D:
-        try:
-            check_fits(with_stack, D, device, max_memory)
-            return True, without  # the spectrum's time only counts where the residuals show no gap
-        except MemoryError:
-            pass
-    return False, without
+    try:
+        check_fits(with_stack, D, device, max_memory)
+        return _Run(), without  # the spectrum's time only counts where the residuals show no gap
+    except MemoryError:
+        return _Run(keep_stack=False), without
 
 
 def count_laws(
@@ -440,7 +456,7 @@ def count_laws(
     device = resolve_device(device)
     problem = problem_of(model, params)
     D = problem.num_params
-    keep_stack, need = _memory_plan(D, device, max_memory)
+    plan, need = _memory_plan(D, device, max_memory)
     probe_gen = generator(seed, Stream.SATURATION_PROBE)  # not a stream the count draws from
     probe_theta, probe = problem.random_theta(probe_gen), sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
     checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
@@ -450,7 +466,7 @@ def count_laws(
     bar = Progress(D, need, wanted(progress))
     try:
         with exact_derivatives() if exact_ops else nullcontext():
-            run = _Run(keep_stack, bar)
+            run = replace(plan, bar=bar)
             results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta, run)
     finally:
         bar.close()
@@ -489,7 +505,7 @@ def count_laws(
         reason=reason,
         ranks_by_depth=ranks[0].ranks_by_depth,
         singular_values=ranks[0].singular_values,
-        evidence="spectrum" if all(r.evidence == "spectrum" for r in ranks) else "residuals",
+        evidence=ranks[0].evidence if len({r.evidence for r in ranks}) == 1 else "residuals",
         patterns=patterns,
         strata=strata,
         estimated=need,

@@ -82,22 +82,18 @@ def _bracket_terms(
     return jy_x - jx_y, jy_x.norm() + jx_y.norm()
 
 
-def _scaled_vector(f: Field, theta: torch.Tensor, cotangents: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """One random element ``v`` of depth ``k = len(cotangents)``, as ``weights ⊙ v`` divided by its terms' size.
+def _scaled_bracket(f: Field, theta: torch.Tensor, cotangents: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """One random element ``v`` of depth ``k = len(cotangents) ≥ 2``, as ``weights ⊙ v`` divided by its terms' size.
 
     The size is measured with the weights too, so the result has length ≤ 1.
     """
-    if len(cotangents) == 1:
-        v = gradient_field(f, cotangents[0])(theta) * weights
-        size = v.norm()
-    else:
-        x = gradient_field(f, cotangents[0])
-        y = _nested_field(f, cotangents[1:])
-        v, size = _bracket_terms(x, y, theta, weights)
+    x = gradient_field(f, cotangents[0])
+    y = _nested_field(f, cotangents[1:])
+    v, size = _bracket_terms(x, y, theta, weights)
     return v / size.clamp_min(torch.finfo(v.dtype).tiny)
 
 
-def _tensor_weights(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator, sizes: list[int]) -> torch.Tensor:
+def tensor_weights(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Generator, sizes: list[int]) -> torch.Tensor:
     """``1 / max(c_t, 10⁻³ max_s c_s)`` on each parameter tensor t's coordinates (``WEIGHT_FLOOR`` = 10⁻³).
 
     ``c_t`` is the root mean square, over t's coordinates and ``FIRST_CHUNK`` random
@@ -113,14 +109,25 @@ def _tensor_weights(f: Field, theta: torch.Tensor, n_out: int, gen: torch.Genera
     return 1 / c.clamp_min(WEIGHT_FLOOR * c.max()).clamp_min(torch.finfo(c.dtype).tiny)
 
 
-class _Sampler:
-    """Random Lie-algebra elements, vectorized with ``vmap`` (a Python loop for modules vmap cannot batch)."""
+class Sampler:
+    """Random Lie-algebra elements in weighted coordinates, of length ≤ 1, vectorized with ``vmap`` (a Python loop
+    for modules vmap cannot batch). Gradients (depth 1) share one forward pass: ``X_a(θ)`` is the pullback of a."""
 
     def __init__(self, f: Field, theta: torch.Tensor, weights: torch.Tensor) -> None:
-        self.f, self.theta, self.weights, self.use_vmap = f, theta, weights, True
+        self.f, self.theta, self.weights, self.use_vmap, self.pull = f, theta, weights, True, None
 
     def __call__(self, cotangents: torch.Tensor) -> torch.Tensor:  # (m, k, S·out) -> (m, D)
-        one = lambda c: _scaled_vector(self.f, self.theta, c, self.weights)  # noqa: E731
+        if cotangents.shape[1] == 1:
+            v = self._batched(lambda a: self._pullback(a[0])[0], cotangents) * self.weights
+            return v / v.norm(dim=1, keepdim=True).clamp_min(torch.finfo(v.dtype).tiny)
+        return self._batched(lambda c: _scaled_bracket(self.f, self.theta, c, self.weights), cotangents)
+
+    def _pullback(self, a: torch.Tensor) -> tuple[torch.Tensor]:
+        if self.pull is None:
+            self.pull = vjp(self.f, self.theta)[1]
+        return self.pull(a)
+
+    def _batched(self, one: Callable[[torch.Tensor], torch.Tensor], cotangents: torch.Tensor) -> torch.Tensor:
         if self.use_vmap:
             try:
                 return torch.cat([vmap(one)(part) for part in cotangents.split(VMAP_BATCH)])
@@ -194,7 +201,7 @@ def lie_rank(
     moved to θ's device.
     """
     D = theta.numel()
-    sample = _Sampler(f, theta, _tensor_weights(f, theta, n_out, gen, sizes))
+    sample = Sampler(f, theta, tensor_weights(f, theta, n_out, gen, sizes))
     basis = _Basis(D, theta.device)
     stacked, residuals, ranks = [], [], []
     for depth in range(1, MAX_DEPTH + 1):

@@ -1,0 +1,92 @@
+"""The rank through its complement (above 8,192 parameters): same counts as the basis, bounds that hold."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from conslaw_lite.counting import count, count_laws
+from conslaw_lite.counting.budget import estimate, estimate_complement
+from conslaw_lite.counting.complement import _LU, MARGIN, _Depth1, first_width
+from conslaw_lite.families.toy.block import ToyProduct
+
+
+@pytest.fixture
+def complement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every count through the complement, as above ``STACK_MAX_D`` parameters."""
+    monkeypatch.setattr(count, "COMPLEMENT_MIN_D", 0)
+
+
+def net(d: int, r: int, m: int, act: type[nn.Module] | None = nn.ReLU, bias: bool = False) -> nn.Sequential:
+    torch.manual_seed(0)
+    middle = [act()] if act is not None else []
+    return nn.Sequential(nn.Linear(d, r, bias=bias), *middle, nn.Linear(r, m, bias=bias))
+
+
+@pytest.mark.parametrize(
+    ("model", "shape", "laws"),
+    [
+        (ToyProduct(a=1.0, b=2.0), (1,), 1),
+        (net(4, 6, 3), (4,), 6),  # one law per ReLU unit
+        (net(8, 16, 4, bias=True), (8,), 16),
+        (net(3, 5, 2, nn.GELU), (3,), 0),  # rank D: nothing dropped
+    ],
+    ids=["toy", "relu", "relu-bias", "gelu"],
+)
+def test_the_complement_counts_what_the_basis_counts(complement, model, shape, laws) -> None:
+    result = count_laws(model, shape)
+    assert result.conclusive and result.num_laws == laws and result.evidence == "complement"
+    assert result.sigma_kept > 1e4 * result.sigma_dropped
+
+
+def test_brackets_shrink_the_complement_of_the_gradients(complement) -> None:
+    """A linear net 12 → 12 → 12: the gradients leave GL(12) free (144 directions, over the first width 64, so the
+    LU is redone wider); the brackets cut that to the r(r+1)/2 = 78 laws."""
+    model = net(12, 12, 12, act=None)
+    D = sum(p.numel() for p in model.parameters())
+    assert first_width(D) < 12 * 12
+    result = count_laws(model, (12,))
+    assert result.conclusive and result.num_laws == 78
+    assert result.ranks_by_depth[0] == D - 144 and result.ranks_by_depth[1] == D - 78
+
+
+def test_the_bounds_hold_on_a_known_spectrum() -> None:
+    """A = X diag(σ) Yᵀ of rank D − 5, σ from 1 down to 10⁻³: Z is its null space, the dropped bound is round-off,
+    the kept bound lies between σ_{D−5} / MARGIN and σ_{D−5} itself."""
+    gen = torch.Generator().manual_seed(0)
+    D, n = 300, 5
+    X, _ = torch.linalg.qr(torch.randn(D, D, generator=gen, dtype=torch.float64))
+    Y, _ = torch.linalg.qr(torch.randn(D, D, generator=gen, dtype=torch.float64))
+    sigma = torch.cat([torch.logspace(0, -3, D - n, dtype=torch.float64), torch.zeros(n, dtype=torch.float64)])
+    first = _Depth1((X * sigma) @ Y.T, gen)
+    null = Y[:, D - n :]
+    assert first.N == n and torch.linalg.matrix_norm(null.T @ first.Z, ord=-2) > 1 - 1e-9  # the same subspace
+    assert torch.linalg.matrix_norm(first.A @ first.Z, ord=2) < 1e-11  # 10⁸ below σ_{D−5}
+    kept = first.kept(gen)
+    assert sigma[D - n - 1] / MARGIN <= kept <= sigma[D - n - 1]
+
+
+
+def test_torchs_lu_solves_as_lapacks_in_place() -> None:
+    """The GPU's path (torch's LU, a copy), run on the CPU: the same solves as LAPACK's in place."""
+    gen = torch.Generator().manual_seed(0)
+    M = torch.randn(50, 50, generator=gen, dtype=torch.float64)
+    b = torch.randn(50, 3, generator=gen, dtype=torch.float64)
+    copied, in_place = _LU(M, in_place=False), _LU(M.clone(), in_place=True)
+    for transposed in (False, True):
+        x = copied.solve(b, transposed)
+        assert torch.allclose(x, in_place.solve(b, transposed), atol=1e-12)
+        assert torch.allclose((M.T if transposed else M) @ x, b, atol=1e-10)
+
+
+def test_where_the_complement_does_not_fit_the_basis_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The complement needs twice the basis's memory: between the two, the basis (and its residuals) count."""
+    monkeypatch.setattr(count, "COMPLEMENT_MIN_D", 0)
+    model = net(4, 6, 3)
+    cpu = torch.device("cpu")
+    basis = estimate(42, count.MIN_OUTPUTS, False, cpu, count.NUM_POINTS).bytes
+    both = estimate_complement(42, count.MIN_OUTPUTS, cpu, count.NUM_POINTS).bytes
+    assert both == basis + 8 * 42**2  # the gradients and their LU, against the basis
+    result = count_laws(model, (4,), max_memory=(basis + both) / 2)
+    assert result.conclusive and result.num_laws == 6 and result.evidence == "residuals"
