@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -28,6 +29,7 @@ def test_a_count_that_does_not_fit_is_refused_at_once_with_the_estimate() -> Non
     message = str(refused.value)
     assert "D = 50,000" in message and "basis 20.0 GB" in message and "8.0 GB allowed (max_memory)" in message
     assert "narrower model" in message and "device='cuda'" in message
+    assert re.search(r"the faster count through the complement would need 4\d\.\d GB", message)  # 40 GB and a batch
     assert isinstance(refused.value, MemoryError) and isinstance(refused.value, ValueError)
 
 

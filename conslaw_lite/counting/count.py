@@ -375,7 +375,11 @@ def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tupl
             check_fits(need, D, device, max_memory)
             return _Run(keep_stack=False, complement=True), need
         except TooLarge:
-            check_fits(without, D, device, max_memory)
+            try:
+                check_fits(without, D, device, max_memory)
+            except TooLarge as refused:
+                faster = f"the faster count through the complement would need {need.short()}"
+                raise TooLarge(f"{refused}; {faster}") from None
             return _Run(keep_stack=False), without
     with_stack = estimate(D, outputs, True, device, NUM_POINTS)
     if D <= SPECTRUM_MAX_D:
