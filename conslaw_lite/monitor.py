@@ -186,6 +186,21 @@ def epsilon_block(relative: np.ndarray) -> np.ndarray:
     return np.divide(total, count, out=np.full(np.shape(total), np.nan), where=count > 0)
 
 
+def check_every(every: int) -> int:
+    """``every`` if it is a positive integer (record every ``every``-th step), else a ``ValueError`` naming it.
+
+    Examples
+    ========
+    >>> check_every(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: every must be a positive integer, got 0
+    """
+    if not isinstance(every, int) or every < 1:
+        raise ValueError(f"every must be a positive integer, got {every!r}")
+    return every
+
+
 class Monitor:
     """ε_block per block kind (and per kind of control) along any training loop.
 
@@ -234,8 +249,7 @@ class Monitor:
         dimension) or ``inputs`` (a batch) says what the model takes.
         ``alarm`` (e.g. :class:`conslaw_lite.early_warning.DriftAlarm`) is called with the monitor after each record.
         """
-        if not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be a positive integer, got {every!r}")
+        check_every(every)
         self._conflicts = _mode_conflicts(model, laws is not None)
         for name, layer, why in self._conflicts:
             if layer.training:
@@ -343,6 +357,11 @@ class Monitor:
         """
         return self._group(key, self._relative[-1])
 
+    def last_epsilon(self) -> dict[str, float]:
+        """``{group key: ε_block}`` at the latest record, for every group (laws and controls); NaN for a group whose
+        laws all start at 0."""
+        return {group.key: float(epsilon_block(self.last_relative_drift(group.key))) for group in self.groups}
+
     def epsilon(self, key: str) -> np.ndarray:
         """ε_block of group ``key`` per record: the mean of :meth:`relative_drift` over the laws."""
         return epsilon_block(self.relative_drift(key))
@@ -373,8 +392,7 @@ def laws_against_controls(monitor: Monitor) -> dict[str, dict[str, float]]:
     >>> {family: {k: round(v, 4) for k, v in eps.items()} for family, eps in laws_against_controls(monitor).items()}
     {'toy': {'laws': 0.1367, 'controls': 0.0513}}
     """
-    keys = {group.key for group in monitor.groups}
-    last = {key: float(epsilon_block(monitor.last_relative_drift(key))) for key in keys}
+    last = monitor.last_epsilon()
     return {
         group.block: {"laws": last[group.key], "controls": last.get(f"{group.key}:control", float("nan"))}
         for group in monitor.groups

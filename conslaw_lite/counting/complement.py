@@ -108,12 +108,13 @@ def _directions(A: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return s, Q @ Vh.T
 
 
-def _gradients(sample: Sampler, D: int, n_out: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+def _gradients(sample: Sampler, n_out: int, gen: torch.Generator) -> torch.Tensor:
     """A: D random elements of depth 1, as rows (weighted, length 1), drawn a few thousand at a time.
 
     Their cotangents are uniform, not normal: any continuous law gives random elements of W, and torch draws
     uniform numbers three times as fast (D × 1.25 D of them: 5·10⁸ at D = 20,000, 9 s of normal ones a θ).
     """
+    D, device = sample.theta.numel(), sample.theta.device
     A = torch.empty(D, D, dtype=torch.float64, device=device)
     for start in range(0, D, ROWS_AT_ONCE):
         m = min(ROWS_AT_ONCE, D - start)
@@ -217,7 +218,7 @@ def complement_rank(
     """
     D = theta.numel()
     sample = Sampler(f, theta, tensor_weights(f, theta, n_out, gen, sizes))
-    first = _Depth1(_gradients(sample, D, n_out, gen, theta.device), gen)
+    first = _Depth1(_gradients(sample, n_out, gen), gen)
     A, Z, kept, spectrum = first.A, first.Z, first.kept(gen), [first.s]
     del first  # the LU and its solves, before the brackets' workspace (A stays, for the dropped bound)
     ranks, residuals, dropped = [D - Z.shape[1]], [], []

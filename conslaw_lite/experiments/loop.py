@@ -130,8 +130,8 @@ def step(
     record["steps"].append(k + 1)
     if state.monitor is not None:
         state.monitor.step()
-        for group in state.monitor.groups:  # ε_block of this step's record
-            record["epsilon"][group.key].append(float(epsilon_block(state.monitor.last_relative_drift(group.key))))
+        for key, eps in state.monitor.last_epsilon().items():  # ε_block of this step's record
+            record["epsilon"][key].append(eps)
         for key, (group, columns) in state.tracked.items():
             record["epsilon"][key].append(float(epsilon_block(state.monitor.last_relative_drift(group)[columns])))
 

@@ -24,13 +24,18 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from conslaw_lite.families.attention.positional import rope_frequencies, rope_rotate, sinusoidal_table
+from conslaw_lite.families.attention.heads import (
+    check_options,
+    qk_gain,
+    query_key_heads,
+    softmax_attention,
+    split_heads,
+)
+from conslaw_lite.families.attention.positional import rope_frequencies, sinusoidal_table
 
 PES = ("none", "sinusoidal", "rope")
-QK_NORMS = (False, "per_head", "shared")
 
 
 class MultiHeadAttention(nn.Module):
@@ -71,24 +76,15 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         if min(d, n_heads, head_dim) < 1:
             raise ValueError(f"d, n_heads and head_dim must be positive, got {d}, {n_heads}, {head_dim}")
-        if pe not in PES:
-            raise ValueError(f"pe must be one of {PES}, got {pe!r}")
-        if qk_norm not in QK_NORMS:
-            raise ValueError(f"qk_norm must be one of {QK_NORMS}, got {qk_norm!r}")
-        if norm_eps < 0:
-            raise ValueError(f"norm_eps must be ≥ 0, got {norm_eps}")
+        check_options(pe, PES, qk_norm, norm_eps, causal)
         self.d, self.n_heads, self.head_dim = d, n_heads, head_dim
-        if not isinstance(causal, bool):
-            raise TypeError(f"causal must be True or False, got {causal!r}")
         self.pe, self.qk_norm, self.norm_eps, self.bias, self.causal = pe, qk_norm, norm_eps, bias, causal
         self.Q = nn.Linear(d, n_heads * head_dim, bias=bias)
         self.K = nn.Linear(d, n_heads * head_dim, bias=bias)
         self.V = nn.Linear(d, n_heads * head_dim, bias=bias)
         self.O = nn.Linear(n_heads * head_dim, d, bias=bias)
         if qk_norm:
-            shape = (n_heads, head_dim) if qk_norm == "per_head" else (head_dim,)
-            self.gamma_q = nn.Parameter(torch.ones(shape))
-            self.gamma_k = nn.Parameter(torch.ones(shape))
+            self.gamma_q, self.gamma_k = qk_gain(qk_norm, n_heads, head_dim), qk_gain(qk_norm, n_heads, head_dim)
         if pe == "rope":
             self.register_buffer("omega", rope_frequencies(head_dim, rope_base), persistent=False)
 
@@ -102,31 +98,15 @@ class MultiHeadAttention(nn.Module):
             "O": self.O.weight[:, rows],
         }
 
-    def _heads(self, X: torch.Tensor, proj: nn.Linear, gamma: torch.Tensor | None) -> torch.Tensor:
-        B, T, _ = X.shape
-        z = proj(X).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, n, T, k)
-        if gamma is not None:
-            # torch's RMSNorm without its gain: its weight would span only the normalized axis (k,),
-            # while per-head gains (n, k) also vary along the head axis of z.
-            g = gamma[:, None, :] if gamma.dim() == 2 else gamma  # (n, 1, k) or (k,)
-            z = g * F.rms_norm(z, (self.head_dim,), eps=self.norm_eps)
-        if self.pe == "rope":
-            z = rope_rotate(z, self.omega)
-        return z
-
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         if X.dim() != 3 or X.shape[-1] != self.d:
             raise ValueError(f"expected input of shape (batch, T, {self.d}), got {tuple(X.shape)}")
-        B, T, _ = X.shape
         if self.pe == "sinusoidal":
-            X = X + sinusoidal_table(T, self.d, dtype=X.dtype).to(X.device)
-        q = self._heads(X, self.Q, getattr(self, "gamma_q", None))
-        k = self._heads(X, self.K, getattr(self, "gamma_k", None))
-        v = self.V(X).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, n, T, k)
+            X = X + sinusoidal_table(X.shape[1], self.d, dtype=X.dtype).to(X.device)
+        omega = getattr(self, "omega", None)
+        q = query_key_heads(self.Q(X), self.n_heads, getattr(self, "gamma_q", None), self.norm_eps, omega)
+        k = query_key_heads(self.K(X), self.n_heads, getattr(self, "gamma_k", None), self.norm_eps, omega)
+        v = split_heads(self.V(X), self.n_heads)  # (B, n, T, k)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, n, T, T)
-        if self.causal:
-            later = torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1)  # s > t
-            scores = scores.masked_fill(later, -math.inf)
-        A = torch.softmax(scores, dim=-1)  # (B, n, T, T)
-        heads = (A @ v).transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, n·k)
+        heads = softmax_attention(scores, v, self.causal)  # (B, T, n·k)
         return self.O(heads)  # (B, T, d)

@@ -21,13 +21,18 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from conslaw_lite.families.attention.positional import rope_frequencies, rope_rotate
+from conslaw_lite.families.attention.heads import (
+    check_options,
+    qk_gain,
+    query_key_heads,
+    softmax_attention,
+    split_heads,
+)
+from conslaw_lite.families.attention.positional import rope_frequencies
 
 PES = ("none", "rope")
-QK_NORMS = (False, "per_head", "shared")
 
 
 class GroupedQueryAttention(nn.Module):
@@ -67,14 +72,7 @@ class GroupedQueryAttention(nn.Module):
             raise ValueError(f"sizes must be positive: d={d}, n_heads={n_heads}, n_kv_heads={n_kv_heads}, k={head_dim}")
         if n_heads % n_kv_heads:
             raise ValueError(f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({n_kv_heads}): equal groups")
-        if pe not in PES:
-            raise ValueError(f"pe must be one of {PES}, got {pe!r}")
-        if qk_norm not in QK_NORMS:
-            raise ValueError(f"qk_norm must be one of {QK_NORMS}, got {qk_norm!r}")
-        if norm_eps < 0:
-            raise ValueError(f"norm_eps must be ≥ 0, got {norm_eps}")
-        if not isinstance(causal, bool):
-            raise TypeError(f"causal must be True or False, got {causal!r}")
+        check_options(pe, PES, qk_norm, norm_eps, causal)
         self.d, self.n_heads, self.n_kv_heads, self.head_dim = d, n_heads, n_kv_heads, head_dim
         self.pe, self.qk_norm, self.norm_eps, self.causal = pe, qk_norm, norm_eps, causal
         self.Q = nn.Linear(d, n_heads * head_dim, bias=False)
@@ -82,35 +80,18 @@ class GroupedQueryAttention(nn.Module):
         self.V = nn.Linear(d, n_kv_heads * head_dim, bias=False)
         self.O = nn.Linear(n_heads * head_dim, d, bias=False)
         if qk_norm:
-            per_head = qk_norm == "per_head"
-            self.gamma_q = nn.Parameter(torch.ones((n_heads, head_dim) if per_head else (head_dim,)))
-            self.gamma_k = nn.Parameter(torch.ones((n_kv_heads, head_dim) if per_head else (head_dim,)))
+            self.gamma_q, self.gamma_k = qk_gain(qk_norm, n_heads, head_dim), qk_gain(qk_norm, n_kv_heads, head_dim)
         if pe == "rope":
             self.register_buffer("omega", rope_frequencies(head_dim, rope_base), persistent=False)
-
-    def _heads(self, X: torch.Tensor, proj: nn.Linear, heads: int, gamma: torch.Tensor | None) -> torch.Tensor:
-        B, T, _ = X.shape
-        z = proj(X).view(B, T, heads, self.head_dim).transpose(1, 2)  # (B, heads, T, k)
-        if gamma is not None:
-            g = gamma[:, None, :] if gamma.dim() == 2 else gamma  # (heads, 1, k) or (k,)
-            z = g * F.rms_norm(z, (self.head_dim,), eps=self.norm_eps)
-        if self.pe == "rope":
-            z = rope_rotate(z, self.omega)
-        return z
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:  # X: (B, T, d)
         if X.dim() != 3 or X.shape[-1] != self.d:
             raise ValueError(f"expected input of shape (batch, T, {self.d}), got {tuple(X.shape)}")
-        B, T, _ = X.shape
-        per_group = self.n_heads // self.n_kv_heads
-        q = self._heads(X, self.Q, self.n_heads, getattr(self, "gamma_q", None))  # (B, n_q, T, k)
-        k = self._heads(X, self.K, self.n_kv_heads, getattr(self, "gamma_k", None))  # (B, n_kv, T, k)
-        v = self.V(X).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # no norm, no turn: (B, n_kv, T, k)
+        per_group, omega = self.n_heads // self.n_kv_heads, getattr(self, "omega", None)
+        q = query_key_heads(self.Q(X), self.n_heads, getattr(self, "gamma_q", None), self.norm_eps, omega)
+        k = query_key_heads(self.K(X), self.n_kv_heads, getattr(self, "gamma_k", None), self.norm_eps, omega)
+        v = split_heads(self.V(X), self.n_kv_heads)  # no norm, no turn: (B, n_kv, T, k)
         k, v = k.repeat_interleave(per_group, dim=1), v.repeat_interleave(per_group, dim=1)  # (B, n_q, T, k)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, n_q, T, T)
-        if self.causal:
-            later = torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1)  # s > t
-            scores = scores.masked_fill(later, -math.inf)
-        A = torch.softmax(scores, dim=-1)  # (B, n_q, T, T)
-        heads = (A @ v).transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, n_q·k)
+        heads = softmax_attention(scores, v, self.causal)  # (B, T, n_q·k)
         return self.O(heads)  # (B, T, d)

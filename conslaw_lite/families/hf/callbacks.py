@@ -13,7 +13,7 @@ from __future__ import annotations
 from torch import nn
 
 from conslaw_lite.families.hf.epsilon_log import latest_epsilon
-from conslaw_lite.monitor import Monitor
+from conslaw_lite.monitor import Monitor, check_every
 
 try:
     from transformers import TrainerCallback
@@ -37,9 +37,7 @@ class ConservationCallback(TrainerCallback):
     def __init__(self, every: int = 1) -> None:
         if TrainerCallback is object:
             raise ModuleNotFoundError("transformers is not installed: pip install 'conslaw_lite[hf]'")
-        if not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be a positive integer, got {every!r}")
-        self.every = every
+        self.every = check_every(every)
         self.monitor: Monitor | None = None
 
     def on_train_begin(self, args, state, control, model: nn.Module | None = None, **kwargs):

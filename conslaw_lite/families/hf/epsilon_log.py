@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from conslaw_lite.monitor import Monitor, epsilon_block
+from conslaw_lite.monitor import Monitor
 
 PREFIX = "epsilon/"  # one key per group: "epsilon/swiglu", "epsilon/swiglu:control", ...
 
@@ -26,9 +26,4 @@ def latest_epsilon(monitor: Monitor) -> dict[str, float]:
     >>> {k: round(v, 4) for k, v in latest_epsilon(monitor).items()}  # |2.1² − 2²| / 3; (|2.1² − 2²| / 4 + 0) / 2
     {'epsilon/toy': 0.1367, 'epsilon/toy:control': 0.0513}
     """
-    out = {}
-    for group in monitor.groups:
-        eps = float(epsilon_block(monitor.last_relative_drift(group.key)))
-        if math.isfinite(eps):
-            out[PREFIX + group.key] = eps
-    return out
+    return {PREFIX + key: eps for key, eps in monitor.last_epsilon().items() if math.isfinite(eps)}

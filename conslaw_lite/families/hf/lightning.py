@@ -10,7 +10,7 @@ Either ``lightning`` (``lightning.pytorch``) or ``pytorch_lightning`` provides t
 from __future__ import annotations
 
 from conslaw_lite.families.hf.epsilon_log import latest_epsilon
-from conslaw_lite.monitor import Monitor
+from conslaw_lite.monitor import Monitor, check_every
 
 try:
     from lightning.pytorch import Callback
@@ -35,9 +35,7 @@ class ConservationLightningCallback(Callback):
     def __init__(self, every: int = 1) -> None:
         if Callback is object:
             raise ModuleNotFoundError("PyTorch Lightning is not installed: pip install 'conslaw_lite[hf]'")
-        if not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be a positive integer, got {every!r}")
-        self.every = every
+        self.every = check_every(every)
         self.monitor: Monitor | None = None
         self._step = 0
 

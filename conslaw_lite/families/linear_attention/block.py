@@ -18,6 +18,8 @@ import math
 import torch
 from torch import nn
 
+from conslaw_lite.families.attention.heads import split_heads
+
 
 class LinearAttention(nn.Module):
     """n heads of width k on tokens of width d: ``Σ_i (X Q_i K_iᵀ Xᵀ/√k) X V_i O_iᵀ / T``.
@@ -49,15 +51,11 @@ class LinearAttention(nn.Module):
         self.V = nn.Linear(d, n_heads * head_dim, bias=False)
         self.O = nn.Linear(n_heads * head_dim, d, bias=False)
 
-    def _split(self, z: torch.Tensor) -> torch.Tensor:
-        B, T, _ = z.shape
-        return z.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, n, T, k)
-
     def forward(self, X: torch.Tensor) -> torch.Tensor:  # X: (B, T, d)
         if X.dim() != 3 or X.shape[-1] != self.d:
             raise ValueError(f"expected input of shape (batch, T, {self.d}), got {tuple(X.shape)}")
         B, T, _ = X.shape
-        q, k, v = self._split(self.Q(X)), self._split(self.K(X)), self._split(self.V(X))  # (B, n, T, k) each
+        q, k, v = (split_heads(proj(X), self.n_heads) for proj in (self.Q, self.K, self.V))  # (B, n, T, k) each
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, n, T, T), no softmax
         heads = (scores @ v / T).transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, n·k)
         return self.O(heads)  # (B, T, d)

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from conslaw_lite.families.attention.heads import softmax_attention, split_heads
 from conslaw_lite.families.attention.positional import rope_frequencies, rope_rotate
 
 
@@ -95,20 +96,15 @@ class LatentAttention(nn.Module):
             return c
         return getattr(self, gain) * F.rms_norm(c, (c.shape[-1],), eps=self.norm_eps)
 
-    def _split(self, z: torch.Tensor, width: int) -> torch.Tensor:
-        B, T, _ = z.shape
-        return z.view(B, T, self.n_heads, width).transpose(1, 2)  # (B, n, T, width)
-
     def forward(self, X: torch.Tensor) -> torch.Tensor:  # X: (B, T, d)
         if X.dim() != 3 or X.shape[-1] != self.d:
             raise ValueError(f"expected input of shape (batch, T, {self.d}), got {tuple(X.shape)}")
-        B, T, _ = X.shape
         cQ = self._latent(X, self.DQ, "gamma_q")  # (B, T, d_cq)
         cKV = self._latent(X, self.DKV, "gamma_kv")  # (B, T, d_c)
-        qC, kC = self._split(self.UQ(cQ), self.head_dim), self._split(self.UK(cKV), self.head_dim)  # (B, n, T, k)
-        qR = rope_rotate(self._split(self.QR(cQ), self.rope_dim), self.omega)  # (B, n, T, d_r)
+        qC, kC = split_heads(self.UQ(cQ), self.n_heads), split_heads(self.UK(cKV), self.n_heads)  # (B, n, T, k)
+        qR = rope_rotate(split_heads(self.QR(cQ), self.n_heads), self.omega)  # (B, n, T, d_r)
         kR = rope_rotate(self.KR(X), self.omega)[:, None]  # (B, 1, T, d_r): one key for every head
-        v = self._split(self.UV(cKV), self.v_dim)  # (B, n, T, k_v)
+        v = split_heads(self.UV(cKV), self.n_heads)  # (B, n, T, k_v)
         scores = (qC @ kC.transpose(-1, -2) + qR @ kR.transpose(-1, -2)) / math.sqrt(self.head_dim + self.rope_dim)
-        heads = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, -1)  # (B, T, n·k_v)
+        heads = softmax_attention(scores, v)  # (B, T, n·k_v)
         return self.O(heads)  # (B, T, d)
