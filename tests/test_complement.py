@@ -8,7 +8,7 @@ from torch import nn
 
 from conslaw_lite.counting import count, count_laws
 from conslaw_lite.counting.budget import estimate, estimate_complement
-from conslaw_lite.counting.complement import _LU, MARGIN, _Depth1, first_width
+from conslaw_lite.counting.complement import _LU, MARGIN, Buffers, _Depth1, complement_rank, first_width
 from conslaw_lite.families.toy.block import ToyProduct
 
 
@@ -68,16 +68,31 @@ def test_the_bounds_hold_on_a_known_spectrum() -> None:
 
 
 
-def test_torchs_lu_solves_as_lapacks_in_place() -> None:
-    """The GPU's path (torch's LU, a copy), run on the CPU: the same solves as LAPACK's in place."""
+def test_the_lu_factors_in_place_and_solves_both_ways() -> None:
+    """No copy of M (its memory holds the factors) and the solves of M and Mᵀ against torch's plain solve."""
     gen = torch.Generator().manual_seed(0)
     M = torch.randn(50, 50, generator=gen, dtype=torch.float64)
     b = torch.randn(50, 3, generator=gen, dtype=torch.float64)
-    copied, in_place = _LU(M, in_place=False), _LU(M.clone(), in_place=True)
+    factored = M.clone()
+    lu = _LU(factored)
+    assert lu.lu.data_ptr() == factored.data_ptr() and not torch.equal(factored, M)
     for transposed in (False, True):
-        x = copied.solve(b, transposed)
-        assert torch.allclose(x, in_place.solve(b, transposed), atol=1e-12)
-        assert torch.allclose((M.T if transposed else M) @ x, b, atol=1e-10)
+        x = lu.solve(b, transposed)
+        assert torch.allclose(x, torch.linalg.solve(M.T if transposed else M, b), atol=1e-10)
+
+
+def test_every_theta_reuses_the_buffers_and_reports_its_stages() -> None:
+    """A linear net 3 → 2 → 3 (D = 12, N = 3) twice in the same buffers: the same rank; the bar hears of the
+    gradients and the LU before the first rank."""
+    x = torch.randn(16, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    f = lambda t: (x @ t[:6].reshape(2, 3).T @ t[6:].reshape(3, 2).T).reshape(-1)  # noqa: E731
+    buffers, calls = Buffers(12, torch.device("cpu")), []
+    for seed in (1, 2):
+        theta = torch.randn(12, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+        gen = torch.Generator().manual_seed(seed)
+        r = complement_rank(f, theta, 48, gen, [6, 6], lambda *a: calls.append(a), buffers)
+        assert r.rank == 9 and r.sigma_kept > 1e4 * r.sigma_dropped
+    assert calls[:3] == [(1, 0, "gradients 0/12"), (1, 0, "LU of the 12 gradients"), (1, 8)]  # depth 2 adds 1
 
 
 def test_where_the_complement_does_not_fit_the_basis_counts(monkeypatch: pytest.MonkeyPatch) -> None:

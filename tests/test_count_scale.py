@@ -76,6 +76,8 @@ def test_no_progress_bar_when_not_asked(capfd) -> None:
 def test_the_progress_bar_follows_the_rank() -> None:
     bar = Progress(42, estimate(42, 100, True, torch.device("cpu")), enabled=True)
     report = bar.point(1, n_out=500)
+    report(1, 0, "LU of the 42 gradients")
+    assert bar.bar.n == 0 and bar.bar.postfix == "outputs=500, stage=LU of the 42 gradients"
     report(1, 30)
     report(2, 36)
     assert bar.bar.n == 36 and bar.bar.total == 42

@@ -30,7 +30,9 @@ BYTES = 8  # float64
 ORTHO_PASSES = 2.0
 SPECTRUM_FLOPS = 30.0  # svdvals of the stacked (≈ D × D) vectors, in units of D³ (D = 2000: 6.8 s a θ)
 WORKSPACE = 32  # copies of a forward's tensors a nested jvp over vjp keeps alive per vector (peak 4.9 GB at D = 20,000)
-COMPLEMENT_FLOPS = 1.5  # complement_rank: the LU (⅔ D³ at about half the product rate) and its solves, in D³
+# complement_rank: gradients, LU (⅔ D³) and solves, in D³ at the probed product rate (D = 20,000: 107–111 s for two θ
+# on 2 cores, estimated 101 s)
+COMPLEMENT_FLOPS = 0.9
 HEADROOM = 0.9  # of the available memory the estimate may use: the allocator and Python need the rest
 RATE_PROBE = 384  # side of the matrices timed to measure the device's float64 matrix-product rate
 
@@ -89,9 +91,9 @@ def estimate(
 def estimate_complement(D: int, n_out: int, device: torch.device, points: int = 2) -> Estimate:
     """Memory and time of a count by :func:`~conslaw_lite.counting.complement.complement_rank`.
 
-    Memory: the D gradients and their LU (``2 · 8 D²``; on a GPU the LU is a copy of the matrix it factors,
-    ``8 D²`` more) and one vmap batch of vectors; time: ``points`` θ of ``COMPLEMENT_FLOPS · D³`` at the
-    device's measured float64 rate.
+    Memory: the D gradients and their LU (``2 · 8 D²``; on a GPU ``8 D²`` more, in case torch's LU there copies
+    the matrix it factors: on a CPU it does not) and one vmap batch of vectors; time: ``points`` θ of
+    ``COMPLEMENT_FLOPS · D³`` at the device's measured float64 rate.
 
     Examples
     ========

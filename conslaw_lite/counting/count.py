@@ -15,7 +15,7 @@ import torch
 from torch.func import vmap
 
 from conslaw_lite.counting.budget import Estimate, TooLarge, check_fits, estimate, estimate_complement, resolve_device
-from conslaw_lite.counting.complement import complement_rank
+from conslaw_lite.counting.complement import Buffers, complement_rank
 from conslaw_lite.counting.exact_ops import exact_derivatives
 from conslaw_lite.counting.lie_rank import (
     FIRST_CHUNK,
@@ -213,11 +213,12 @@ def _with_patterns(f: Field, patterns: list[torch.Tensor]) -> Field:
 @dataclass(frozen=True)
 class _Run:
     """How the ranks are computed: with a copy of the vectors for their spectrum or not, or through the complement
-    (:mod:`.complement`, from ``COMPLEMENT_MIN_D`` parameters on), and the progress bar."""
+    (:mod:`.complement`, from ``COMPLEMENT_MIN_D`` parameters on, in buffers shared by the θ), and the progress bar."""
 
     keep_stack: bool = True
     complement: bool = False
     bar: Progress | None = None
+    buffers: Buffers | None = None
 
 
 def _rank_or_reason(problem: Problem, d: _Draw, seed: int, k: int, run: _Run = _Run()) -> Rank | str:
@@ -233,7 +234,7 @@ def _rank_or_reason(problem: Problem, d: _Draw, seed: int, k: int, run: _Run = _
     report = None if run.bar is None else run.bar.point(k, d.n_out)
     sizes = [math.prod(s) for s in problem.shapes.values()]
     if run.complement:
-        rank = complement_rank(d.f, d.theta, d.n_out, d.gen, sizes, report)
+        rank = complement_rank(d.f, d.theta, d.n_out, d.gen, sizes, report, run.buffers)
     else:
         rank = lie_rank(d.f, d.theta, d.n_out, d.gen, sizes, run.keep_stack, report)
     return replace(rank, noise=mismatch)
@@ -358,8 +359,8 @@ def _strata(results: list[tuple[_Draw, Rank]], drawn: list[_Draw]) -> tuple[Stra
 
 
 def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tuple[_Run, Estimate]:
-    """How the ranks are computed (:class:`_Run`, without its bar) and the estimate; :class:`TooLarge` when it does
-    not fit.
+    """How the ranks are computed (:class:`_Run`, without its bar and buffers) and the estimate; :class:`TooLarge`
+    when it does not fit.
 
     Up to ``SPECTRUM_MAX_D`` parameters the spectrum is the evidence and always kept. Up to ``STACK_MAX_D``
     it is the fallback where the residuals show no gap: kept when it fits. Beyond, the rank is found through
@@ -470,7 +471,7 @@ def count_laws(
     bar = Progress(D, need, wanted(progress))
     try:
         with exact_derivatives() if exact_ops else nullcontext():
-            run = replace(plan, bar=bar)
+            run = replace(plan, bar=bar, buffers=Buffers(D, device) if plan.complement else None)
             results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta, run)
     finally:
         bar.close()

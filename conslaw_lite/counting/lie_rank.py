@@ -16,7 +16,7 @@ from torch.func import jvp, vjp, vmap
 
 from conslaw_lite.counting.problem import WEIGHT_FLOOR, Field
 
-Report = Callable[[int, int], None]  # (bracket depth, rank so far) after each chunk
+Report = Callable[..., None]  # (bracket depth, rank so far) after each chunk; (1, 0, stage) before the first rank
 
 GAP = 1e4  # smallest kept / largest dropped singular value needed for a count
 
@@ -130,7 +130,8 @@ class Sampler:
     def _batched(self, one: Callable[[torch.Tensor], torch.Tensor], cotangents: torch.Tensor) -> torch.Tensor:
         if self.use_vmap:
             try:
-                return torch.cat([vmap(one)(part) for part in cotangents.split(VMAP_BATCH)])
+                parts = [vmap(one)(part) for part in cotangents.split(VMAP_BATCH)]
+                return parts[0] if len(parts) == 1 else torch.cat(parts)
             except RuntimeError:  # data-dependent control flow (e.g. .item(), boolean masks): fall back
                 self.use_vmap = False
         return torch.stack([one(c) for c in cotangents])

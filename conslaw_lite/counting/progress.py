@@ -28,7 +28,8 @@ def wanted(progress: bool | None) -> bool:
 
 
 class Progress:
-    """One bar, reset at each θ: rank found so far out of D, with the depth and the outputs in its postfix.
+    """One bar, reset at each θ: rank found so far out of D, with the depth and the outputs in its postfix (or
+    the stage of a count through the complement before its first rank: ``gradients 4,096/20,000``, ``LU``).
 
     Examples
     ========
@@ -50,7 +51,10 @@ class Progress:
         self.bar.set_postfix(outputs=n_out, refresh=False)
         self.bar.reset(total=self.D)
 
-        def report(depth: int, rank: int) -> None:
+        def report(depth: int, rank: int, stage: str = "") -> None:
+            if stage:  # the complement's gradients and LU, before any rank is known
+                self.bar.set_postfix(outputs=n_out, stage=stage)
+                return
             self.bar.update(rank - self.bar.n)
             self.bar.set_postfix(outputs=n_out, depth=depth, rank=rank, refresh=False)
 
