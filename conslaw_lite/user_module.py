@@ -1,6 +1,7 @@
 """A module of one's own from a file: ``FILE.py:FACTORY`` → ``FACTORY()``, its inputs, its errors named by line.
 
-``certify --module FILE.py:FACTORY`` imports ``FILE.py`` and calls ``FACTORY()`` for the module. When the
+``certify --module FILE.py:FACTORY`` imports ``FILE.py`` and calls ``FACTORY()`` for the module (or takes
+``FACTORY`` as it is when the file built it: ``model = Net()``). When the
 file also defines ``inputs(n)`` (:data:`INPUTS`), that function gives the counter its ``n`` inputs (a tensor
 whose first dimension is at least ``n``): the way to count a model whose inputs are not standard-normal floats.
 
@@ -62,7 +63,8 @@ class UserModule:
 
 
 def load_module(spec: str) -> UserModule:
-    r"""``FILE.py:FACTORY`` → ``FACTORY()`` and the file's ``inputs`` function (``ValueError`` naming what is missing).
+    r"""``FILE.py:FACTORY`` → ``FACTORY()`` (or ``FACTORY`` itself, an ``nn.Module`` the file builds) and the file's
+    ``inputs`` function (``ValueError`` naming what is missing).
 
     Examples
     ========
@@ -71,10 +73,13 @@ def load_module(spec: str) -> UserModule:
     >>> _ = path.write_text("from torch import nn\n\ndef build():\n    return nn.Linear(3, 2)\n")
     >>> load_module(f"{path}:build").model
     Linear(in_features=3, out_features=2, bias=True)
+    >>> _ = path.write_text("from torch import nn\n\nmodel = nn.Linear(3, 2)\n")
+    >>> load_module(f"{path}:model").model
+    Linear(in_features=3, out_features=2, bias=True)
     >>> load_module(f"{path}:missing")
     Traceback (most recent call last):
     ...
-    ValueError: --module: ... has no function 'missing'
+    ValueError: --module: ... has no function or nn.Module 'missing'
     >>> _ = path.write_text("def build():\n    raise OSError('no weights file')\n")
     >>> load_module(f"{path}:build")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -89,9 +94,12 @@ def load_module(spec: str) -> UserModule:
         raise ValueError(f"--module: file not found: {path}")
     source = _import(path)
     factory = getattr(source, factory_name, None)
-    if not callable(factory):
-        raise ValueError(f"--module: {path} has no function {factory_name!r}")
-    model = _run(path, f"{factory_name}()", factory)
+    if isinstance(factory, nn.Module):  # built in the file (``model = Net()``): that module itself
+        model = factory
+    elif callable(factory):
+        model = _run(path, f"{factory_name}()", factory)
+    else:
+        raise ValueError(f"--module: {path} has no function or nn.Module {factory_name!r}")
     if not isinstance(model, nn.Module):
         raise TypeError(f"--module: {factory_name}() returned a {type(model).__name__}, not an nn.Module")
     make_inputs = getattr(source, INPUTS, None)

@@ -52,6 +52,7 @@ def weak():
 
 
 not_a_module = 3
+built = relu_net()  # a module the file builds itself
 
 
 def broken():
@@ -119,6 +120,11 @@ def test_cli_own_module(run_cli, factories: Path) -> None:
     assert result["known_laws"] is None and result["formula"] is None
 
 
+def test_cli_takes_a_module_the_file_builds(run_cli, factories: Path) -> None:
+    code, out, _ = run_cli("--module", f"{factories}:built", "--input-shape", "2,2", "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == 5
+
+
 def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> None:
     code, out, err = run_cli("--module", f"{factories}:weak", "--input-shape", "3", "--json")
     assert code == 1 and "inconclusive" in err
@@ -130,8 +136,8 @@ def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> N
     [
         (("nope",), "unknown architecture 'nope'"),
         (("--module", "{dir}/missing.py:relu_net", "--input-shape", "4"), "file not found"),
-        (("--module", "{dir}/mine.py:nothing", "--input-shape", "4"), "no function 'nothing'"),
-        (("--module", "{dir}/mine.py:not_a_module", "--input-shape", "4"), "no function 'not_a_module'"),
+        (("--module", "{dir}/mine.py:nothing", "--input-shape", "4"), "no function or nn.Module 'nothing'"),
+        (("--module", "{dir}/mine.py:not_a_module", "--input-shape", "4"), "no function or nn.Module 'not_a_module'"),
         (("--module", "{dir}/mine.py", "--input-shape", "4"), "FILE.py:FACTORY"),
         (("--module", "{dir}/mine.py:argmax", "--input-shape", "2,2"), "dtype torch.int64"),
         (("--module", "{dir}/mine.py:relu_net", "--input-shape", "3,3"), "rejects inputs of shape (3, 3)"),

@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ('toy', None, 1, False, False)
     """
     parser.add_argument("arch", nargs="?", help="a registered architecture (toy, ffn-gelu, swiglu, mha-rope, ...)")
-    parser.add_argument("--module", metavar="FILE.py:FACTORY", help="certify FACTORY() from FILE.py instead")
+    own = "certify FACTORY() from FILE.py instead (or FACTORY itself, a module the file builds)"
+    parser.add_argument("--module", metavar="FILE.py:FACTORY", help=own)
     parser.add_argument("--input-shape", metavar="3,4", help="one input's shape (no batch dimension), with --module")
     parser.add_argument(
         "--input-dtype", choices=("float64", "long"), default="float64",
