@@ -420,7 +420,7 @@ def _assembled(vectors: list[dict], kept: float, dropped: float, searched: str) 
         for mono, c in v.items():
             row[columns[mono]] = c
     reason = ""
-    if kept < GAP * dropped:
+    if not kept >= GAP * dropped:  # NaN bounds too
         reason = (
             f"no clear gap in the null space: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
         )

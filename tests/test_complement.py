@@ -68,6 +68,24 @@ def test_the_bounds_hold_on_a_known_spectrum() -> None:
 
 
 
+def test_an_exactly_singular_lu_is_redone_wider(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zero pivot (p below N₁) would make every solve inf: the LU is redone with p four times wider."""
+    gen = torch.Generator().manual_seed(0)
+    D, n = 300, 5
+    X, Y = (torch.randn(D, D - n, generator=gen, dtype=torch.float64) for _ in range(2))
+    A = X @ Y.T  # rank D − n
+    widths, factor = [], _LU.__init__
+
+    def first_singular(lu: _LU, M: torch.Tensor) -> None:
+        factor(lu, M)
+        widths.append(None)
+        lu.singular = lu.singular or len(widths) == 1
+
+    monkeypatch.setattr(_LU, "__init__", first_singular)
+    first = _Depth1(A / D, gen)
+    assert len(widths) == 2 and first.N == n and first.solved_B.shape[1] == 4 * first_width(D)
+
+
 def test_the_lu_factors_in_place_and_solves_both_ways() -> None:
     """No copy of M (its memory holds the factors) and the solves of M and Mᵀ against torch's plain solve."""
     gen = torch.Generator().manual_seed(0)

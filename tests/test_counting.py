@@ -93,6 +93,18 @@ def test_no_clear_gap_gives_no_count() -> None:
     assert count.sigma_kept < GAP * count.sigma_dropped
 
 
+def test_a_nan_bound_is_no_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bound that came out NaN (an inf in a solve) fails the gap test instead of passing every comparison."""
+    from dataclasses import replace
+
+    from conslaw_lite.counting import count as count_module
+
+    rank = count_module.lie_rank
+    monkeypatch.setattr(count_module, "lie_rank", lambda *a, **k: replace(rank(*a, **k), sigma_kept=float("nan")))
+    count = count_laws(ToyProduct(a=1.0, b=2.0), (1,))
+    assert not count.conclusive and count.num_laws is None and "no clear gap" in count.reason
+
+
 def test_residual_evidence_agrees_with_the_spectrum(monkeypatch: pytest.MonkeyPatch) -> None:
     """Above SPECTRUM_MAX_D the evidence is the orthogonalization's residuals: same count, and their dropped
     norm bounds the spectrum's largest dropped singular value (the stack minus the dropped parts has rank r)."""

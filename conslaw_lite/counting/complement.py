@@ -85,7 +85,8 @@ class _LU:
         Mt = M.mT
         pivots = torch.empty(len(M), dtype=torch.int32, device=M.device)
         info = torch.empty((), dtype=torch.int32, device=M.device)
-        self.lu, self.pivots, _ = torch.linalg.lu_factor_ex(Mt, out=(Mt, pivots, info))
+        self.lu, self.pivots, info = torch.linalg.lu_factor_ex(Mt, out=(Mt, pivots, info))
+        self.singular = bool(info)  # a pivot exactly 0: the solves would be inf
 
     def solve(self, b: torch.Tensor, transposed: bool = False) -> torch.Tensor:
         """``M⁻¹ b``, or ``M⁻ᵀ b`` when ``transposed`` (the factors are of Mᵀ)."""
@@ -157,6 +158,9 @@ class _Depth1:
             B = torch.randn(D, p, generator=gen, dtype=torch.float64).to(device) / math.sqrt(D)
             C = torch.randn(p, D, generator=gen, dtype=torch.float64).to(device) / math.sqrt(D)
             self.lu = _LU(factors.copy_(A).addmm_(B, C))  # addmm into a new matrix: twice as long
+            if self.lu.singular and p < D:  # B C did not fill null(A): p is below N₁
+                p *= 4
+                continue
             self.solved_B = self.lu.solve(B)
             self.s, W = _directions(self.solved_B, B, C)
             n = int((self.s <= CUT).sum())

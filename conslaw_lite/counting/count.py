@@ -488,7 +488,7 @@ def count_laws(
     kept, dropped = min(r.sigma_kept for r in ranks), max(r.sigma_dropped for r in ranks)
     if not reason and not all(r.saturated for r in ranks):
         reason = f"the rank was still growing at bracket depth {MAX_DEPTH}"
-    if not reason and kept < GAP * dropped:
+    if not reason and not kept >= GAP * dropped:  # NaN bounds too
         reason = f"no clear gap: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
     noise = max(max(r.noise for r in ranks), ROUNDOFF)
     if not reason and dropped == 0 and kept < NOISE_MARGIN * noise:  # nothing dropped: the gap test is vacuous

@@ -227,7 +227,7 @@ def lie_rank(
     r, s = basis.size, torch.cat(residuals).sort(descending=True).values
     kept, dropped, evidence = float(s[r - 1]) if r else 0.0, float(s[r:].norm()), "residuals"
     del basis  # before the spectrum's workspace
-    if keep_stack and (D <= SPECTRUM_MAX_D or kept < GAP * dropped):
+    if keep_stack and (D <= SPECTRUM_MAX_D or not kept >= GAP * dropped):
         s = torch.linalg.svdvals(torch.cat(stacked))
         kept, dropped, evidence = float(s[r - 1]) if r else 0.0, float(s[r]) if r < len(s) else 0.0, "spectrum"
     return Rank(r, len(ranks), tuple(ranks), s.cpu().numpy(), kept, dropped, evidence, saturated)
