@@ -249,7 +249,7 @@ def complement_rank(
     if report is not None:
         report(1, 0, f"LU of the {D:,} gradients")
     first = _Depth1(A, gen, buffers.factors)
-    A, Z, kept, spectrum = first.A, first.Z, first.kept(gen), [first.s]
+    Z, kept, spectrum = first.Z, first.kept(gen), [first.s]
     del first  # its solves, before the brackets' workspace (A stays, for the dropped bound)
     ranks, residuals, dropped = [D - Z.shape[1]], [], []
     if report is not None:

@@ -390,7 +390,7 @@ def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tupl
     try:
         check_fits(with_stack, D, device, max_memory)
         return _Run(), without  # the spectrum's time only counts where the residuals show no gap
-    except MemoryError:
+    except TooLarge:
         return _Run(keep_stack=False), without
 
 
