@@ -13,8 +13,9 @@ QᵀQ − KᵀK, or the vector of a SwiGLU's r unit laws. A law with h_i(θ₀) 
 no relative drift; it is left out of the mean (NaN in :meth:`Monitor.relative_drift`). It is cheap: only the
 parameters some law reads are cast to float64, no autograd graph is built, the
 per-head laws of an attention block, and each law with its control, are evaluated in one
-batched call (the block's :class:`~conslaw_lite.laws.Batch`), and all laws with the same
-number of entries are compared with h(θ₀) as the rows of one matrix.
+batched call (the block's :class:`~conslaw_lite.laws.Batch`), the repeated layers of a deep model in
+one call on their stacked parameters (:mod:`conslaw_lite.law_stacks`), and all laws are compared with
+h(θ₀) as one vector.
 
 **Any module.** The parts of a model outside the registered blocks (a plain MLP, a CNN, a block of one's
 own) get their laws found by :func:`conslaw_lite.own_laws.own_laws` when ``input_shape`` or ``inputs`` says
@@ -51,27 +52,12 @@ from torch import nn
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
 from conslaw_lite.counting.module_checks import describe_layer, is_mode_dependent
+from conslaw_lite.law_stacks import Source, stack_sources
 from conslaw_lite.laws import Group, Law, find_blocks, groups
 from conslaw_lite.own_laws import OwnLaws, missing_input_message, own_laws, uncovered
+from conslaw_lite.shared_squares import shared_squares
 
 FOUND = Group("found", "law")  # the group of laws given to the Monitor
-
-
-class _Reads(dict):
-    """A parameter mapping that remembers which names a law reads."""
-
-    def __init__(self, params: Mapping[str, torch.Tensor]) -> None:
-        super().__init__(params)
-        self.read: set[str] = set()
-
-    def __getitem__(self, key: str) -> torch.Tensor:
-        self.read.add(key)
-        return super().__getitem__(key)
-
-
-# A source is one function whose value, along its first axis, holds the laws at these flat positions:
-# a block's Batch (n heads in one batched call instead of n dispatch-bound ones) or a single law, [i].
-Source = tuple[Law, list[int]]
 
 
 def _sources(model: nn.Module, laws: dict[str, Law]) -> list[Source]:
@@ -88,50 +74,33 @@ def _sources(model: nn.Module, laws: dict[str, Law]) -> list[Source]:
 
 
 @dataclass
-class _Width:
-    """The sources whose laws have the same number E of entries: their values stack into one (rows, E) matrix."""
-
-    sources: list[Source]
-    h0: torch.Tensor  # (rows, E) float64, row r = one law at θ₀
-
-    def drift(self, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """``‖h_i(θ) − h_i(θ₀)‖`` for the laws of these sources, in their order: (rows,)."""
-        h = torch.cat([fn(params).reshape(len(at), -1) for fn, at in self.sources])
-        return torch.linalg.vector_norm(h - self.h0, dim=1)
-
-
-@dataclass
 class _Laws:
     """Every law of every group, compared with h(θ₀) a few torch operations at a time.
 
-    :meth:`relative_drift` is :func:`relative_drift` (same NaN for h_i(θ₀) = 0) for all laws at once,
-    without storing the history of h. Laws with the same number of entries (all of a model's k×k head
-    laws, all of its r-vectors) share one (rows, entries) matrix, whose row norms are one ``vector_norm`` call.
+    :meth:`relative_drift` is :func:`relative_drift` (same NaN for h_i(θ₀) = 0) for all laws at once, without
+    storing the history of h: every source's entries are one vector h, and each law's ``‖h_i − h_i(θ₀)‖²`` is the
+    sum of its entries' squares, added up in one ``np.bincount`` (numpy: a few thousand numbers, where torch's
+    dispatch would cost more than the arithmetic).
     """
 
-    widths: list[_Width]
-    flat_order: torch.Tensor  # flat_order[i]: the row, over all widths in turn, that holds law i
-    norm0: torch.Tensor  # (N,) ‖h_i(θ₀)‖, NaN where it is 0
+    sources: list[Source]
+    h0: np.ndarray  # (E,) float64: every entry of every law at θ₀, the sources' values one after the other
+    law: np.ndarray  # (E,) the flat index of the law each entry belongs to
+    norm0: np.ndarray  # (N,) ‖h_i(θ₀)‖, NaN where it is 0
 
     @classmethod
     def start(cls, sources: list[Source], params: Mapping[str, torch.Tensor]) -> _Laws:
-        by_width: dict[int, list[tuple[Source, torch.Tensor]]] = {}
-        for fn, at in sources:
-            value = fn(params).reshape(len(at), -1)  # (laws of the source, entries per law)
-            by_width.setdefault(value.shape[1], []).append(((fn, at), value))
-        widths = [_Width([s for s, _ in group], torch.cat([v for _, v in group])) for group in by_width.values()]
-        rows = [i for width in widths for _, at in width.sources for i in at]  # the flat position of each row
-        device = widths[0].h0.device  # where the laws are evaluated: the index lives there too
-        flat_order = torch.empty(len(rows), dtype=torch.long, device=device)
-        flat_order[torch.tensor(rows, device=device)] = torch.arange(len(rows), device=device)
-        norm0 = torch.cat([torch.linalg.vector_norm(w.h0, dim=1) for w in widths])[flat_order]
+        values = [fn(params).reshape(len(at), -1) for fn, at in sources]  # (laws of the source, entries per law)
+        law = np.concatenate([np.repeat(at, v.shape[1]) for (_, at), v in zip(sources, values, strict=True)])
+        h0 = torch.cat([v.reshape(-1) for v in values]).cpu().numpy()
+        norm0 = np.sqrt(np.bincount(law, weights=h0 * h0, minlength=sum(len(at) for _, at in sources)))
         # A law that starts at 0 (a key bias initialised to zero) has no relative drift: NaN, left out of ε.
-        return cls(widths, flat_order, torch.where(norm0 > 0, norm0, torch.nan))
+        return cls(sources, h0, law, np.where(norm0 > 0, norm0, np.nan))
 
     def relative_drift(self, params: Mapping[str, torch.Tensor]) -> np.ndarray:
         """``‖h_i(θ) − h_i(θ₀)‖ / ‖h_i(θ₀)‖`` for each law i, shape (N,)."""
-        drift = torch.cat([width.drift(params) for width in self.widths])[self.flat_order]
-        return (drift / self.norm0).cpu().numpy()
+        d = torch.cat([fn(params).reshape(-1) for fn, _ in self.sources]).cpu().numpy() - self.h0
+        return np.sqrt(np.bincount(self.law, weights=d * d, minlength=len(self.norm0))) / self.norm0
 
 
 def _mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, str]]:
@@ -211,6 +180,8 @@ class Monitor:
     :func:`conslaw_lite.find_laws.find_laws`' ``.laws`` for a module of one's own) it watches those
     instead, as one group keyed ``"found"``. Given ``input_shape`` (or ``inputs``), the laws of the parts outside
     the registered blocks are found and watched as group ``"found"`` (:attr:`own` holds what was searched).
+    The laws of repeated layers are evaluated in one call on their stacked parameters; :attr:`stacked_layers`
+    counts the per-layer calls that this replaced (0: no two layers alike).
 
     Examples
     ========
@@ -268,20 +239,22 @@ class Monitor:
         self._keys = [group.key for group in self._groups]
         self._bounds = np.cumsum([0, *(len(fns) for fns in grouped.values())])
         named = dict(model.named_parameters())
-        reads = _Reads({n: p.detach().to(device, torch.float64) for n, p in named.items()})
+        start = {n: p.detach().to(device, torch.float64) for n, p in named.items()}
         laws = {key: fn for fns in grouped.values() for key, fn in fns.items()}  # keys are unique
         with torch.no_grad():
-            self._laws = _Laws.start(_sources(model, laws), reads)
-        # Only the parameters some law reads are looked at; those not already float64 on the device are copied
-        # into float64 buffers there at each record, all in one foreach call rather than one dispatch per parameter.
-        read = {n: named[n] for n in sorted(reads.read)}
-        ready = {n for n, p in read.items() if p.dtype == torch.float64 and p.device == device}
-        self._to_cast = [p for n, p in read.items() if n not in ready]
-        self._buffers = [p.detach().to(device, torch.float64) for p in self._to_cast]
-        buffers = iter(self._buffers)
-        self._params = {n: p if n in ready else next(buffers) for n, p in read.items()}
+            plan = stack_sources(_sources(model, laws), start)  # repeated layers: one call for all of them
+            self._laws = _Laws.start(plan.sources, plan.params)
+        self.stacked_layers = plan.layers
+        # Each step, the parameters some law reads that are not float64 on the device already (or that live in a
+        # stack) are copied into their float64 buffers there, in one foreach call rather than one per parameter.
+        read = sorted(plan.read)
+        in_place = {n for n in read if named[n].dtype == torch.float64 and named[n].device == device}
+        copied = [n for n in read if n in plan.stacked or n not in in_place]
+        self._to_cast = [named[n] for n in copied]
+        self._buffers = [plan.params[n] for n in copied]
+        self._params = {n: plan.params[n] for n in read}
         self._steps = [0]
-        self._relative = [self._laws.relative_drift(reads)]  # per record: every law's relative drift (0 or NaN here)
+        self._relative = [self._laws.relative_drift(self._params)]  # per record: each law's relative drift (0 or NaN)
 
     def _registered_and_own(self, model: nn.Module, input_shape, inputs) -> dict[Group, dict[str, Law]]:
         """The registry's laws by group, and (group ``"found"``) those found for the parts outside its blocks."""
@@ -322,7 +295,7 @@ class Monitor:
                 warnings.warn(_conflict_message(name, layer, why), stacklevel=2)
                 self._conflicts = []
                 break
-        with torch.inference_mode():  # lighter than no_grad: no version counters, no views tracked
+        with torch.inference_mode(), shared_squares():  # inference_mode: no version counters, no views tracked
             if self._to_cast:
                 torch._foreach_copy_(self._buffers, self._to_cast)
             self._relative.append(self._laws.relative_drift(self._params))

@@ -23,6 +23,7 @@ from torch import nn
 from conslaw_lite.activations import ACTIVATIONS, activation_of
 from conslaw_lite.families.ffn.block import FFN, SwiGLU
 from conslaw_lite.laws import Batch, BlockLaws, Law, Params, register_laws
+from conslaw_lite.shared_squares import squared
 
 
 def formula(block: str, r: int) -> tuple[int, str]:
@@ -51,8 +52,9 @@ def formula(block: str, r: int) -> tuple[int, str]:
 
 
 def _matrix(w: torch.Tensor) -> torch.Tensor:
-    """A Linear weight (out, in), or a 1×1 convolution's (out, in, 1, 1), as (out, in)."""
-    return w.reshape(w.shape[0], -1)
+    """A Linear weight (out, in), or a 1×1 convolution's (out, in, 1, 1), as (out, in); a stack of Linear weights
+    (..., out, in) as it is (the laws below use negative axes only, so they evaluate stacked layers at once)."""
+    return w[..., 0, 0] if w.ndim == 4 else w
 
 
 def unit_balance(A: str, W: str, w: str | None = None, rows: slice = slice(None)) -> Law:
@@ -75,18 +77,13 @@ def unit_balance(A: str, W: str, w: str | None = None, rows: slice = slice(None)
 
 def _column_sq(p: Params, A: str) -> torch.Tensor:
     """``‖A_{:,i}‖²`` for each column i: (r,)."""
-    a = _matrix(p[A])
-    return (a * a).sum(0)  # a * a: a plain multiply, cheaper to dispatch than ** 2 on small tensors
+    return squared(_matrix(p[A])).sum(-2)
 
 
 def _row_sq(p: Params, W: str, w: str | None, rows: slice) -> torch.Tensor:
     """``‖[W_{i,:}, w_i]‖²`` for the rows i of W in ``rows``: (r,)."""
-    W_rows = _matrix(p[W])[rows]
-    h = (W_rows * W_rows).sum(1)
-    if w is None:
-        return h
-    bias = p[w][rows]
-    return h + bias * bias
+    h = squared(_matrix(p[W]))[..., rows, :].sum(-1)  # the whole W squared: another law may read it (a coupling)
+    return h if w is None else h + squared(p[w])[..., rows]
 
 
 def gram_balance(A: str, B: str, b: str | None = None) -> Law:
@@ -101,8 +98,8 @@ def gram_balance(A: str, B: str, b: str | None = None) -> Law:
     """
 
     def law(p: Params) -> torch.Tensor:
-        Bb = _matrix(p[B]) if b is None else torch.cat([_matrix(p[B]), p[b][:, None]], dim=1)  # (r, d[+1])
-        return _matrix(p[A]).T @ _matrix(p[A]) - Bb @ Bb.T
+        Bb = _matrix(p[B]) if b is None else torch.cat([_matrix(p[B]), p[b].unsqueeze(-1)], dim=-1)  # (r, d[+1])
+        return _matrix(p[A]).mT @ _matrix(p[A]) - Bb @ Bb.mT
 
     return law
 
@@ -180,7 +177,7 @@ def glu_block(
 
     def units(p: Params) -> torch.Tensor:  # the three share ‖A_{:,i}‖²: one evaluation for the Monitor
         a = _column_sq(p, A)
-        return torch.stack([a - _row_sq(p, C, c, C_rows), a, a - _row_sq(p, B, b, B_rows)])
+        return torch.stack([a - _row_sq(p, C, c, C_rows), a, a - _row_sq(p, B, b, B_rows)], dim=-2)
 
     batches = (Batch(units, (*value_law, *controls, *gate_balance)),)
     if gate_family in ACTIVATIONS and ACTIVATIONS[gate_family].rescaling == "unit":

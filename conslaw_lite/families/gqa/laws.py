@@ -29,6 +29,7 @@ import torch
 
 from conslaw_lite.families.gqa.block import GroupedQueryAttention
 from conslaw_lite.laws import Batch, BlockLaws, Law, Params, register_laws
+from conslaw_lite.shared_squares import squared
 
 PAIRS = ("interleaved", "half")
 
@@ -141,102 +142,143 @@ class GroupedSpec:
 
 
 GroupFn = Callable[[Params], torch.Tensor]  # θ -> one value per group (or per head), stacked on axis 0
+# Each function below uses negative axes only, so that parameters stacked over layers (L, *shape) give every
+# layer's values at once, (L, units, ...): the monitor evaluates a deep model's repeated layers in one call.
 
 
 def _rows(p: Params, weight: str, bias: str | None, k: int) -> torch.Tensor:
     """Heads of a projection (m·k, d) in the paper's layout, Q_h = rows h·k:(h+1)·k transposed, with the bias
     appended as a last row when there is one: (m, d(+1), k)."""
-    W = p[weight]
-    M = W.view(-1, k, W.shape[-1]).transpose(1, 2)  # (m, d, k)
-    return M if bias is None else torch.cat([M, p[bias].view(-1, 1, k)], dim=1)  # (m, d+1, k)
+    M = p[weight].unflatten(-2, (-1, k)).mT  # (m, d, k)
+    return M if bias is None else torch.cat([M, p[bias].unflatten(-1, (-1, 1, k))], dim=-2)  # (m, d+1, k)
 
 
 def _columns(W: torch.Tensor, k: int) -> torch.Tensor:
     """Heads of the output weight (d, m·k), O_h = columns h·k:(h+1)·k: (m, d, k)."""
-    return W.view(W.shape[0], -1, k).transpose(0, 1)
+    return W.unflatten(-1, (-1, k)).transpose(-3, -2)
+
+
+def _per_group(x: torch.Tensor, n_kv: int, unit_axes: int) -> torch.Tensor:
+    """A value per query head (n_q, *unit) summed over each group's heads: (n_kv, *unit); K and V's as they are."""
+    axis = -1 - unit_axes
+    return x if x.shape[axis] == n_kv else x.unflatten(axis, (n_kv, -1)).sum(axis)
 
 
 def _block_sums(col: torch.Tensor, pairs: str) -> torch.Tensor:
     """Sums over RoPE's 2×2 blocks of per-coordinate values (..., k) -> (..., k/2)."""
     k = col.shape[-1]
-    if pairs == "half":
-        return col[..., : k // 2] + col[..., k // 2 :]
+    if pairs == "half":  # coordinate j pairs with j + k/2: the two halves, one under the other
+        return col.unflatten(-1, (2, k // 2)).sum(-2)
     return col.unflatten(-1, (k // 2, 2)).sum(-1)
 
 
-def _parts(spec: GroupedSpec) -> dict[str, GroupFn]:
-    """Each group's stacked matrices: query heads of a group one under the other, so ``Σ_h Q_hᵀQ_h = Q̄_gᵀQ̄_g``."""
-    k, n_kv = spec.k, spec.n_kv_heads
+def _heads(spec: GroupedSpec) -> dict[str, GroupFn]:
+    """Each projection's heads in the paper's layout: Q and O (n_q, rows, k), K and V (n_kv, rows, k).
+
+    A group's sums are taken after each head's product (``Σ_{h∈g} Q_hᵀQ_h``), which reads the weights in place
+    instead of copying a group's heads one under the other."""
+    k = spec.k
     return {
-        "Q": lambda p: _rows(p, spec.Q, spec.Q_bias, k).reshape(n_kv, -1, k),  # (n_kv, per·d(+1), k)
+        "Q": lambda p: _rows(p, spec.Q, spec.Q_bias, k),  # (n_q, d(+1), k)
         "K": lambda p: _rows(p, spec.K, spec.K_bias, k),  # (n_kv, d(+1), k)
         "V": lambda p: _rows(p, spec.V, spec.V_bias, k),  # (n_kv, d(+1), k)
-        "O": lambda p: _columns(p[spec.O], k).reshape(n_kv, -1, k),  # (n_kv, per·d, k)
+        "O": lambda p: _columns(p[spec.O], k),  # (n_q, d, k)
     }
 
 
-def _gram(A: GroupFn) -> GroupFn:
+def _gram(A: GroupFn, n_kv: int) -> GroupFn:
+    """``Σ_{h∈g} A_hᵀA_h`` per group: (n_kv, k, k)."""
+
     def gram(p: Params) -> torch.Tensor:
         a = A(p)
-        return a.mT @ a  # (n_kv, k, k)
+        return _per_group(a.mT @ a, n_kv, 2)
 
     return gram
 
 
-def _blocks(A: GroupFn, pairs: str) -> GroupFn:
-    """``‖A^(j)‖_F²`` per group and RoPE block j: (n_kv, k/2)."""
-    return lambda p: _block_sums(A(p).square().sum(-2), pairs)
+def _coordinate_squares(p: Params, weight: str, bias: str | None, k: int) -> torch.Tensor:
+    """``‖Q̃_h[:, c]‖²`` per head h and coordinate c, the sums of W's squared rows (bias included): (m, k)."""
+    rows = squared(p[weight]).sum(-1)  # (m·k,): row h·k + c of W is column c of head h
+    return (rows if bias is None else rows + squared(p[bias])).unflatten(-1, (-1, k))
+
+
+def _blocks(spec: GroupedSpec, weight: str, bias: str | None) -> GroupFn:
+    """``Σ_{h∈g} ‖Q̃_h^(j)‖_F²`` per group and RoPE block j: (n_kv, k/2)."""
+
+    def blocks(p: Params) -> torch.Tensor:
+        per_head = _coordinate_squares(p, weight, bias, spec.k)
+        return _block_sums(_per_group(per_head, spec.n_kv_heads, 1), spec.pairs)
+
+    return blocks
 
 
 def _difference(a: GroupFn, b: GroupFn) -> GroupFn:
     return lambda p: a(p) - b(p)
 
 
+def _law_and_half(a: GroupFn, b: GroupFn, unit_axes: int) -> GroupFn:
+    """``[a − b; a]`` along the units' axis (before each unit's ``unit_axes`` axes): a law and its control, the
+    half ``a`` computed once."""
+
+    def both(p: Params) -> torch.Tensor:
+        half = a(p)
+        return torch.cat([half - b(p), half], dim=-1 - unit_axes)
+
+    return both
+
+
 def _gain_squares(spec: GroupedSpec, name: str, heads: int) -> GroupFn:
     """Squared gains summed over each group's heads, per coordinate (RoPE: per block): (n_kv, ·), or (1, ·) shared."""
 
     def squares(p: Params) -> torch.Tensor:
-        g = p[name].square()
-        g = g[None] if spec.shared_gains else g.view(spec.n_kv_heads, heads // spec.n_kv_heads, -1).sum(1)
+        g = squared(p[name])
+        g = g.unsqueeze(-2) if spec.shared_gains else g.unflatten(-2, (spec.n_kv_heads, -1)).sum(-2)
         return _block_sums(g, spec.pairs) if spec.pe == "rope" else g
 
     return squares
 
 
-def _entries(spec: GroupedSpec) -> list[tuple[str, str, GroupFn, bool]]:
-    """(unit, name, function stacked over units, conserved?) for every quantity of the block, in order."""
-    parts, pairs = _parts(spec), spec.pairs
+# (unit, ((name, conserved?), ...), fn): fn stacks each quantity's values over the units, the quantities one
+# after the other along the units' axis (a law and its control from one evaluation).
+Entry = tuple[str, tuple[tuple[str, bool], ...], GroupFn]
+
+
+def _entries(spec: GroupedSpec) -> list[Entry]:
+    """Every quantity of the block, in order, its law evaluated with its control where it has one."""
+    heads, n_kv = _heads(spec), spec.n_kv_heads
     rope = spec.pe == "rope"
     if rope:
-        name, half = "Σ‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", "Σ‖Q⁽ʲ⁾‖²"
-        q, kk = _blocks(parts["Q"], pairs), _blocks(parts["K"], pairs)
+        name, half, unit_axes = "Σ‖Q⁽ʲ⁾‖²−‖K⁽ʲ⁾‖²", "Σ‖Q⁽ʲ⁾‖²", 1
+        q, kk = _blocks(spec, spec.Q, spec.Q_bias), _blocks(spec, spec.K, spec.K_bias)
     else:
-        name, half = "ΣQᵀQ−KᵀK", "ΣQᵀQ"
-        q, kk = _gram(parts["Q"]), _gram(parts["K"])
+        name, half, unit_axes = "ΣQᵀQ−KᵀK", "ΣQᵀQ", 2
+        q, kk = _gram(heads["Q"], n_kv), _gram(heads["K"], n_kv)
     normed = spec.gamma_q is not None
-    out = []
+    out: list[Entry] = []
     if normed:
         gq, gk = _gain_squares(spec, spec.gamma_q, spec.n_heads), _gain_squares(spec, spec.gamma_k, spec.n_kv_heads)
-        gains = _difference(gq, gk)
         gain_name = "‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²" if rope else "γ_q²−γ_k²"
         gain_name = gain_name if spec.shared_gains else "Σ" + gain_name  # per group: summed over its queries
         unit = "shared" if spec.shared_gains else "group"
-        out.append((unit, gain_name, gains, True))
         if spec.gain_control:
-            out.append((unit, gain_name.split("−")[0], gq, False))
-    out += [("group", name, _difference(q, kk), not normed), ("group", half, q, False)]
+            out.append((unit, ((gain_name, True), (gain_name.split("−")[0], False)), _law_and_half(gq, gk, 1)))
+        else:
+            out.append((unit, ((gain_name, True),), _difference(gq, gk)))
+    out.append(("group", ((name, not normed), (half, False)), _law_and_half(q, kk, unit_axes)))
     if normed and spec.norm_eps == 0:
-        out += [("head", "‖Q‖²", lambda p: _rows(p, spec.Q, spec.Q_bias, spec.k).square().sum((1, 2)), True),
-                ("group", "‖K‖²", lambda p: parts["K"](p).square().sum((1, 2)), True)]
-    vo = _gram(parts["V"])
-    out += [("group", "VᵀV−ΣOᵀO", _difference(vo, _gram(parts["O"])), True), ("group", "VᵀV", vo, False)]
+        out += [
+            ("head", (("‖Q‖²", True),), lambda p: _coordinate_squares(p, spec.Q, spec.Q_bias, spec.k).sum(-1)),
+            ("group", (("‖K‖²", True),), lambda p: _coordinate_squares(p, spec.K, spec.K_bias, spec.k).sum(-1)),
+        ]
+    vo = _law_and_half(_gram(heads["V"], n_kv), _gram(heads["O"], n_kv), 2)
+    out.append(("group", (("VᵀV−ΣOᵀO", True), ("VᵀV", False)), vo))
     return out
 
 
 def grouped_laws(spec: GroupedSpec) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
     """The laws and controls of one grouped-query attention block, keyed ``"group{g}:..."`` (``"head{h}:‖Q‖²"``
     for the scale laws of query heads, no prefix for the gains shared by all groups), and one batch per
-    quantity that evaluates it for every group at once.
+    quantity (with its control) that evaluates it for every group at once.
 
     Examples
     ========
@@ -256,28 +298,35 @@ def grouped_laws(spec: GroupedSpec) -> tuple[dict[str, Law], dict[str, Law], tup
 
 
 def assemble(
-    entries: list[tuple[str, str, GroupFn, bool]], n_heads: int, n_kv_heads: int
+    entries: list[Entry], n_heads: int, n_kv_heads: int
 ) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
-    """One law (or control) per unit of each entry ``(unit, name, fn, conserved)``, keyed ``"{unit}{u}:{name}"``.
+    """One law (or control) per unit of each quantity of each entry ``(unit, ((name, conserved), ...), fn)``,
+    keyed ``"{unit}{u}:{name}"``.
 
-    ``fn(p)`` stacks the quantity of every unit (a ``"group"``: one per key/value head, a ``"head"``: one per
-    query head, ``"shared"``: one), and the entry's :class:`~conslaw_lite.laws.Batch` evaluates them at once.
+    ``fn(p)`` stacks each quantity over the units (a ``"group"``: one per key/value head, a ``"head"``: one per
+    query head, ``"shared"``: one), the quantities one after the other; the entry's
+    :class:`~conslaw_lite.laws.Batch` evaluates them at once.
 
     Examples
     ========
-    >>> laws, controls, batches = assemble([("group", "K", lambda p: p["K"], True)], n_heads=4, n_kv_heads=2)
-    >>> sorted(laws), [laws["group1:K"]({"K": torch.tensor([3.0, 5.0])}).item()], batches[0].names
-    (['group0:K', 'group1:K'], [5.0], ('group0:K', 'group1:K'))
+    >>> both = lambda p: torch.cat([p["K"] - 1, p["K"]])
+    >>> laws, controls, batches = assemble([("group", (("K−1", True), ("K", False)), both)], n_heads=4, n_kv_heads=2)
+    >>> sorted(laws), controls["group1:K"]({"K": torch.tensor([3.0, 5.0])}).item(), batches[0].names
+    (['group0:K−1', 'group1:K−1'], 5.0, ('group0:K−1', 'group1:K−1', 'group0:K', 'group1:K'))
     """
     laws: dict[str, Law] = {}
     controls: dict[str, Law] = {}
     batches = []
-    for unit, name, fn, conserved in entries:
+    for unit, quantities, fn in entries:
         count = {"group": n_kv_heads, "head": n_heads, "shared": 1}[unit]
-        names = tuple(name if unit == "shared" else f"{unit}{u}:{name}" for u in range(count))
-        for u, key in enumerate(names):
-            (laws if conserved else controls)[key] = lambda p, fn=fn, u=u: fn(p)[u]
-        batches.append(Batch(fn, names))
+        names: list[str] = []
+        for name, conserved in quantities:
+            for u in range(count):
+                key = name if unit == "shared" else f"{unit}{u}:{name}"
+                row = len(names)
+                (laws if conserved else controls)[key] = lambda p, fn=fn, row=row: fn(p)[row]
+                names.append(key)
+        batches.append(Batch(fn, tuple(names)))
     return laws, controls, tuple(batches)
 
 

@@ -20,6 +20,7 @@ from torch import nn
 
 from conslaw_lite.families.ffn.laws import glu_block
 from conslaw_lite.laws import Batch, BlockLaws, Law, Params
+from conslaw_lite.shared_squares import squared
 
 
 def mlp_laws(module: nn.Module, prefix: str) -> BlockLaws:
@@ -47,10 +48,10 @@ def _units(gate_up: str, down: str) -> Law:
     """``(‖A_e[:, i]‖² − ‖C_e[i, :]‖², ‖A_e[:, i]‖²)`` for every expert e and unit i: (2·n_E, r)."""
 
     def units(p: Params) -> torch.Tensor:
-        a = p[down].square().sum(1)  # (n_E, r): ‖A_e[:, i]‖²
-        r = a.shape[1]
-        c = p[gate_up][:, r:].square().sum(2)  # (n_E, r): ‖C_e[i, :]‖², C_e the second half of gate_up_proj[e]
-        return torch.cat([a - c, a])
+        a = squared(p[down]).sum(-2)  # (n_E, r): ‖A_e[:, i]‖²
+        r = a.shape[-1]
+        c = squared(p[gate_up])[..., r:, :].sum(-1)  # (n_E, r): ‖C_e[i, :]‖², C_e the second half of gate_up_proj[e]
+        return torch.cat([a - c, a], dim=-2)
 
     return units
 
@@ -74,22 +75,29 @@ def experts_laws(n_experts: int, prefix: str) -> tuple[dict[str, Law], dict[str,
     return laws, controls, Batch(units, (*names, *halves))
 
 
-def router_laws(router: nn.Module, prefix: str) -> tuple[dict[str, Law], dict[str, Law]]:
-    """The router's laws (``ΣW_e``, or ``W`` for top-1 with ``norm_topk_prob``) and its controls (each row W_e).
+def router_laws(router: nn.Module, prefix: str) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
+    """The router's laws (``ΣW_e``, or ``W`` for top-1 with ``norm_topk_prob``), its controls (each row W_e), and
+    the batch that evaluates ``ΣW_e`` with every W_e at once.
 
     Examples
     ========
     >>> router = nn.Module()  # laid out like Qwen3MoeTopKRouter
     >>> router.weight, router.top_k, router.norm_topk_prob = nn.Parameter(torch.ones(3, 2)), 2, False
-    >>> laws, controls = router_laws(router, "mlp.gate.")
-    >>> list(laws), list(controls)
-    (['ΣW_e'], ['W_0', 'W_1', 'W_2'])
+    >>> laws, controls, (batch,) = router_laws(router, "mlp.gate.")
+    >>> list(laws), list(controls), batch.fn({"mlp.gate.weight": torch.eye(3, 2)}).tolist()[0]
+    (['ΣW_e'], ['W_0', 'W_1', 'W_2'], [1.0, 1.0])
     """
     key = f"{prefix}weight"
     if router.top_k == 1 and router.norm_topk_prob:
-        return {"W": lambda p: p[key].clone()}, {}
-    controls = {f"W_{e}": (lambda p, e=e: p[key][e].clone()) for e in range(router.weight.shape[0])}
-    return {"ΣW_e": lambda p: p[key].sum(dim=0)}, controls
+        return {"W": lambda p: p[key].clone()}, {}, ()
+
+    def rows(p: Params) -> torch.Tensor:  # (1 + n_E, d): ΣW_e, then W_0, W_1, ...
+        W = p[key]
+        return torch.cat([W.sum(-2, keepdim=True), W], dim=-2)
+
+    names = [f"W_{e}" for e in range(router.weight.shape[0])]
+    controls = {name: (lambda p, e=e: p[key][e].clone()) for e, name in enumerate(names)}
+    return {"ΣW_e": lambda p: p[key].sum(dim=0)}, controls, (Batch(rows, ("ΣW_e", *names)),)
 
 
 def moe_laws(module: nn.Module, prefix: str) -> BlockLaws:
@@ -105,9 +113,9 @@ def moe_laws(module: nn.Module, prefix: str) -> BlockLaws:
     """
     router = module.gate
     laws, controls, batch = experts_laws(router.weight.shape[0], prefix)
-    gate_laws, gate_controls = router_laws(router, f"{prefix}gate.")
+    gate_laws, gate_controls, gate_batches = router_laws(router, f"{prefix}gate.")
     kind = f"moe-softmax-top{router.top_k}"
-    return BlockLaws(kind, {**laws, **gate_laws}, {**controls, **gate_controls}, (batch,))
+    return BlockLaws(kind, {**laws, **gate_laws}, {**controls, **gate_controls}, (batch, *gate_batches))
 
 
 def formula(n_experts: int, r: int, d: int, top_k: int, norm_topk_prob: bool) -> tuple[int, str]:

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.laws import BlockLaws, Law, Params
+from conslaw_lite.shared_squares import squared
 
 ATTENTION_READERS = ("q_proj", "k_proj", "v_proj")
 MLP_READERS = ("gate_proj", "up_proj")
@@ -36,10 +37,11 @@ def coupling(gain: str, readers: list[str]) -> Law:
     """
 
     def law(p: Params) -> torch.Tensor:
-        total = p[gain].square()
+        total = squared(p[gain])
+        lead = total.ndim - 1  # stacked layers (monitor): axes before the gain's own
         for name in readers:
             W = p[name]
-            total = total - W.square().reshape(-1, W.shape[-1]).sum(0)
+            total = total - squared(W).sum(tuple(range(lead, W.ndim - 1)))
         return total
 
     return law
