@@ -31,6 +31,7 @@ from torch import nn
 
 from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.laws import Batch, BlockLaws, Law, Params, register_laws
+from conslaw_lite.shared_squares import squared
 
 
 def formula(
@@ -93,9 +94,11 @@ class Projection:
                 [ 8., 11.],
                 [30., 40.]])
         """
-        W = p[self.weight][self.offset + heads.start * k : self.offset + heads.stop * k]  # (m·k, d)
-        M = W.reshape(-1, k, W.shape[-1]).transpose(1, 2)  # (m, d, k)
-        return M if self.bias is None else torch.cat([M, self.bias_of(p, heads, k)[:, None, :]], dim=1)  # (m, d+1, k)
+        W = p[self.weight][..., self.offset + heads.start * k : self.offset + heads.stop * k, :]  # (m·k, d)
+        M = W.unflatten(-2, (-1, k)).mT  # (m, d, k)
+        if self.bias is None:
+            return M
+        return torch.cat([M, self.bias_of(p, heads, k).unsqueeze(-2)], dim=-2)  # (m, d+1, k)
 
     def head(self, p: Params, i: int, k: int) -> torch.Tensor:
         """Head i alone, ``heads(p, slice(i, i + 1), k)[0]``: (d, k), or (d+1, k) with a bias.
@@ -118,7 +121,8 @@ class Projection:
         >>> Projection("W", bias="b").bias_of(p, slice(1, 2), k=2)
         tensor([[30., 40.]])
         """
-        return p[self.bias][self.bias_offset + heads.start * k : self.bias_offset + heads.stop * k].reshape(-1, k)
+        start = self.bias_offset + heads.start * k
+        return p[self.bias][..., start : start + (heads.stop - heads.start) * k].unflatten(-1, (-1, k))
 
 
 @dataclass(frozen=True)
@@ -144,60 +148,70 @@ class AttentionSpec:
 
 # A head function maps (θ, heads) to the stacked values of those heads, (m, ...): a head's matrix (m, rows, k)
 # or a law. One code path serves one head (a law function of the registry) and all n at once (the block's
-# Batch, one batched matmul).
+# Batch, one batched matmul). Every axis is counted from the end, so that parameters stacked over layers
+# (L, *shape) give every layer's values at once: the monitor evaluates repeated layers in one call.
 HeadFn = Callable[[Params, slice], torch.Tensor]
-# Quantities of the same shape evaluated together because they share their costly part: a law and its
-# half (one Gram matrix, or one set of block norms), or a single law.
-HeadQuantities = Callable[[Params, slice], tuple[torch.Tensor, ...]]
+# Quantities evaluated together because they share their costly part, one after the other along the heads'
+# axis: a law and its half (one Gram matrix, or one set of block norms), or a single law.
+HeadQuantities = Callable[[Params, slice], torch.Tensor]
 
 
 def _gram_pair(A: HeadFn, B: HeadFn) -> HeadQuantities:
-    """``(AᵀA − BᵀB, AᵀA)`` per head: (m, k, k) each."""
+    """``[AᵀA − BᵀB; AᵀA]`` per head: (2m, k, k)."""
 
-    def pair(p: Params, heads: slice) -> tuple[torch.Tensor, torch.Tensor]:
+    def pair(p: Params, heads: slice) -> torch.Tensor:
         a, b = A(p, heads), B(p, heads)  # each getter slices (and may concatenate a bias row): once per evaluation
-        gram_a = torch.bmm(a.mT, a)  # bmm: a third of the overhead of @ on (m, k, k) products
-        return gram_a - torch.bmm(b.mT, b), gram_a
+        gram_a = _gram(a)
+        return torch.cat([gram_a - _gram(b), gram_a], dim=-3)
 
     return pair
 
 
+def _gram(a: torch.Tensor) -> torch.Tensor:
+    """``aᵀa`` per head, (m, d, k) -> (m, k, k); bmm where there is one batch axis (a third of the overhead of @)."""
+    return torch.bmm(a.mT, a) if a.ndim == 3 else a.mT @ a
+
+
+def _block_sums(col: torch.Tensor) -> torch.Tensor:
+    """Sums over the 2×2 blocks j = coordinates (2j, 2j+1) of per-coordinate values (..., k) -> (..., k/2)."""
+    return col.unflatten(-1, (-1, 2)).sum(-1)
+
+
 def _block_sq(A: torch.Tensor) -> torch.Tensor:
-    """``‖A^(j)‖_F²`` per head for the 2×2 blocks j = columns (2j, 2j+1) of A (m, rows, k), or of gains (m, k)."""
-    col = (A * A).reshape(A.shape[0], -1, A.shape[-1]).sum(1)  # (m, k)
-    return col.view(A.shape[0], -1, 2).sum(2)  # (m, k/2)
+    """``‖A^(j)‖_F²`` per head for the 2×2 blocks j = columns (2j, 2j+1) of A (m, rows, k): (m, k/2)."""
+    return _block_sums(squared(A).sum(-2))
 
 
 def _block_difference(A: HeadFn, B: HeadFn) -> HeadFn:
-    """``‖A^(j)‖_F² − ‖B^(j)‖_F²`` per head and 2×2 block j: (m, k/2)."""
-    return lambda p, heads: _block_sq(A(p, heads)) - _block_sq(B(p, heads))
+    """``(γ_A^(j))² − (γ_B^(j))²`` per head and 2×2 block j of gains (m, k): (m, k/2)."""
+    return lambda p, heads: _block_sums(squared(A(p, heads))) - _block_sums(squared(B(p, heads)))
 
 
 def _block_pair(A: HeadFn, B: HeadFn) -> HeadQuantities:
-    """``(‖A^(j)‖_F² − ‖B^(j)‖_F², ‖A^(j)‖_F²)`` per head and 2×2 block j: (m, k/2) each."""
+    """``[‖A^(j)‖_F² − ‖B^(j)‖_F²; ‖A^(j)‖_F²]`` per head and 2×2 block j: (2m, k/2)."""
 
-    def pair(p: Params, heads: slice) -> tuple[torch.Tensor, torch.Tensor]:
+    def pair(p: Params, heads: slice) -> torch.Tensor:
         a = _block_sq(A(p, heads))
-        return a - _block_sq(B(p, heads)), a
+        return torch.cat([a - _block_sq(B(p, heads)), a], dim=-2)
 
     return pair
 
 
 def _square_difference(A: HeadFn, B: HeadFn) -> HeadFn:
     """``A ⊙ A − B ⊙ B`` entrywise."""
-    return lambda p, heads: A(p, heads) ** 2 - B(p, heads) ** 2
+    return lambda p, heads: squared(A(p, heads)) - squared(B(p, heads))
 
 
 def _square_norm(A: HeadFn) -> HeadFn:
     """``‖A‖_F²`` per head: (m,)."""
-    return lambda p, heads: A(p, heads).square().sum((1, 2))
+    return lambda p, heads: squared(A(p, heads)).sum((-2, -1))
 
 
 def _gain_law(spec: AttentionSpec, shared: bool) -> tuple[str, HeadFn]:
     """Gains γ_q, γ_k per head (one row for all heads when shared): per 2×2 block with RoPE, per coordinate without."""
 
     def gain(name: str) -> HeadFn:
-        return lambda p, heads: p[name][None] if shared else p[name][heads]  # (m, k)
+        return lambda p, heads: p[name].unsqueeze(-2) if shared else p[name][..., heads, :]  # (m, k)
 
     gq, gk = gain(spec.gamma_q), gain(spec.gamma_k)
     if spec.pe == "rope":  # a diagonal scale commutes with the rotations only if constant on each block
@@ -207,11 +221,7 @@ def _gain_law(spec: AttentionSpec, shared: bool) -> tuple[str, HeadFn]:
 
 def _one_head(quantities: HeadQuantities, i: int, j: int) -> Law:
     """Quantity j of head i (or of the one row of shared gains): a law function of the registry."""
-    return lambda p: quantities(p, slice(i, i + 1))[j][0]
-
-
-def _single(law: HeadFn) -> HeadQuantities:
-    return lambda p, heads: (law(p, heads),)
+    return lambda p: quantities(p, slice(i, i + 1))[j]
 
 
 def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
@@ -244,12 +254,12 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
     controls: dict[str, Law] = {}
     if spec.gamma_q is not None and spec.shared_gains:
         name, law = _gain_law(spec, shared=True)
-        laws[name] = _one_head(_single(law), 0, 0)
+        laws[name] = _one_head(law, 0, 0)
     Q = lambda p, heads: spec.Q.heads(p, heads, k)  # noqa: E731  (m, d(+1), k)
     K = lambda p, heads: spec.K.heads(p, heads, k)  # noqa: E731
     V = lambda p, heads: spec.V.heads(p, heads, k)  # noqa: E731
     # O (d, n·k) keeps head i in columns i·k:(i+1)·k: (d, m·k) -> (m, d, k)
-    O = lambda p, heads: p[spec.O][:, heads.start * k : heads.stop * k].unflatten(1, (-1, k)).transpose(0, 1)  # noqa: E731
+    O = lambda p, heads: p[spec.O][..., heads.start * k : heads.stop * k].unflatten(-1, (-1, k)).transpose(-3, -2)  # noqa: E731
     # What each head has, in the order each head lists it: (names, quantities, conserved? per name).
     per_head: list[tuple[tuple[str, ...], HeadQuantities, tuple[bool, ...]]] = []
     if spec.pe == "rope":
@@ -259,24 +269,21 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
     if spec.gamma_q is None:
         per_head.append((qk_names, qk, (True, False)))
         if spec.K.bias is not None and spec.pe != "rope":  # with RoPE the key bias turns with p: no shift
-            per_head.append((("b_k",), _single(lambda p, heads: spec.K.bias_of(p, heads, k)), (True,)))
+            per_head.append((("b_k",), lambda p, heads: spec.K.bias_of(p, heads, k), (True,)))
     else:
         if not spec.shared_gains:
             name, law = _gain_law(spec, shared=False)
-            per_head.append(((name,), _single(law), (True,)))
+            per_head.append(((name,), law, (True,)))
         per_head.append((qk_names, qk, (False, False)))  # the law QK-norm breaks, and its half
     if spec.gamma_q is not None and spec.norm_eps == 0:  # RMSNorm with ε = 0 ignores ‖Q_i‖, ‖K_i‖: two laws
-        per_head += [(("‖Q‖²",), _single(_square_norm(Q)), (True,)), (("‖K‖²",), _single(_square_norm(K)), (True,))]
+        per_head += [(("‖Q‖²",), _square_norm(Q), (True,)), (("‖K‖²",), _square_norm(K), (True,))]
     per_head.append((("VᵀV−OᵀO", "VᵀV"), _gram_pair(V, O), (True, False)))
     for i in range(n):
         for names, quantities, conserved in per_head:
             for j, (name, kept) in enumerate(zip(names, conserved)):
                 (laws if kept else controls)[f"head{i}:{name}"] = _one_head(quantities, i, j)
     batches = tuple(
-        Batch(
-            lambda p, q=quantities: torch.cat(q(p, slice(0, n))),
-            tuple(f"head{i}:{name}" for name in names for i in range(n)),
-        )
+        Batch(lambda p, q=quantities: q(p, slice(0, n)), tuple(f"head{i}:{name}" for name in names for i in range(n)))
         for names, quantities, _ in per_head
     )
     return laws, controls, batches

@@ -34,6 +34,7 @@ from torch import nn
 
 from conslaw_lite.families.network.couplings import NetworkLaws, NormCoupling
 from conslaw_lite.laws import BlockLaws, Law, register_laws
+from conslaw_lite.shared_squares import squared
 
 
 def tiny_law_count(
@@ -70,9 +71,11 @@ def gain_law(gain: str, consumers: list[str], bias: str | None = None) -> Law:
     [2.0, 0.0]
     """
 
-    def law(p):
-        h = p[gain] ** 2 + (p[bias] ** 2 if bias is not None else 0.0)
-        return h - sum((p[w] ** 2).sum(dim=0) for w in consumers)
+    def law(p):  # negative axes: the monitor may stack the layers' parameters on a new first axis
+        h = squared(p[gain]) if bias is None else squared(p[gain]) + squared(p[bias])
+        for w in consumers:
+            h = h - squared(p[w]).sum(-2)
+        return h
 
     return law
 
@@ -112,16 +115,20 @@ def squared_norm_law(names: list[str]) -> Law:
     return lambda p: sum((p[n] ** 2).sum() for n in names)
 
 
-def column_sum_law(name: str) -> Law:
-    """``1ᵀW``: the column sums of the named weight (``nn.Linear`` layout), a vector.
+def column_sum_law(name: str, ndim: int = 2) -> Law:
+    """``1ᵀW``: the sums over the first axis of the named parameter of ``ndim`` axes (the column sums of an
+    ``nn.Linear`` weight, a vector; the sum of a bias, a scalar). The axis is counted from the end, so that the
+    parameters of repeated layers stacked on a new first axis give each layer's sums.
 
     Examples
     ========
     >>> import torch
     >>> column_sum_law("W")({"W": torch.tensor([[1.0, 2.0], [3.0, 4.0]])}).tolist()
     [4.0, 6.0]
+    >>> column_sum_law("b", ndim=1)({"b": torch.tensor([1.0, 2.0])}).item()
+    3.0
     """
-    return lambda p: p[name].sum(dim=0)
+    return lambda p: p[name].sum(dim=-ndim)
 
 
 def _check_coupling(parent: nn.Module, coupling: NormCoupling) -> tuple[nn.Module, list[nn.Linear]]:
@@ -149,7 +156,7 @@ def _network_block(module: NetworkLaws, prefix: str) -> BlockLaws | None:
         laws["Σ‖W‖² (scale-invariant)"] = squared_norm_law([prefix + n for n in invariant])
         controls[f"‖{invariant[0]}‖²"] = squared_norm_law([prefix + invariant[0]])
     for name in module.shift_invariant_weights():
-        laws[f"1ᵀ{name}"] = column_sum_law(prefix + name)
+        laws[f"1ᵀ{name}"] = column_sum_law(prefix + name, module.get_parameter(name).ndim)
     if not laws:
         return None
     return BlockLaws("network", laws, controls)

@@ -127,7 +127,7 @@ def _shift_laws(vit: nn.Module, prefix: str, laws: dict[str, Law]) -> None:
             for name in _children(getattr(block, sub), OUTPUT_PROJECTIONS):
                 writers += _tensors(getattr(getattr(block, sub), name), f"blocks.{i}.{sub}.{name}")
     for name in writers:
-        laws[f"1ᵀ{name}"] = column_sum_law(prefix + name)
+        laws[f"1ᵀ{name}"] = column_sum_law(prefix + name, vit.get_parameter(name).ndim)
     for table in ("cls_token", "reg_token", "pos_embed"):
         if getattr(vit, table, None) is not None:
             laws[f"Σ_c {table}"] = channel_sum_law(prefix + table)
