@@ -90,15 +90,18 @@ def _stacked_call(fn: Law, columns: list[tuple[str, ...]], points: list[Params])
     return [fn({c[0]: torch.stack([point[n] for n in c]) for c in columns}) for point in points]
 
 
-def _verified(members: list[int], sources: list[Source], reads: list[tuple[str, ...]], params: Params) -> list[int]:
-    """The members, from the first, whose rows of one stacked call agree with their separate calls, at θ₀ and at a
-    random point of the parameters they read; shrunk and checked again until all agree (one member: no stack)."""
+def _verified(
+    members: list[int], sources: list[Source], reads: list[tuple[str, ...]], params: Params, at_start: list
+) -> list[int]:
+    """The members, from the first, whose rows of one stacked call agree with their separate calls (``at_start``:
+    every source's value at θ₀), at θ₀ and at a random point of the parameters they read; shrunk and checked again
+    until all agree (one member: no stack)."""
     while len(members) >= 2:
         columns = list(zip(*(reads[i] for i in members), strict=True))
         points = [params, _random_point({n: params[n] for c in columns for n in c})]
         try:
             results = _stacked_call(sources[members[0]][0], columns, points)
-            separate = [[sources[i][0](point) for i in members] for point in points]
+            separate = [[at_start[i] for i in members], [sources[i][0](points[1]) for i in members]]
         except DOES_NOT_STACK:  # a law that does not broadcast over a leading axis: it stays alone
             return members[:1]
         ok = [all(a) for a in zip(*map(_agrees, results, separate), strict=True)]
@@ -131,19 +134,19 @@ def stack_sources(sources: list[Source], params: Params) -> Plan:
     >>> bool(torch.allclose(plan.sources[0][0](plan.params)[2], p["2.W"].T @ p["2.W"]))
     True
     """
-    reads, candidates = [], {}
+    reads, at_start, candidates = [], [], {}
     for i, (fn, _) in enumerate(sources):
         recorder = Recorder(params)
-        shape = tuple(fn(recorder).shape)
+        at_start.append(fn(recorder))
         reads.append(tuple(recorder.order))
-        key = (_code(fn), tuple(tuple(params[n].shape) for n in reads[i]), shape)
+        key = (_code(fn), tuple(tuple(params[n].shape) for n in reads[i]), tuple(at_start[i].shape))
         candidates.setdefault(key, []).append(i)
     plan = Plan([], dict(params), set(), {n for r in reads for n in r}, 0)
     storage: dict[tuple[str, ...], torch.Tensor] = {}
     done: set[int] = set()
     for members in candidates.values():
         while len(members) >= 2 and reads[members[0]]:
-            group = _verified(members, sources, reads, params)
+            group = _verified(members, sources, reads, params, at_start)
             if len(group) >= 2:
                 columns = list(zip(*(reads[i] for i in group), strict=True))
                 law = _stacked_law(sources[group[0]][0], columns, storage, plan)

@@ -227,12 +227,12 @@ def _law_and_half(a: GroupFn, b: GroupFn, unit_axes: int) -> GroupFn:
     return both
 
 
-def _gain_squares(spec: GroupedSpec, name: str, heads: int) -> GroupFn:
+def _gain_squares(spec: GroupedSpec, name: str) -> GroupFn:
     """Squared gains summed over each group's heads, per coordinate (RoPE: per block): (n_kv, ·), or (1, ·) shared."""
 
     def squares(p: Params) -> torch.Tensor:
         g = squared(p[name])
-        g = g.unsqueeze(-2) if spec.shared_gains else g.unflatten(-2, (spec.n_kv_heads, -1)).sum(-2)
+        g = g.unsqueeze(-2) if spec.shared_gains else _per_group(g, spec.n_kv_heads, 1)
         return _block_sums(g, spec.pairs) if spec.pe == "rope" else g
 
     return squares
@@ -256,7 +256,7 @@ def _entries(spec: GroupedSpec) -> list[Entry]:
     normed = spec.gamma_q is not None
     out: list[Entry] = []
     if normed:
-        gq, gk = _gain_squares(spec, spec.gamma_q, spec.n_heads), _gain_squares(spec, spec.gamma_k, spec.n_kv_heads)
+        gq, gk = _gain_squares(spec, spec.gamma_q), _gain_squares(spec, spec.gamma_k)
         gain_name = "‖γ_q⁽ʲ⁾‖²−‖γ_k⁽ʲ⁾‖²" if rope else "γ_q²−γ_k²"
         gain_name = gain_name if spec.shared_gains else "Σ" + gain_name  # per group: summed over its queries
         unit = "shared" if spec.shared_gains else "group"

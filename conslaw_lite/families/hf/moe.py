@@ -96,8 +96,8 @@ def router_laws(router: nn.Module, prefix: str) -> tuple[dict[str, Law], dict[st
         return torch.cat([W.sum(-2, keepdim=True), W], dim=-2)
 
     names = [f"W_{e}" for e in range(router.weight.shape[0])]
-    controls = {name: (lambda p, e=e: p[key][e].clone()) for e, name in enumerate(names)}
-    return {"ΣW_e": lambda p: p[key].sum(dim=0)}, controls, (Batch(rows, ("ΣW_e", *names)),)
+    controls = {name: (lambda p, e=e: rows(p)[1 + e]) for e, name in enumerate(names)}
+    return {"ΣW_e": lambda p: rows(p)[0]}, controls, (Batch(rows, ("ΣW_e", *names)),)
 
 
 def moe_laws(module: nn.Module, prefix: str) -> BlockLaws:
