@@ -30,11 +30,10 @@ from conslaw_lite.monitor import Monitor, train_watched
 
 
 def overhead(model: nn.Module, opt: torch.optim.Optimizer, loss: Callable[[], torch.Tensor], steps: int) -> tuple:
-    """Median training-step and ``monitor.step()`` times (seconds) over ``steps`` steps."""
+    """Median training-step and ``monitor.step()`` times (seconds) over ``steps`` steps, and the monitor."""
     run = train_watched(model, Monitor(model), opt, lambda _model, _k: loss(), steps)
-    groups = [g.key for g in run.monitor.groups]
     # the first steps warm up allocators
-    return np.median(run.step_seconds[5:]), np.median(run.monitor_seconds[5:]), groups
+    return np.median(run.step_seconds[5:]), np.median(run.monitor_seconds[5:]), run.monitor
 
 
 def main() -> None:
@@ -65,7 +64,8 @@ def main() -> None:
     print(f"scale {S.name}, {steps} steps each, monitor after every step")
     print(f"{'workload':42s} {'params':>8s} {'step ms':>8s} {'monitor ms':>11s} {'ratio':>7s}")
     for name, (model, opt, loss) in workloads.items():
-        step, watch, groups = overhead(model, opt, loss, steps)
+        step, watch, monitor = overhead(model, opt, loss, steps)
+        groups = [g.key for g in monitor.groups]
         num_params = sum(p.numel() for p in model.parameters())
         print(f"{name:42s} {num_params:8d} {step * 1e3:8.2f} {watch * 1e3:11.3f} {watch / step:7.2%}")
     print(f"groups monitored (ViT): {', '.join(groups)}")
