@@ -17,14 +17,16 @@ A source joins a stack only when both hold:
 
 A law that does not broadcast over a leading axis fails (2), raises, or returns another shape, and stays
 alone: stacking changes the cost, never a value. The stacked parameters live in one float64 storage per
-column of names ``(θ^(1)_j, …, θ^(L)_j)``; each parameter's buffer is a view of its row, so the monitor's
-one copy per step refreshes the stacks in place.
+column of names ``(θ^(1)_j, …, θ^(L)_j)``, in the plan's mapping under the column's :func:`stack_key`; each
+parameter's buffer is a view of its row, so a copy into the buffers refreshes the stacks in place. A stacked
+law reads its storages from the mapping it is called with, so the same law evaluates any mapping of that layout
+(the monitor's snapshots of θ, :mod:`conslaw_lite.snapshots`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -61,14 +63,27 @@ class Recorder(dict):
 
 @dataclass
 class Plan:
-    """How to evaluate a model's sources each step: the sources (stacked ones reading their own buffers),
-    the float64 buffer of every parameter a law reads (a view into a stack where stacked), and which are stacked."""
+    """How to evaluate a model's sources each step: the sources (stacked ones reading the storages of their
+    columns), the float64 buffer of every parameter a law reads (a view into a stack where stacked) and every
+    storage, by key, and which names are stacked."""
 
     sources: list[Source]
     params: dict[str, torch.Tensor]
     stacked: set[str]
     read: set[str]  # every name some source reads
     layers: int  # the number of separate calls that the stacks replaced by one each
+    storages: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key in params -> its column of names
+
+
+def stack_key(column: tuple[str, ...]) -> str:
+    """The key of a column's storage in a plan's mapping (no parameter name holds a space).
+
+    Examples
+    ========
+    >>> stack_key(("0.W", "1.W"))
+    'stack 0.W 1.W'
+    """
+    return " ".join(("stack", *column))
 
 
 def _code(fn: Callable) -> object:
@@ -76,8 +91,14 @@ def _code(fn: Callable) -> object:
     return getattr(fn, "__code__", fn)
 
 
-def _agrees(stacked: torch.Tensor, separate: list[torch.Tensor]) -> list[bool]:
-    """Row l of ``stacked`` equals ``separate[l]`` to the rounding of a batched product, for each l."""
+def agrees(stacked: torch.Tensor, separate: list[torch.Tensor]) -> list[bool]:
+    """Row l of ``stacked`` equals ``separate[l]`` to the rounding of a batched product, for each l.
+
+    Examples
+    ========
+    >>> agrees(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), [torch.tensor([1.0, 2.0]), torch.tensor([3.0, 5.0])])
+    [True, False]
+    """
     if tuple(stacked.shape) != (len(separate), *separate[0].shape):
         return [False] * len(separate)
     scale = max(float(v.abs().max()) if v.numel() else 0.0 for v in separate)
@@ -98,13 +119,13 @@ def _verified(
     until all agree (one member: no stack)."""
     while len(members) >= 2:
         columns = list(zip(*(reads[i] for i in members), strict=True))
-        points = [params, _random_point({n: params[n] for c in columns for n in c})]
+        points = [params, random_point({n: params[n] for c in columns for n in c})]
         try:
             results = _stacked_call(sources[members[0]][0], columns, points)
             separate = [[at_start[i] for i in members], [sources[i][0](points[1]) for i in members]]
         except DOES_NOT_STACK:  # a law that does not broadcast over a leading axis: it stays alone
             return members[:1]
-        ok = [all(a) for a in zip(*map(_agrees, results, separate), strict=True)]
+        ok = [all(a) for a in zip(*map(agrees, results, separate), strict=True)]
         if all(ok):
             return members
         if not ok[0]:
@@ -113,7 +134,15 @@ def _verified(
     return members
 
 
-def _random_point(params: Params) -> dict[str, torch.Tensor]:
+def random_point(params: Params) -> dict[str, torch.Tensor]:
+    """Standard normal values of the shapes, dtypes and devices of ``params``, from a fixed seed.
+
+    Examples
+    ========
+    >>> point = random_point({"W": torch.zeros(2, 3, dtype=torch.float64)})
+    >>> point["W"].shape, point["W"].dtype, bool(point["W"].abs().sum() > 0)
+    (torch.Size([2, 3]), torch.float64, True)
+    """
     generator = torch.Generator().manual_seed(RANDOM_SEED)
     return {n: torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device) for n, p in params.items()}
 
@@ -155,35 +184,37 @@ def stack_sources(sources: list[Source], params: Params) -> Plan:
                 done.update(group)
             members = [i for i in members if i not in group]
     plan.sources += [s for i, s in enumerate(sources) if i not in done]
-    for name in set(plan.params) - plan.read:  # in place: the stacked laws hold this mapping
+    for name in set(plan.params) - plan.read - set(plan.storages):
         del plan.params[name]
     return plan
 
 
 def _stacked_law(fn: Law, columns: list[tuple[str, ...]], storage: dict, plan: Plan) -> Law:
-    """``fn`` on its columns of parameters stacked: each column gets its own storage, whose rows become the names'
-    buffers, unless one of its names already has a buffer in another storage (a parameter read in two different
-    columns, e.g. one RMSNorm gain by a coupling of layers and by the controls of every gain); such a column is
-    stacked from the buffers at each call."""
+    """``fn`` on its columns of parameters stacked: each column gets its own storage (in ``plan.params`` under its
+    :func:`stack_key`), whose rows become the names' buffers, unless one of its names already has a buffer in
+    another storage (a parameter read in two different columns, e.g. one RMSNorm gain by a coupling of layers and
+    by the controls of every gain); such a column is stacked from the buffers at each call, along the axis before
+    the parameter's own (the leading axes of a mapping of snapshots stay in front)."""
     owner = {n: c for c in storage for n in c}
     stacks, gathered = {}, {}
     for c in columns:
         if c in storage:
-            stacks[c[0]] = storage[c]
+            stacks[c[0]] = stack_key(c)
         elif len(set(c)) == len(c) and not any(n in owner for n in c):
-            storage[c] = torch.stack([plan.params[n] for n in c])
+            storage[c] = key = stack_key(c)
+            plan.params[key] = torch.stack([plan.params[n] for n in c])
+            plan.storages[key] = c
             for layer, n in enumerate(c):
-                plan.params[n] = storage[c][layer]
+                plan.params[n] = plan.params[key][layer]
                 owner[n] = c
             plan.stacked.update(c)
-            stacks[c[0]] = storage[c]
+            stacks[c[0]] = key
         else:
-            gathered[c[0]] = c
-    buffers = plan.params  # filled in as later columns get storages: read at each call, not now
+            gathered[c[0]] = (c, plan.params[c[0]].ndim)
 
-    def law(_p: Params) -> torch.Tensor:  # reads the stacks, which the monitor's copy refreshes in place
-        if not gathered:
-            return fn(stacks)
-        return fn({**stacks, **{first: torch.stack([buffers[n] for n in c]) for first, c in gathered.items()}})
+    def law(p: Params) -> torch.Tensor:
+        q = {first: p[key] for first, key in stacks.items()}
+        q |= {first: torch.stack([p[n] for n in c], dim=-1 - ndim) for first, (c, ndim) in gathered.items()}
+        return fn(q)
 
     return law

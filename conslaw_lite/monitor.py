@@ -11,11 +11,12 @@ over the N laws of that kind (all blocks of one kind pooled). Each law function 
 the registry is one h_i, measured in the Frobenius norm: a head's k×k matrix
 QᵀQ − KᵀK, or the vector of a SwiGLU's r unit laws. A law with h_i(θ₀) = 0 has
 no relative drift; it is left out of the mean (NaN in :meth:`Monitor.relative_drift`). It is cheap: only the
-parameters some law reads are cast to float64, no autograd graph is built, the
+parameters some law reads are copied, in float64, no autograd graph is built, the
 per-head laws of an attention block, and each law with its control, are evaluated in one
 batched call (the block's :class:`~conslaw_lite.laws.Batch`), the repeated layers of a deep model in
-one call on their stacked parameters (:mod:`conslaw_lite.law_stacks`), and all laws are compared with
-h(θ₀) as one vector.
+one call on their stacked parameters (:mod:`conslaw_lite.law_stacks`), the records of a small model up to 6 at
+a time (:mod:`conslaw_lite.snapshots`: θ is copied at each record, the laws evaluated once for all of them),
+and all laws are compared with h(θ₀) as one array.
 
 **Any module.** The parts of a model outside the registered blocks (a plain MLP, a CNN, a block of one's
 own) get their laws found by :func:`conslaw_lite.own_laws.own_laws` when ``input_shape`` or ``inputs`` says
@@ -55,7 +56,7 @@ from conslaw_lite.counting.module_checks import describe_layer, is_mode_dependen
 from conslaw_lite.law_stacks import Source, stack_sources
 from conslaw_lite.laws import Group, Law, find_blocks, groups
 from conslaw_lite.own_laws import OwnLaws, missing_input_message, own_laws, uncovered
-from conslaw_lite.shared_squares import shared_squares
+from conslaw_lite.snapshots import Snapshots, slots_for
 
 FOUND = Group("found", "law")  # the group of laws given to the Monitor
 
@@ -77,10 +78,10 @@ def _sources(model: nn.Module, laws: dict[str, Law]) -> list[Source]:
 class _Laws:
     """Every law of every group, compared with h(θ₀) a few torch operations at a time.
 
-    :meth:`relative_drift` is :func:`relative_drift` (same NaN for h_i(θ₀) = 0) for all laws at once, without
-    storing the history of h: every source's entries are one vector h, and each law's ``‖h_i − h_i(θ₀)‖²`` is the
-    sum of its entries' squares, added up in one ``np.bincount`` (numpy: a few thousand numbers, where torch's
-    dispatch would cost more than the arithmetic).
+    :meth:`relative_drift` is :func:`relative_drift` (same NaN for h_i(θ₀) = 0) for all laws and records at once,
+    without storing the history of h: every source's entries at one record are one row h, and each law's
+    ``‖h_i − h_i(θ₀)‖²`` is the sum of its entries' squares, added up in one ``np.bincount`` (numpy: a few thousand
+    numbers, where torch's dispatch would cost more than the arithmetic).
     """
 
     sources: list[Source]
@@ -97,10 +98,12 @@ class _Laws:
         # A law that starts at 0 (a key bias initialised to zero) has no relative drift: NaN, left out of ε.
         return cls(sources, h0, law, np.where(norm0 > 0, norm0, np.nan))
 
-    def relative_drift(self, params: Mapping[str, torch.Tensor]) -> np.ndarray:
-        """``‖h_i(θ) − h_i(θ₀)‖ / ‖h_i(θ₀)‖`` for each law i, shape (N,)."""
-        d = torch.cat([fn(params).reshape(-1) for fn, _ in self.sources]).cpu().numpy() - self.h0
-        return np.sqrt(np.bincount(self.law, weights=d * d, minlength=len(self.norm0))) / self.norm0
+    def relative_drift(self, h: np.ndarray) -> np.ndarray:
+        """``‖h_i(θ_r) − h_i(θ₀)‖ / ‖h_i(θ₀)‖`` for each record r (the rows of ``h``, shape (R, E)) and law i:
+        shape (R, N)."""
+        d, (R, N) = h - self.h0, (len(h), len(self.norm0))
+        law = (self.law + N * np.arange(R)[:, None]).reshape(-1)  # law i of record r is bin r·N + i
+        return np.sqrt(np.bincount(law, weights=(d * d).reshape(-1), minlength=R * N)).reshape(R, N) / self.norm0
 
 
 def _mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, str]]:
@@ -181,7 +184,8 @@ class Monitor:
     instead, as one group keyed ``"found"``. Given ``input_shape`` (or ``inputs``), the laws of the parts outside
     the registered blocks are found and watched as group ``"found"`` (:attr:`own` holds what was searched).
     The laws of repeated layers are evaluated in one call on their stacked parameters; :attr:`stacked_layers`
-    counts the per-layer calls that this replaced (0: no two layers alike).
+    counts the per-layer calls that this replaced (0: no two layers alike). The records of a small model are
+    evaluated :attr:`evaluate_every` at a time, when that many are pending or a result is read.
 
     Examples
     ========
@@ -210,6 +214,7 @@ class Monitor:
         input_shape: tuple[int, ...] | None = None,
         inputs: torch.Tensor | None = None,
         alarm: Callable[[Monitor], object] | None = None,
+        evaluate_every: int | None = None,
     ) -> None:
         """Record h(θ₀) of every law of ``model``, in float64 on ``device`` (default: the model's own device).
 
@@ -219,8 +224,13 @@ class Monitor:
         printed once, in :attr:`own`; watched as group ``"found"``) when ``input_shape`` (one input, no batch
         dimension) or ``inputs`` (a batch) says what the model takes.
         ``alarm`` (e.g. :class:`conslaw_lite.early_warning.DriftAlarm`) is called with the monitor after each record.
+        ``evaluate_every`` records are evaluated at once (:mod:`conslaw_lite.snapshots`; default: as many as fit in
+        16 MiB of snapshots, at most 6; one with an ``alarm``, which reads every record as it comes). Any result
+        read in between evaluates the records pending first: the values do not depend on it, only the cost.
         """
         check_every(every)
+        if evaluate_every is not None:
+            check_every(evaluate_every)
         self._conflicts = _mode_conflicts(model, laws is not None)
         for name, layer, why in self._conflicts:
             if layer.training:
@@ -244,17 +254,14 @@ class Monitor:
         with torch.no_grad():
             plan = stack_sources(_sources(model, laws), start)  # repeated layers: one call for all of them
             self._laws = _Laws.start(plan.sources, plan.params)
+            read = sorted(plan.read)
+            slots = 1 if alarm is not None else evaluate_every or slots_for(plan)
+            self._snapshots = Snapshots(plan, read, slots)
         self.stacked_layers = plan.layers
-        # Each step, the parameters some law reads that are not float64 on the device already (or that live in a
-        # stack) are copied into their float64 buffers there, in one foreach call rather than one per parameter.
-        read = sorted(plan.read)
-        in_place = {n for n in read if named[n].dtype == torch.float64 and named[n].device == device}
-        copied = [n for n in read if n in plan.stacked or n not in in_place]
-        self._to_cast = [named[n] for n in copied]
-        self._buffers = [plan.params[n] for n in copied]
-        self._params = {n: plan.params[n] for n in read}
+        self.evaluate_every = slots
+        self._theta = [named[n] for n in read]  # copied into a snapshot at each record
         self._steps = [0]
-        self._relative = [self._laws.relative_drift(self._params)]  # per record: each law's relative drift (0 or NaN)
+        self._relative = list(self._laws.relative_drift(self._laws.h0[None]))  # per record: each law's (0 or NaN)
 
     def _registered_and_own(self, model: nn.Module, input_shape, inputs) -> dict[Group, dict[str, Law]]:
         """The registry's laws by group, and (group ``"found"``) those found for the parts outside its blocks."""
@@ -295,14 +302,21 @@ class Monitor:
                 warnings.warn(_conflict_message(name, layer, why), stacklevel=2)
                 self._conflicts = []
                 break
-        with torch.inference_mode(), shared_squares():  # inference_mode: no version counters, no views tracked
-            if self._to_cast:
-                torch._foreach_copy_(self._buffers, self._to_cast)
-            self._relative.append(self._laws.relative_drift(self._params))
+        with torch.inference_mode():  # no version counters, no views tracked
+            self._snapshots.take(self._theta)
         self._steps.append(self._count)
+        if self._snapshots.full:
+            self.flush()
         if self._alarm is not None:
             self._alarm(self)
         return True
+
+    def flush(self) -> None:
+        """Evaluate the laws at the records taken since the last evaluation (reading any result does it first)."""
+        if self._snapshots.pending:
+            with torch.inference_mode():
+                h = self._snapshots.evaluate().cpu().numpy()
+            self._relative.extend(self._laws.relative_drift(h))
 
     def attach(self, optimizer: torch.optim.Optimizer) -> torch.utils.hooks.RemovableHandle:
         """Call :meth:`step` after every ``optimizer.step()``; returns the handle (``.remove()`` detaches)."""
@@ -310,6 +324,7 @@ class Monitor:
 
     def relative_drift(self, key: str) -> np.ndarray:
         """``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖`` per record and law of the group ``key``, shape (records, N)."""
+        self.flush()
         return self._group(key, np.stack(self._relative))
 
     def last_relative_drift(self, key: str) -> np.ndarray:
@@ -328,6 +343,7 @@ class Monitor:
         >>> monitor.last_relative_drift("toy").round(4).tolist()  # |2.1² − 2²| / 3
         [0.1367]
         """
+        self.flush()
         return self._group(key, self._relative[-1])
 
     def last_epsilon(self) -> dict[str, float]:
@@ -384,8 +400,9 @@ class WatchedRun:
 
     @property
     def overhead(self) -> float:
-        """What watching every step costs: the median ``monitor.step()`` over the median training step."""
-        return float(np.median(self.monitor_seconds) / np.median(self.step_seconds))
+        """What watching every step costs: the monitor's seconds over the training steps' seconds, in all (a
+        median would miss the records evaluated together, see :mod:`conslaw_lite.snapshots`)."""
+        return float(self.monitor_seconds.sum() / self.step_seconds.sum())
 
 
 def train_watched(
@@ -398,7 +415,8 @@ def train_watched(
     """Take ``steps`` steps of ``optimizer`` on ``loss_fn(model, k)`` (step k's batch), ``monitor`` after each.
 
     The training step (forward, backward, ``optimizer.step()``) and ``monitor.step()`` are timed apart, the
-    device synchronised before each clock reading, so :attr:`WatchedRun.overhead` is the monitor's share.
+    device synchronised before each clock reading, so :attr:`WatchedRun.overhead` is the monitor's share (the last
+    step's includes evaluating the records still pending).
 
     Examples
     ========
@@ -430,6 +448,9 @@ def train_watched(
         sync()
         t1 = time.perf_counter()
         monitor.step()
+        if k == steps - 1:
+            monitor.flush()
+        sync()
         t2 = time.perf_counter()
         losses.append(float(loss.detach()))
         step_s.append(t1 - t0)

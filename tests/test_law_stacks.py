@@ -111,3 +111,62 @@ def test_squares_are_shared_inside_the_block_only() -> None:
         assert squared(W) is first and squared(W.clone()) is not first
     assert squared(W) is not first
     torch.testing.assert_close(squared(W), W.square())
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "qwen3_moe"])
+def test_records_evaluated_together_give_the_drift_of_each_record(arch: str) -> None:
+    """Six records a batch (snapshots of θ along a leading axis), read once mid-batch: the values of the monitor
+    that evaluates every record as it comes."""
+    pytest.importorskip("transformers")
+    from conslaw_lite.archs import ArchOptions
+    from conslaw_lite.families.hf.archs import tiny_model
+
+    options = ArchOptions(dim=16, heads=4, head_dim=4, hidden=24, out=32, experts=3, top_k=2)
+    model = tiny_model(arch, options, num_hidden_layers=3)
+    ids = torch.randint(0, 32, (2, 6), generator=torch.Generator().manual_seed(0))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    together, alone = Monitor(model, evaluate_every=6), Monitor(model, evaluate_every=1)
+    assert together.evaluate_every == 6 and Monitor(model).evaluate_every > 1  # a small model: several by default
+    for k in range(9):
+        opt.zero_grad()
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        together.step(), alone.step()
+        if k == 2:  # three records pending: reading evaluates them
+            assert len(together.relative_drift("swiglu" if arch == "qwen3" else "network")) == 4
+    assert together.steps.tolist() == alone.steps.tolist() == list(range(10))
+    for group in alone.groups:
+        drift = alone.relative_drift(group.key)
+        np.testing.assert_allclose(together.relative_drift(group.key), drift, rtol=1e-12, atol=1e-15, err_msg=group.key)
+    assert np.nanmax(alone.relative_drift("network")) > 1e-6  # the drift compared is not all zeros
+
+
+def test_a_law_that_does_not_broadcast_over_the_records_is_called_record_by_record() -> None:
+    """``reshape(-1)`` mixes the records: the check at θ₀ and a random point sees it, and the law is called slot by
+    slot, with its own values."""
+    from conslaw_lite.snapshots import Snapshots
+
+    W = torch.randn(3, 2, dtype=torch.float64)
+    flat = [(lambda q: q["W"].reshape(-1).square(), [0])]
+    rows = [(lambda q: q["W"].square().sum(-1), [0])]
+    for sources, batched in ((flat, False), (rows, True)):
+        ring = Snapshots(stack_sources(sources, {"W": W}), ["W"], slots=3)
+        assert ring.batched == [batched]
+        for scale in (1.0, 2.0):
+            ring.take([scale * W])
+        torch.testing.assert_close(ring.evaluate(), torch.stack([sources[0][0]({"W": s * W}) for s in (1.0, 2.0)]))
+
+
+def test_an_alarm_reads_every_record_as_it_comes() -> None:
+    from conslaw_lite.families.toy import ToyProduct
+
+    seen = []
+    model = ToyProduct(a=2.0, b=1.0)
+    monitor = Monitor(model, alarm=lambda m: seen.append(m.last_relative_drift("toy").copy()))
+    assert monitor.evaluate_every == 1
+    with torch.no_grad():
+        for _ in range(3):
+            model.a.add_(0.1)
+            monitor.step()
+    np.testing.assert_array_equal(np.stack(seen), monitor.relative_drift("toy")[1:])
+    assert len(set(np.stack(seen)[:, 0])) == 3  # three different records, each seen when it came

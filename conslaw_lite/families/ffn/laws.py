@@ -52,9 +52,10 @@ def formula(block: str, r: int) -> tuple[int, str]:
 
 
 def _matrix(w: torch.Tensor) -> torch.Tensor:
-    """A Linear weight (out, in), or a 1×1 convolution's (out, in, 1, 1), as (out, in); a stack of Linear weights
-    (..., out, in) as it is (the laws below use negative axes only, so they evaluate stacked layers at once)."""
-    return w[..., 0, 0] if w.ndim == 4 else w
+    """A Linear weight (out, in), or a 1×1 convolution's (out, in, 1, 1), as (out, in); a stack of them
+    (..., out, in) likewise (the laws below use negative axes only, so they evaluate stacked layers at once; the
+    monitor checks each stack, so a stack of 1×1 Linear weights read as kernels would stay unstacked, not wrong)."""
+    return w[..., 0, 0] if w.ndim >= 4 and w.shape[-2:] == (1, 1) else w
 
 
 def unit_balance(A: str, W: str, w: str | None = None, rows: slice = slice(None)) -> Law:
