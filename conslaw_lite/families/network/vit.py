@@ -64,9 +64,10 @@ def embedding_sum_law(token: str, table: str, rows: slice, *, summed: bool = Fal
     [0.0, 0.0]
     """
 
-    def law(p: Params):
-        part = p[table][0, rows]
-        return p[token] - (part.sum(dim=0) if summed else part)
+    def law(p: Params):  # negative axes: the monitor evaluates several records at once on a leading axis
+        if summed:  # a bias (d,) against the sum of the rows (1, T, d)[0, rows]
+            return p[token] - p[table][..., 0, rows, :].sum(-2)
+        return p[token] - p[table][..., 0:1, rows, :]  # a token (1, 1, d) against rows (1, 1, d)
 
     return law
 
