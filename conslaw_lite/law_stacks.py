@@ -171,14 +171,13 @@ def stack_sources(sources: list[Source], params: Params) -> Plan:
         key = (_code(fn), tuple(tuple(params[n].shape) for n in reads[i]), tuple(at_start[i].shape))
         candidates.setdefault(key, []).append(i)
     plan = Plan([], dict(params), set(), {n for r in reads for n in r}, 0)
-    storage: dict[tuple[str, ...], torch.Tensor] = {}
     done: set[int] = set()
     for members in candidates.values():
         while len(members) >= 2 and reads[members[0]]:
             group = _verified(members, sources, reads, params, at_start)
             if len(group) >= 2:
                 columns = list(zip(*(reads[i] for i in group), strict=True))
-                law = _stacked_law(sources[group[0]][0], columns, storage, plan)
+                law = _stacked_law(sources[group[0]][0], columns, plan)
                 plan.sources.append((law, [j for i in group for j in sources[i][1]]))
                 plan.layers += len(group)
                 done.update(group)
@@ -189,19 +188,19 @@ def stack_sources(sources: list[Source], params: Params) -> Plan:
     return plan
 
 
-def _stacked_law(fn: Law, columns: list[tuple[str, ...]], storage: dict, plan: Plan) -> Law:
+def _stacked_law(fn: Law, columns: list[tuple[str, ...]], plan: Plan) -> Law:
     """``fn`` on its columns of parameters stacked: each column gets its own storage (in ``plan.params`` under its
     :func:`stack_key`), whose rows become the names' buffers, unless one of its names already has a buffer in
     another storage (a parameter read in two different columns, e.g. one RMSNorm gain by a coupling of layers and
     by the controls of every gain); such a column is stacked from the buffers at each call, along the axis before
     the parameter's own (the leading axes of a mapping of snapshots stay in front)."""
-    owner = {n: c for c in storage for n in c}
+    owner = {n: c for c in plan.storages.values() for n in c}
     stacks, gathered = {}, {}
     for c in columns:
-        if c in storage:
-            stacks[c[0]] = stack_key(c)
+        key = stack_key(c)
+        if key in plan.storages:
+            stacks[c[0]] = key
         elif len(set(c)) == len(c) and not any(n in owner for n in c):
-            storage[c] = key = stack_key(c)
             plan.params[key] = torch.stack([plan.params[n] for n in c])
             plan.storages[key] = c
             for layer, n in enumerate(c):

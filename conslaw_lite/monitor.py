@@ -84,7 +84,6 @@ class _Laws:
     numbers, where torch's dispatch would cost more than the arithmetic).
     """
 
-    sources: list[Source]
     h0: np.ndarray  # (E,) float64: every entry of every law at θ₀, the sources' values one after the other
     law: np.ndarray  # (E,) the flat index of the law each entry belongs to
     norm0: np.ndarray  # (N,) ‖h_i(θ₀)‖, NaN where it is 0
@@ -96,7 +95,7 @@ class _Laws:
         h0 = torch.cat([v.reshape(-1) for v in values]).cpu().numpy()
         norm0 = np.sqrt(np.bincount(law, weights=h0 * h0, minlength=sum(len(at) for _, at in sources)))
         # A law that starts at 0 (a key bias initialised to zero) has no relative drift: NaN, left out of ε.
-        return cls(sources, h0, law, np.where(norm0 > 0, norm0, np.nan))
+        return cls(h0, law, np.where(norm0 > 0, norm0, np.nan))
 
     def relative_drift(self, h: np.ndarray) -> np.ndarray:
         """``‖h_i(θ_r) − h_i(θ₀)‖ / ‖h_i(θ₀)‖`` for each record r (the rows of ``h``, shape (R, E)) and law i:

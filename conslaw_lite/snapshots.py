@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from conslaw_lite.law_stacks import DOES_NOT_STACK, Plan, agrees, random_point
+from conslaw_lite.law_stacks import DOES_NOT_STACK, Plan, Recorder, agrees, random_point
 from conslaw_lite.shared_squares import KeptSquares, shared_squares
 
 BUDGET = 16 * 2**20  # bytes of float64 snapshots
@@ -70,7 +70,8 @@ class Snapshots:
         self.slot = [{key: t[k] for key, t in ring.items()} for k in range(slots)]  # slot k's mapping
         self._first = [{key: t[:n] for key, t in ring.items()} for n in range(slots + 1)]  # the first n slots
         self._targets = [[self.slot[k][n] for n in names] for k in range(slots)]
-        self.batched = [_broadcasts(fn, plan) for fn, _ in plan.sources]
+        points = (plan.params, _random_layout(plan))
+        self.batched = [_broadcasts(fn, points) for fn, _ in plan.sources]
         # Several slots: a small model, whose squares (a few MiB at most) keep their memory from one evaluation to
         # the next; one slot: a large model, whose squares are freed after each.
         mappings = [*self._first, *self.slot]
@@ -109,18 +110,19 @@ def _ring(plan: Plan, slots: int) -> dict[str, torch.Tensor]:
     return ring
 
 
-def _point(plan: Plan, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A mapping of the plan's layout holding ``values`` by name, each storage the stack of its column's values."""
-    point = {key: values[key] for key in plan.params if key not in plan.storages}
-    return point | {key: torch.stack([values[n] for n in column]) for key, column in plan.storages.items()}
+def _random_layout(plan: Plan) -> dict[str, torch.Tensor]:
+    """A random point in the plan's layout: random values by name, each storage the stack of its column's values."""
+    values = random_point({n: t for n, t in plan.params.items() if n not in plan.storages})
+    return values | {key: torch.stack([values[n] for n in column]) for key, column in plan.storages.items()}
 
 
-def _broadcasts(fn, plan: Plan) -> bool:
-    """Whether ``fn`` on two snapshots at once (θ₀ and a random point) gives, row by row, its value at each."""
-    names = [key for key in plan.params if key not in plan.storages]
-    points = [_point(plan, plan.params), _point(plan, random_point({n: plan.params[n] for n in names}))]
-    both = {key: torch.stack([points[0][key], points[1][key]]) for key in points[0]}
+def _broadcasts(fn, points: tuple[dict, dict]) -> bool:
+    """Whether ``fn`` on two snapshots at once (``points``: θ₀ and a random point, in the plan's layout) gives, row by
+    row, its value at each; only what ``fn`` reads is stacked."""
+    recorder = Recorder(points[0])
+    at_start = fn(recorder)
+    both = {key: torch.stack([points[0][key], points[1][key]]) for key in recorder.order}
     try:
-        return all(agrees(fn(both), [fn(point) for point in points]))
+        return all(agrees(fn(both), [at_start, fn(points[1])]))
     except DOES_NOT_STACK:  # a law that does not broadcast over a leading axis: called slot by slot
         return False
