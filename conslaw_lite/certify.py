@@ -138,8 +138,12 @@ def certify_module(
         needs = f"--module needs --input-shape, e.g. --input-shape 3,4 (or a function {INPUTS}(n) in its file)"
         raise ValueError(needs)
     shape = input_shape if inputs is None else None
-    count = count_laws(user.model, shape, inputs=inputs, seed=seed)
-    return Certificate.of(spec, count, _found(user.model, shape, seed, count, inputs) if laws else None)
+    try:
+        count = count_laws(user.model, shape, inputs=inputs, seed=seed)
+        found = _found(user.model, shape, seed, count, inputs) if laws else None
+    except ValueError as err:  # bad input, named with the line of the user's file it surfaced at
+        raise ValueError(user.located(err, tokens=vocab is not None)) from err
+    return Certificate.of(spec, count, found)
 
 
 

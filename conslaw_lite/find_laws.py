@@ -138,9 +138,12 @@ class FoundLaws:
         n, missing = self.count.num_laws, self.count.num_laws - self.num_found
         if self.complete:
             return f"{found}; N = {n}: the list is complete"
-        where = "" if self.searched == "all of θ" else " in one or two layers"
+        head = f"found {self.num_found} of N = {n}: "
+        if self.searched != "all of θ":  # blocks of θ only: a law across more of it is not excluded
+            where = "of one layer, a pair of layers or a pair of hidden units (the blocks searched at this size)"
+            return head + f"the other {missing} {'is' if missing == 1 else 'are'} not {kind} laws {where}"
         what = f"is not a {kind} polynomial" if missing == 1 else f"are not {kind} polynomials"
-        return f"found {self.num_found} of N = {n}: {missing} law{'' if missing == 1 else 's'} {what}{where}"
+        return head + f"{missing} law{'' if missing == 1 else 's'} {what}"
 
     def __str__(self) -> str:
         return "\n".join([self.message, *(f"  {name}" for name in self.laws)])
@@ -473,17 +476,12 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
     if slices and not (enough is not None and enough(vectors)):
         samples = _Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
         layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
-        first, moved, rest = _moved_laws(samples, layout, slices, degree)
-        vectors += _dicts(first) + moved
-        by_symmetry = len(slices) - first.blocks - len(rest)
-        rest = [] if enough is not None and enough(vectors) else rest  # the moved laws reach the count
-        found = _search(samples, rest, degree, "", None if enough is None else lambda v: enough(vectors + v))
-        vectors += _dicts(found)
-        kept = min(kept, first.sigma_kept, found.sigma_kept)
-        dropped = max(dropped, first.sigma_dropped, found.sigma_dropped)
-        unsearched = len(slices) - first.blocks - found.blocks - by_symmetry
+        units = _unit_laws(samples, layout, slices, degree, enough, vectors)
+        vectors += units.vectors
+        kept, dropped = min(kept, units.sigma_kept), max(dropped, units.sigma_dropped)
+        unsearched = len(slices) - units.solved - units.moved
         notes.append(
-            f"{len(slices)} unit slices: {first.blocks + found.blocks} solved, {by_symmetry} by symmetry"
+            f"{len(slices)} unit slices: {units.solved} solved, {units.moved} by symmetry"
             + (f", {unsearched} not needed" if unsearched else "")
         )
     if slices and target is not None and not enough(vectors):
@@ -505,27 +503,47 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
     return _assembled(vectors, kept, dropped, "pairs of layers" + detail)
 
 
-def _moved_laws(samples: _Samples, layout: Layout, slices: list, degree: int) -> tuple[_Search, list[dict], list]:
-    """The first slice of each axis solved; its laws moved to the axis's other slices
-    (:func:`~conslaw_lite.law_blocks.swapped`) and kept where conserved on every sample (``MOVED_TOL``);
-    the slices where a moved law failed, still to solve."""
-    heads = {}
+@dataclass(frozen=True)
+class _Units:  # what the unit slices gave: the laws, the evidence, the slices solved and those whose laws were moved
+
+    vectors: list[dict]
+    sigma_kept: float
+    sigma_dropped: float
+    solved: int
+    moved: int
+
+
+def _unit_laws(
+    samples: _Samples, layout: Layout, slices: list, degree: int, enough: Callable | None, before: list[dict]
+) -> _Units:
+    """Axis by axis: its first slice solved, its laws moved to its other slices (``swapped``) and kept where conserved
+    on every sample (``MOVED_TOL``), the slices where one failed (or of a flattened axis) solved on their own; no
+    further axis once the laws found (with ``before``) reach the count."""
+    axes: dict[tuple, list] = {}
     for key, coords in slices:
-        heads.setdefault(key[:3], (key[3], coords))
-    first = _search(samples, [coords for _, coords in heads.values()], degree, "")
-    found = _dicts(first)
-    by_head = {key: [law for law in found if {j for m in law for j in m} <= set(c)] for key, (_, c) in heads.items()}
-    moved, rest = [], []
-    for (i, j, n, u), coords in slices:
-        u0, laws = heads[(i, j, n)][0], by_head[(i, j, n)]
-        if u == u0:
-            continue
-        candidates = [swapped(law, layout, n, u0, u) for law in laws]
-        if laws and max(_residual(samples, law) for law in candidates) <= MOVED_TOL:
-            moved += candidates
-        else:
-            rest.append(coords)
-    return first, moved, rest
+        axes.setdefault(key[:3], []).append((key[3], coords))
+    vectors, kept, dropped, solved, moved = [], math.inf, 0.0, 0, 0
+    reached = None if enough is None else (lambda more: enough(before + vectors + more))
+    for (_, _, n), ((u0, head), *others) in axes.items():
+        if reached is not None and reached([]):
+            break
+        first = _search(samples, [head], degree, "")
+        head_laws = _dicts(first)
+        laws, rest = list(head_laws), []
+        for u, coords in others:
+            candidates = [swapped(law, layout, n, u0, u) for law in head_laws] if n > 0 else []  # n < 0: flattened
+            if candidates and max(_residual(samples, law) for law in candidates) <= MOVED_TOL:
+                laws += candidates
+                moved += 1
+            else:
+                rest.append(coords)
+        vectors += laws
+        found = _search(samples, rest, degree, "", reached)
+        vectors += _dicts(found)
+        kept = min(kept, first.sigma_kept, found.sigma_kept)
+        dropped = max(dropped, first.sigma_dropped, found.sigma_dropped)
+        solved += 1 + found.blocks
+    return _Units(vectors, kept, dropped, solved, moved)
 
 
 def _residual(samples: _Samples, law: dict) -> float:

@@ -14,6 +14,11 @@ So the search runs over
    A law found on the first slice of an axis is moved to the others by swapping the unit's index
    (:func:`swapped`: hidden units are interchangeable) and kept where it is conserved there; the
    slices where that fails are solved on their own.
+   Across a ``Flatten`` the unit's column after it is a group: channel c of a convolution feeds
+   columns ``c·k … c·k + k − 1`` of the ``Linear`` after it (k = H·W, channels first), a token
+   embedding's coordinate j the columns ``j, j + d, …`` (positions first). So a layer's unit axis
+   of size n also pairs with an input axis of size n·k of the next layer's weight, both ways
+   (:func:`flattened_slices`); those slices are solved one by one, not moved.
 3. if still short of the count, *pairs of unit slices* (u, v) of one such axis (the entries
    ``(u, v)`` of a per-head matrix law), within a budget of ``PAIR_WORK`` operations.
 
@@ -43,7 +48,9 @@ MAX_BLOCK = 64  # coordinates of a layer or pair of layers searched whole
 MAX_SLICE = 96  # coordinates of a unit slice (or pair of slices): 4,752 unknowns at degree 2
 PAIR_WORK = 2e12  # Σ U³ over the pairs of unit slices searched (U: a slice's unknowns): about a minute
 
-Key = tuple[int, int, int, int]  # (first layer, second layer, axis size n, unit u < n) of a unit slice
+# (first layer, second layer, axis, unit u < n) of a unit slice; the axis is its size n, or for a flattened axis
+# (flattened_slices) −(2n + 1) with channels first and −(2n + 2) with positions first: never moved by swapping
+Key = tuple[int, int, int, int]
 
 
 def unknowns(n: int, degree: int) -> int:
@@ -117,12 +124,66 @@ def _slice(layout: Layout, t: int, n: int, u: int) -> list[int]:
     return (np.flatnonzero(mask) + layout.offset(t)).tolist()
 
 
+def flattened_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
+    """For consecutive layers i, j = i + 1 where the output axis (axis 0) of size n of layer i's tensors meets an
+    input axis (axis 1) of size n·k, k > 1, of layer j's weights (a ``Flatten`` between them), and each u < n: layer
+    i's entries with index u on axis 0, and layer j's weight columns of u, channels first (``u·k … u·k + k − 1``)
+    or positions first (``u, u + n, …``).
+
+    Examples
+    ========
+    >>> layout = Layout(("c.weight", "c.bias", "fc.weight"), ((2, 1, 3), (2,), (1, 4)))  # 2 channels of 2 positions
+    >>> [(key, coords) for key, coords in flattened_slices(layout, [0, 1])][:2]  # channel 0: its filter, bias, columns
+    [((0, 1, -5, 0), [0, 1, 2, 6, 8, 9]), ((0, 1, -5, 1), [3, 4, 5, 7, 10, 11])]
+    """
+    i, j = pair
+    if j != i + 1:  # a Flatten sits between two consecutive layers
+        return []
+    tensors = _layer_tensors(layout)
+    inputs = {layout.shapes[t][1] for t in tensors[j] if len(layout.shapes[t]) >= 2}
+    out = []
+    for n in sorted({layout.shapes[t][0] for t in tensors[i] if layout.shapes[t] and layout.shapes[t][0] > 1}):
+        for m in sorted(m for m in inputs if m > n and m % n == 0):
+            for order, columns in enumerate((_channels_first, _positions_first)):
+                for u in range(n):
+                    before = [c for t in tensors[i] for c in _first_axis(layout, t, n, u)]
+                    after = [c for t in tensors[j] for c in _columns(layout, t, m, columns(n, m, u))]
+                    out.append(((i, j, -(2 * n + 1 + order), u), sorted(before + after)))
+    return out
+
+
+def _channels_first(n: int, m: int, u: int) -> list[int]:
+    k = m // n
+    return list(range(u * k, (u + 1) * k))
+
+
+def _positions_first(n: int, m: int, u: int) -> list[int]:
+    return list(range(u, m, n))
+
+
+def _first_axis(layout: Layout, t: int, n: int, u: int) -> list[int]:
+    """Flat coordinates of tensor t (its first axis of size n: an output unit) whose index there is u."""
+    shape = layout.shapes[t]
+    if not shape or shape[0] != n:
+        return []
+    return list(range(layout.offset(t) + u * math.prod(shape[1:]), layout.offset(t) + (u + 1) * math.prod(shape[1:])))
+
+
+def _columns(layout: Layout, t: int, m: int, columns: list[int]) -> list[int]:
+    """Flat coordinates of weight t (axis 1 of size m) in the given columns of axis 1."""
+    shape = layout.shapes[t]
+    if len(shape) < 2 or shape[1] != m:
+        return []
+    index = np.indices(shape).reshape(len(shape), -1)
+    return (np.flatnonzero(np.isin(index[1], columns)) + layout.offset(t)).tolist()
+
+
 def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tuple[Key, list[int]]], int]:
-    """The unit slices of the pairs too large to search whole, up to ``MAX_SLICE`` coordinates, and how many
-    were larger (left out)."""
+    """The unit slices (and flattened ones) of the pairs too large to search whole, up to ``MAX_SLICE``
+    coordinates, and how many were larger (left out)."""
     kept, seen, over = [], set(), 0
     for i, j in large:
-        for key, coords in unit_slices(layout, [i, j]):
+        for key, coords in unit_slices(layout, [i, j]) + flattened_slices(layout, [i, j]):
             if tuple(coords) in seen:
                 continue
             seen.add(tuple(coords))

@@ -19,6 +19,9 @@ walks a model and collects them; :func:`quantities` lists them as typed
 from __future__ import annotations
 
 import copy
+import os
+import sys
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -263,6 +266,41 @@ def supported_types() -> list[str]:
     """
     _load_families()
     return sorted({qualified_name(t) for t in _FINDERS} | set(_NAMED_FINDERS))
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of a warning that points at the first caller outside ``conslaw_lite`` (whatever the depth).
+
+    Examples
+    ========
+    >>> user_stacklevel()  # called from outside the package: its caller is the user's line
+    1
+    """
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def left_out(module: nn.Module, prefix: str, option: str) -> None:
+    """Warn that ``module``'s laws are left out, naming the ``option`` they do not cover; a finder then returns
+    ``None`` (the module is no block: its parameters are searched with the rest of the model, never guessed).
+
+    Examples
+    ========
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     left_out(nn.Linear(1, 1), "layers.0.", "a window")
+    >>> str(caught[0].message)
+    'Linear at layers.0 has a window: its laws are not derived here and are left out'
+    """
+    where = prefix.rstrip(".") or "the model"
+    warnings.warn(
+        f"{type(module).__name__} at {where} has {option}: its laws are not derived here and are left out",
+        stacklevel=user_stacklevel(),
+    )
 
 
 def find_blocks(model: nn.Module, *, required: bool = False) -> list[BlockLaws]:

@@ -230,6 +230,11 @@ class Monitor:
         check_every(every)
         if evaluate_every is not None:
             check_every(evaluate_every)
+        if any(p.is_meta for p in model.parameters()):
+            raise ValueError(
+                "Monitor: the model's parameters are on the meta device (shapes without values): materialize them "
+                "first (model.to_empty(device=...) and initialize them, or load the weights)"
+            )
         self._conflicts = _mode_conflicts(model, laws is not None)
         for name, layer, why in self._conflicts:
             if layer.training:
@@ -272,7 +277,8 @@ class Monitor:
         if self.own is not None and self.own.laws:
             grouped[FOUND] = self.own.laws
         if not grouped:
-            raise ValueError(f"Monitor: no conservation law to watch in {type(model).__name__}; {self.own}")
+            why = self.own or "it has no parameters to train"
+            raise ValueError(f"Monitor: no conservation law to watch in {type(model).__name__}; {why}")
         if self.own is not None and self.own.searched:
             print(f"Monitor: {self.own}")
             self._conflicts += [c for c in _mode_conflicts(model, True) if self.own.covers(c[0])]

@@ -20,6 +20,12 @@ tensor, and its parameters to be used nowhere else (not tied to another module's
 is reported and not searched. Laws that couple two parts, or a part and a block (a SwiGLU's C with a
 linear layer right after it), are not found: the report names the parts that were searched.
 
+**Checked on the whole model.** A layer of a part called from elsewhere, or a weight of it read by another
+module's forward (``F.linear(z, self.mlp[2].weight.T)``), breaks that condition where the recorded calls cannot
+see it. So every law found is checked on the whole model's gradient, at its θ and at a random θ, on the example
+input: ``|⟨∇h, ∇_P⟨a, f⟩⟩| ≤ MODEL_TOL ‖∇h‖ ‖∇_P⟨a, f⟩‖`` for ``MODEL_COTANGENTS`` random a, the gradients taken
+on the part's coordinates P. A part whose laws fail is reported and none of its laws are watched.
+
 **Inputs.** One forward of the model on the example input (in eval mode: no running statistic moves)
 records each part's input. A part is searched on standard-normal inputs of that shape, over every
 scale (:func:`~conslaw_lite.counting.count_laws`' draws), or, on token ids, on every id of its first
@@ -31,22 +37,31 @@ polynomial are counted, not found, and the report says how many.
 from __future__ import annotations
 
 import copy
+import itertools
+import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
+from torch.func import jacrev, vjp
 
 from conslaw_lite.config import model_device
 from conslaw_lite.counting import RESIDUAL_TOL
+from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import Law, find_blocks
+from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.user_inputs import inputs_needed, token_inputs
 
 MAX_LAYERS_SHOWN = 6  # classes named in a part's description before "…"
 # A monitor starts before training does: a part over this many parameters is not searched whole (find_laws takes
 # about a minute at D = 3,072, a 32-64-16 MLP on 2 cores, and its count grows as D³), but in pieces.
 SEARCH_MAX_PARAMS = 3072
+# Looser than RESIDUAL_TOL, which the part's own check met: the rest of a model may compute in float32 (round-off
+# about 1e-7), while a law that something outside its part breaks is off by far more (1e-3 and up at a random θ).
+MODEL_TOL = 1e-6
+MODEL_COTANGENTS = 8  # random ⟨a, f⟩ whose gradients every law's gradient must be orthogonal to
 
 
 class _Chain(nn.Module):
@@ -127,12 +142,15 @@ class OwnLaws:
     def __str__(self) -> str:
         parts = f"{len(self.parts)} part{'' if len(self.parts) == 1 else 's'} outside the registered blocks"
         head = f"searched {parts} for their laws, in {self.seconds:.1f} s" if self.searched else parts
-        return "\n".join([f"{head}:", *(f"  {part}" for part in self.parts)])
+        lines = [f"{head}:", *(f"  {part}" for part in self.parts)]
+        if self.searched and len(self.parts) > 1:
+            lines.append("  (each part alone: laws that couple two parts, or a part and a block, are not searched)")
+        return "\n".join(lines)
 
 
 def own_laws(
     model: nn.Module,
-    input_shape: tuple[int, ...] | None = None,
+    input_shape: tuple[int, ...] | int | None = None,
     inputs: torch.Tensor | None = None,
     seed: int = 0,
 ) -> OwnLaws:
@@ -160,9 +178,10 @@ def own_laws(
         return OwnLaws(tuple(listed + own), 0.0, searched=False)
     if not parts:  # nothing outside the registered blocks but their modules' own parameters: no forward to run
         return OwnLaws(tuple(own), 0.0, searched=True)
-    recorded = _record(model, _example(model, input_shape, inputs))
+    example = _example(model, input_shape, inputs)
+    recorded = _record(model, example)
     found = [p for members in parts for p in _search(model, members, recorded, seed)]
-    return OwnLaws(tuple(found + own), time.perf_counter() - start, searched=True)
+    return OwnLaws(tuple(_on_the_model(model, found, example, seed) + own), time.perf_counter() - start, True)
 
 
 def uncovered(model: nn.Module) -> list[str]:
@@ -288,10 +307,12 @@ class _Call:
 def _example(model: nn.Module, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None) -> torch.Tensor:
     """A batch of two inputs: ``inputs[:2]``, or standard normal of ``input_shape`` in the model's dtype and device."""
     if inputs is not None:
+        if input_shape is not None:
+            raise ValueError("give input_shape (one input's shape) or inputs (a batch of inputs), not both")
         if not isinstance(inputs, torch.Tensor) or inputs.dim() < 1 or len(inputs) < 1:
             raise ValueError(f"inputs must be a batch of inputs (a tensor with a batch dimension), got {inputs!r}")
         return inputs[:2]
-    shape = tuple(input_shape)
+    shape = (input_shape,) if isinstance(input_shape, int) else tuple(input_shape)
     if not shape or any(not isinstance(n, int) or n < 1 for n in shape):
         raise ValueError(f"input_shape must be positive integers (one input, no batch dimension), got {input_shape}")
     param = next(model.parameters())
@@ -320,7 +341,8 @@ def _record(model: nn.Module, x: torch.Tensor) -> dict[str, _Call]:
             model(x)
     except Exception as err:  # the user's model: its error is bad input, named with the shape that caused it
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"the model rejects inputs of shape {tuple(x.shape[1:])}: {first_line}") from err
+        batch = " (the first dimension of inputs= counts the inputs)" if x.dim() == 1 else ""
+        raise ValueError(f"the model rejects inputs of shape {tuple(x.shape[1:])}{batch}: {first_line}") from err
     finally:
         for handle in handles:
             handle.remove()
@@ -422,3 +444,82 @@ def _found(model: nn.Module, members: list[str], found) -> Part:
     watched = found.conclusive and residual <= RESIDUAL_TOL
     laws = {f"{base.path}:{name}" if base.path else name: law for name, law in found.laws.items()} if watched else {}
     return Part(base.path, base.layers, base.num_params, outcome, laws, tuple(members))
+
+
+# ---------------------------------------------------------------- the laws found, checked on the whole model
+
+
+def _on_the_model(model: nn.Module, parts: list[Part], x: torch.Tensor, seed: int) -> list[Part]:
+    """The parts, with none of a part's laws watched where one of them is not a law of the whole model."""
+    watched = [part for part in parts if part.laws]
+    if not watched:
+        return parts
+    try:
+        residuals = _model_residuals(model, watched, x, seed)
+    except (ValueError, TypeError, RuntimeError) as err:  # the user's model: never watched unchecked
+        why = f"not checked on the whole model: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+        residuals = dict.fromkeys((part.path for part in watched), why)
+    checked = []
+    for part in parts:
+        residual = residuals.get(part.path, 0.0)
+        if isinstance(residual, str) or residual > MODEL_TOL:
+            why = residual if isinstance(residual, str) else (
+                f"the whole model does not keep them (residual {residual:.1e}): something outside "
+                f"`{part.path or 'the model'}` calls its layers or reads its parameters"
+            )
+            part = replace(part, laws={}, outcome=f"{part.outcome}; none watched: {why}")
+        checked.append(part)
+    return checked
+
+
+def _model_residuals(model: nn.Module, parts: list[Part], x: torch.Tensor, seed: int) -> dict[str, float]:
+    """Per part, the largest ``|⟨∇h, ∇_P⟨a, f(x)⟩⟩| / (‖∇h‖ ‖∇_P⟨a, f(x)⟩‖)`` over its law entries h, random a and two
+    θ (the model's own and a random one), the gradients taken on the part's coordinates P."""
+    modes = {m: m.training for m in model.modules()}
+    try:
+        host = model if model_device(model) in (None, torch.device("cpu")) else copy.deepcopy(model).cpu()
+        host.eval()  # as the parts were searched: no dropout, no running statistics
+        problem = problem_of(host, None)
+    finally:
+        for module, mode in modes.items():
+            module.training = mode
+    x = x.cpu().double() if x.is_floating_point() else x.cpu()
+    gen = generator(seed, Stream.MODEL_CHECK)
+    offsets = dict(zip(problem.shapes, itertools.accumulate([0, *(math.prod(s) for s in problem.shapes.values())])))
+    own = problem.flatten(dict(host.named_parameters()))
+    worst = dict.fromkeys((part.path for part in parts), 0.0)
+    for theta in (own, problem.random_theta(gen)):
+        out, pull = vjp(problem.outputs(x), theta)
+        if not torch.isfinite(out).all():  # a random θ where the model overflows: its own θ is still checked
+            continue
+        a = torch.randn(MODEL_COTANGENTS, out.numel(), generator=gen, dtype=torch.float64)
+        g = torch.stack([pull(row)[0] for row in a])  # (cotangents, D); vmap would warn on some attention kernels
+        values = problem.unflatten(theta)
+        for part in parts:
+            names = [n for n in problem.shapes if any(_inside(n, member) for member in part.members)]
+            columns = torch.cat([torch.arange(offsets[n], offsets[n] + values[n].numel()) for n in names])
+            grad_h = jacrev(_entries(part.laws, values, names))(theta[columns])  # (law entries, |P|)
+            worst[part.path] = max(worst[part.path], _largest_cosine(grad_h, g[:, columns]))
+    return worst
+
+
+def _entries(laws: dict[str, Law], values: dict[str, torch.Tensor], names: list[str]):
+    """The part's coordinates ↦ every entry of its laws, the rest of θ held at ``values``."""
+    sizes = [values[n].numel() for n in names]
+
+    def h(sub: torch.Tensor) -> torch.Tensor:
+        p = dict(values) | {n: t.reshape(values[n].shape) for n, t in zip(names, sub.split(sizes))}
+        return torch.cat([torch.as_tensor(law(p)).reshape(-1) for law in laws.values()])
+
+    return h
+
+
+def _largest_cosine(grad_h: torch.Tensor, grad_f: torch.Tensor) -> float:
+    """``max |cos(∇h, ∇f)|`` over rows that are not zero (a constant entry, an output the part does not move)."""
+    norm_h, norm_f = grad_h.norm(dim=1), grad_f.norm(dim=1)
+    rows_h = norm_h > 1e-12 * norm_h.max().clamp_min(1e-300)
+    rows_f = norm_f > 1e-12 * norm_f.max().clamp_min(1e-300)
+    if not rows_h.any() or not rows_f.any():
+        return 0.0
+    cosines = (grad_h[rows_h] @ grad_f[rows_f].T).abs() / (norm_h[rows_h, None] * norm_f[None, rows_f])
+    return float(cosines.max())

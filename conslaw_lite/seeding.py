@@ -46,7 +46,8 @@ class Stream(IntEnum):
     A count's k-th random θ and its inputs draw from ``THETA_DRAWS + k``, the check of its
     derivatives from ``DERIVATIVE_CHECK + k``, its saturation probe from ``SATURATION_PROBE``;
     :func:`~conslaw_lite.counting.check_laws` its j-th point from ``LAW_CHECK + j``,
-    :func:`~conslaw_lite.find_laws.find_laws` its samples from ``LAW_SEARCH``, training its k-th
+    :func:`~conslaw_lite.find_laws.find_laws` its samples from ``LAW_SEARCH``, the check of a monitor's found laws
+    on the whole model (:mod:`conslaw_lite.own_laws`) from ``MODEL_CHECK``, training its k-th
     batch from ``BATCHES + k``, and the fuzz oracle case c from ``FUZZ_ORACLE + c``.
     """
 
@@ -56,6 +57,7 @@ class Stream(IntEnum):
     SATURATION_PROBE = 6007
     LAW_CHECK = 7919
     LAW_SEARCH = 31337
+    MODEL_CHECK = 104_729
     FUZZ_ORACLE = 7_654_321
 
 

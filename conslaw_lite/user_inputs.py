@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.counting.count import MAX_SAMPLES, MIN_OUTPUTS, OUTPUTS_PER_PARAM
+from conslaw_lite.counting.problem import one_output
 from conslaw_lite.seeding import generator
 
 
@@ -34,8 +35,8 @@ def inputs_needed(model: nn.Module, example: torch.Tensor) -> int:
     """
     try:
         with torch.no_grad():
-            out = model(example[:1]).numel()
-    except (RuntimeError, ValueError, TypeError):  # the count itself names what the model rejects, if it does
+            out = one_output(model(example[:1]), 1).numel()  # several outputs, a ModelOutput: as the counter sees them
+    except (RuntimeError, ValueError, TypeError, AttributeError):  # the count names what the model rejects, if it does
         return MAX_SAMPLES
     D = sum(p.numel() for p in model.parameters())
     return min(MAX_SAMPLES, math.ceil(max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS) / max(out, 1)))

@@ -12,6 +12,8 @@ to the CLI nor a bug of ours: :class:`UserCodeError`, one line ``FILE:LINE: Erro
 from __future__ import annotations
 
 import importlib.util
+import inspect
+import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ class UserModule:
         if vocab is not None:
             if input_shape is None:
                 raise ValueError("--vocab needs --input-shape: the token ids of one input, e.g. --input-shape 5")
+            _check_vocab(self.model, vocab)
             one = token_inputs(input_shape, vocab, 1, seed)
             return token_inputs(input_shape, vocab, inputs_needed(self.model, one), seed)
         if self.make_inputs is None:
@@ -54,12 +57,38 @@ class UserModule:
         n = inputs_needed(self.model, self._call_inputs(1))
         return self._call_inputs(n)
 
+    def located(self, err: ValueError, tokens: bool) -> str:
+        """``err``'s message, after the line of the file where it surfaced (the model's ``forward``, say), and for
+        a model with an ``nn.Embedding`` given float inputs, how to give it token ids."""
+        where = user_line(err, self.path)
+        text = f"{where}: {err}" if where else str(err)
+        if not tokens and self.make_inputs is None and any(isinstance(m, nn.Embedding) for m in self.model.modules()):
+            text += "; a model of token ids takes --input-dtype long --vocab V"
+        return text
+
     def _call_inputs(self, n: int) -> torch.Tensor:
         x = _run(self.path, f"{INPUTS}({n})", lambda: self.make_inputs(n))
         if not isinstance(x, torch.Tensor) or x.dim() < 1 or len(x) < n:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"--module: {self.path}: {INPUTS}({n}) must return a tensor of ≥ {n} inputs, got {got}")
         return x
+
+
+def _check_vocab(model: nn.Module, vocab: int) -> None:
+    """``--vocab`` against the model's first ``nn.Embedding``: more ids than its rows is an error; fewer, a warning
+    (an id never drawn leaves its row free: spurious laws)."""
+    name, embedding = next(((n, m) for n, m in model.named_modules() if isinstance(m, nn.Embedding)), (None, None))
+    if embedding is None:
+        return
+    rows = embedding.num_embeddings
+    if vocab > rows:
+        raise ValueError(f"--vocab {vocab}: the model's nn.Embedding `{name}` has {rows} rows (ids 0..{rows - 1})")
+    if vocab < rows:
+        print(
+            f"warning: --vocab {vocab} draws ids 0..{vocab - 1} only, but `{name}` has {rows} rows: each row never "
+            "read is free, and counts as laws",
+            file=sys.stderr,
+        )
 
 
 def load_module(spec: str) -> UserModule:
@@ -97,7 +126,7 @@ def load_module(spec: str) -> UserModule:
     if isinstance(factory, nn.Module):  # built in the file (``model = Net()``): that module itself
         model = factory
     elif callable(factory):
-        model = _run(path, f"{factory_name}()", factory)
+        model = _run(path, f"{factory_name}()", factory, _defined_at(factory))
     else:
         raise ValueError(f"--module: {path} has no function or nn.Module {factory_name!r}")
     if not isinstance(model, nn.Module):
@@ -107,31 +136,58 @@ def load_module(spec: str) -> UserModule:
 
 
 def _import(path: Path) -> ModuleType:
+    """The file as a module; its folder goes first on ``sys.path``, as ``python FILE.py`` puts it (its own imports)."""
     module_spec = importlib.util.spec_from_file_location(f"_certify_{path.stem}", path)
     if module_spec is None or module_spec.loader is None:
         raise ValueError(f"--module: cannot import {path} (is it a .py file?)")
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     source = importlib.util.module_from_spec(module_spec)
     _run(path, "", lambda: module_spec.loader.exec_module(source))
     return source
 
 
-def _run(path: Path, what: str, call: Callable):
-    """``call()``, its exception turned into a :class:`UserCodeError` naming the file's line it came from."""
+def _run(path: Path, what: str, call: Callable, line: int = 0):
+    """``call()``, its exception turned into a :class:`UserCodeError` naming the file's line it came from (``line``,
+    the function's own, when no frame of the file is in the traceback: a call with the wrong arguments)."""
     try:
         return call()
-    except Exception as err:  # the user's code: neither bad input to the CLI nor a bug of ours
-        raise UserCodeError(_where(err, path) + f": {_first_line(err)}" + (f" (in {what})" if what else "")) from err
+    except (Exception, SystemExit) as err:  # the user's code: neither bad input to the CLI nor a bug of ours
+        where = user_line(err, path) or (f"{path}:{line}" if line else str(path))
+        raise UserCodeError(f"{where}: {_first_line(err)}" + (f" (in {what})" if what else "")) from err
 
 
-def _where(err: Exception, path: Path) -> str:
-    """``FILE:LINE`` of the error: a syntax error's own line, else the traceback's last frame in the user's file."""
+def _defined_at(factory: Callable) -> int:
+    """The line a function or class of the file starts at (0 when Python cannot tell)."""
+    try:
+        return inspect.getsourcelines(factory)[1]
+    except (OSError, TypeError):
+        return 0
+
+
+def user_line(err: BaseException, path: Path) -> str:
+    """``FILE:LINE`` of the error in the user's file (``FILE`` as given): a syntax error's own line, else the last
+    frame in that file of the traceback (of the error or of what caused it); ``""`` when none is.
+
+    Examples
+    ========
+    >>> user_line(ValueError("not from a file"), Path("mine.py"))
+    ''
+    """
     if isinstance(err, SyntaxError) and err.filename:
-        return f"{err.filename}:{err.lineno}"
-    own = [f for f in traceback.extract_tb(err.__traceback__) if Path(f.filename).resolve() == path.resolve()]
-    return f"{path}:{own[-1].lineno}" if own else str(path)
+        return f"{path}:{err.lineno}"
+    while err is not None:
+        frames = [f for f in traceback.extract_tb(err.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+        if frames:
+            return f"{path}:{frames[-1].lineno}"
+        err = err.__cause__
+    return ""
 
 
-def _first_line(err: Exception) -> str:
+def _first_line(err: BaseException) -> str:
+    if isinstance(err, SystemExit):
+        return f"SystemExit: the file called sys.exit({err.code!r})"
     text = err.msg if isinstance(err, SyntaxError) else str(err)
     lines = text.strip().splitlines()
     return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__

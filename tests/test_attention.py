@@ -198,9 +198,14 @@ def test_torch_multihead_attention_with_separate_weights() -> None:
     assert min(step_gaps(model, tokens(5, 3, 7), controls=True).values()) > 1e-6
 
 
-def test_add_bias_kv_is_refused() -> None:
-    with pytest.raises(ValueError, match="add_bias_kv"):
-        laws_of(SelfAttention(nn.MultiheadAttention(4, 2, add_bias_kv=True)))
+def test_add_bias_kv_is_left_out_with_a_warning() -> None:
+    """Its laws are not derived: the block is no block (a warning names the option), never guessed, and the rest of
+    the model keeps its laws."""
+    with_bias_kv = SelfAttention(nn.MultiheadAttention(4, 2, add_bias_kv=True))
+    model = nn.Sequential(with_bias_kv, SelfAttention(nn.MultiheadAttention(4, 2)))
+    with pytest.warns(UserWarning, match="add_bias_kv=True"):
+        blocks = find_blocks(model)
+    assert [block.path for block in blocks] == ["1.mha"]
 
 
 def test_timm_vit_lists_every_head_of_every_block(timm: ModuleType) -> None:

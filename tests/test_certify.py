@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,6 +150,8 @@ def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> N
         (("--module", "{dir}/mine.py:relu_net", "--input-dtype", "long", "--input-shape", "4"), "needs --vocab"),
         (("--module", "{dir}/mine.py:relu_net", "--vocab", "4", "--input-shape", "4"), "--input-dtype long"),
         (("toy", "--vocab", "4"), "are for --module"),
+        ((), "give an architecture name"),
+        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "2", "2"), "commas between sizes: 3,4"),
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(run_cli, factories: Path, argv: tuple[str, ...], words: str) -> None:
@@ -219,6 +223,10 @@ def test_cli_takes_the_inputs_function_of_the_module_file(run_cli, tmp_path: Pat
          "RuntimeError: no weights (in make())"),
         (EMBEDDING + "\ndef inputs(n):\n    return 1 / 0\n", "make", 11,
          "ZeroDivisionError: division by zero (in inputs(1))"),
+        ("from torch import nn\n\ndef make(width):\n    return nn.Linear(2, width)\n", "make", 3,
+         "TypeError: make() missing 1 required positional argument: 'width' (in make())"),
+        ("import sys\n\ndef make():\n    sys.exit(7)\n", "make", 4,
+         "SystemExit: the file called sys.exit(7) (in make())"),
     ],
 )  # fmt: skip
 def test_cli_errors_of_the_users_file_exit_4_naming_file_and_line(
@@ -240,11 +248,48 @@ def test_cli_lists_the_named_architectures(run_cli) -> None:
 
 @pytest.mark.slow
 def test_python_dash_m_version_runs() -> None:
-    import subprocess
-    import sys
-
     import conslaw_lite
 
     argv = [sys.executable, "-m", "conslaw_lite", "--version"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == f"conslaw_lite {conslaw_lite.__version__}"
+
+
+def test_cli_token_models_check_the_vocabulary_against_the_embedding(run_cli, tmp_path: Path) -> None:
+    """More ids than rows is bad input; fewer is counted with a warning (each row never read adds laws); float
+    inputs to an embedding get the flags that give it ids."""
+    (tmp_path / "emb.py").write_text(EMBEDDING)
+    code, out, err = run_cli("--module", f"{tmp_path}/emb.py:make", "--input-dtype", "long", "--vocab", "11",
+                             "--input-shape", "2")  # fmt: skip
+    assert code == 2 and out == "" and "has 10 rows (ids 0..9)" in err
+    code, out, err = run_cli("--module", f"{tmp_path}/emb.py:make", "--input-dtype", "long", "--vocab", "8",
+                             "--input-shape", "2", "--json")  # fmt: skip
+    assert code == 0 and "warning: --vocab 8 draws ids 0..7 only" in err
+    assert json.loads(out)["num_laws"] > EMBEDDING_LAWS  # the two rows never read are free
+    code, _, err = run_cli("--module", f"{tmp_path}/emb.py:make", "--input-shape", "2")
+    assert code == 2 and err.endswith("a model of token ids takes --input-dtype long --vocab V\n")
+
+
+def test_cli_module_file_imports_its_neighbours_and_forward_errors_name_their_line(run_cli, tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "helper.py").write_text(
+        "from torch import nn\n\ndef build():\n    return nn.Sequential(nn.Linear(4, 3, bias=False), nn.ReLU(), "
+        "nn.Linear(3, 2, bias=False))\n"
+    )
+    (tmp_path / "sub" / "user.py").write_text("from helper import build\n\ndef make():\n    return build()\n")
+    code, out, _ = run_cli("--module", f"{tmp_path}/sub/user.py:make", "--input-shape", "4", "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == 3
+    broken = "from torch import nn\n\nclass M(nn.Linear):\n    def forward(self, x):\n        raise ValueError('no')\n"
+    (tmp_path / "fwd.py").write_text(broken + "\ndef make():\n    return M(2, 2)\n")
+    code, _, err = run_cli("--module", f"{tmp_path}/fwd.py:make", "--input-shape", "2")
+    assert code == 2 and err == f"error: {tmp_path}/fwd.py:5: the model rejects inputs of shape (2,): no\n"
+
+
+@pytest.mark.slow
+def test_cli_stops_quietly_when_its_reader_closes_the_pipe() -> None:
+    """``certify --list | head -1``: the first line, exit 0, no BrokenPipeError."""
+    done = subprocess.run(
+        f"{sys.executable} -m conslaw_lite certify --list | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "" and len(done.stdout.splitlines()) == 1

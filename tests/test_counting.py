@@ -519,3 +519,21 @@ def test_round_off_over_summed_terms_is_not_a_wrong_derivative() -> None:
     count = count_laws(net, (3, 4))
     assert_clear_gap(count)
     assert count.num_laws == 2 * 1 * 2 * 3 + 4 * 5 // 2
+
+
+def test_a_model_returning_several_tensors_is_counted_on_all_of_them() -> None:
+    """Each output tensor keeps one row per input; one without the batch dimension is named."""
+
+    class Pair(nn.Module):
+        def __init__(self, extra: str) -> None:
+            super().__init__()
+            self.a, self.b, self.extra = nn.Linear(4, 6, bias=False), nn.Linear(6, 3, bias=False), extra
+
+        def forward(self, x: torch.Tensor):
+            y = self.b(torch.relu(self.a(x)))
+            return {"y": y, "sum": x.sum(-1)} if self.extra == "input" else (y, y.sum())
+
+    torch.manual_seed(0)
+    assert count_laws(Pair("input").double(), (4,)).num_laws == 6  # x.sum(-1) does not move with θ
+    with pytest.raises(ValueError, match="tensor 1 has shape \\(\\), without the batch dimension"):
+        count_laws(Pair("scalar").double(), (4,))

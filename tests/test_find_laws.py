@@ -270,6 +270,21 @@ def test_unit_slices_of_an_mlp_and_pairs_of_slices_of_a_head():
     assert [0, 1, 2, 3, 4, 5, 12, 13, 14, 15, 16, 17] in pairs  # rows 0 and 1 of Q and of K: a 2×2 head law
 
 
+def test_a_cnn_s_last_channels_are_searched_across_its_flatten(one_thread):
+    """Channel c of the last convolution feeds columns 9c … 9c + 8 of the Linear after the Flatten: a flattened
+    unit slice holds its law (without them: 2 of the 5 laws found, and a message that says only where it looked)."""
+    from conslaw_lite.law_blocks import flattened_slices
+    from conslaw_lite.polynomial_laws import Layout
+
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(1, 2, 2), nn.ReLU(), nn.Conv2d(2, 3, 2), nn.ReLU(), nn.Flatten(), nn.Linear(27, 3))
+    found = find_laws(cnn.double(), (1, 5, 5))
+    assert found.complete and found.num_found == 5  # the 2 + 3 channels
+    assert any("− ‖5.weight[:, 9:18]‖²" in law for law in found.laws)
+    mlp = Layout(("0.weight", "0.bias", "2.weight"), ((16, 8), (16,), (4, 16)))
+    assert flattened_slices(mlp, [0, 1]) == []  # no Flatten: the next layer reads the 16 units one by one
+
+
 def test_a_law_that_does_not_move_to_another_unit_is_solved_there(one_thread):
     # unit 0 is a ReLU, unit 1 squares: W₁ (2×40) → e^t W₁[i], W₂[:, i] → e^{−t} or e^{−2t}: their laws differ
     def f(p: dict, x: torch.Tensor) -> torch.Tensor:

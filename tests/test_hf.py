@@ -112,6 +112,47 @@ def test_countable_copies_compute_what_transformers_computes() -> None:
         assert torch.allclose(countable(layer)(X.double()), layer(X, position_embeddings=cos_sin).double(), atol=1e-5)
 
 
+def test_a_sliding_window_layer_is_counted_with_its_window() -> None:
+    """The countable copy of a sliding-window layer applies the window (transformers' sdpa path alone would not):
+    on each layer's input inside the model's own forward, it gives that layer's output."""
+    torch.manual_seed(0)
+    config = {"use_sliding_window": True, "sliding_window": 2, "layer_types": ["full_attention", "sliding_attention"]}
+    model = tiny_model("qwen3", ArchOptions(dim=8, heads=2), num_hidden_layers=2, **config).double()
+    seen = {}
+
+    def record(layer, args, kwargs, output) -> None:
+        seen[layer] = (args[0] if args else kwargs["hidden_states"], output[0] if isinstance(output, tuple) else output)
+
+    hooks = [layer.register_forward_hook(record, with_kwargs=True) for layer in model.model.layers]
+    model(input_ids=torch.randint(0, 16, (2, 6)))
+    for hook in hooks:
+        hook.remove()
+    for layer, (X, Y) in seen.items():
+        assert torch.allclose(countable(layer)(X), Y, atol=1e-8), layer.attention_type
+
+
+def test_with_the_load_balancing_loss_top1_keeps_only_the_sum_of_the_router_rows() -> None:
+    """output_router_logits adds a loss of p = softmax(W x): top-1 with the division then moves W; ΣW_e stays."""
+    options = ArchOptions(dim=4, hidden=2, experts=3, top_k=1)
+    model = tiny_model("qwen3_moe", options, norm_topk_prob=True, output_router_logits=True, router_aux_loss_coef=0.5)
+    with pytest.warns(UserWarning, match="output_router_logits=True"):
+        keys = set(laws_of(model))
+    assert "model.layers.0.mlp:sum_W_e" in keys and "model.layers.0.mlp:W" not in keys
+    model = model.double()
+    ids = torch.randint(0, 6, (8, 5), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        model.model.layers[0].mlp.gate.weight.normal_()
+    before = laws_of(model)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    for _ in range(5):
+        opt.zero_grad()
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+    drift = (laws_of(model)["model.layers.0.mlp:sum_W_e"] - before["model.layers.0.mlp:sum_W_e"]).norm()
+    moved = (model.model.layers[0].mlp.gate.weight.grad).norm()  # the router moves: the aux loss reaches it
+    assert moved > 1e-6 and drift < 1e-9 * before["model.layers.0.mlp:sum_W_e"].norm() + 1e-12
+
+
 def test_laws_of_keys_use_huggingface_names() -> None:
     model = tiny_model("qwen3", ArchOptions(dim=8, heads=1))
     keys = set(laws_of(model))

@@ -203,3 +203,63 @@ def test_a_part_too_large_to_search_at_the_start_is_refused_at_once_and_searched
     assert outcomes[""].startswith("not searched: D = 8,450 parameters, over the 3,072 a monitor searches")
     assert outcomes["0-2"].startswith("not searched: D = 8,320 parameters")
     assert outcomes["2-4"].startswith("not searched: D = 4,290 parameters")
+
+
+class _Outside(nn.Module):
+    """A SwiGLU block, then an MLP part that something outside it also reads (``how``)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.block, self.how = SwiGLU(4, 2, 4), how
+        self.mlp = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.block(x)
+        if self.how == "layer called outside":
+            return self.mlp(z) + self.mlp[0](z)[..., :4]
+        if self.how == "weight read outside":
+            return nn.functional.linear(self.mlp(z), self.mlp[2].weight.T)
+        return self.mlp(z)
+
+
+@pytest.mark.parametrize("how", ["layer called outside", "weight read outside", "alone"])
+def test_laws_the_whole_model_does_not_keep_are_not_watched(how: str) -> None:
+    """The part alone has its 5 unit laws; a layer of it called again outside, or its weight read by the parent's
+    forward, breaks them in the model: the check on the whole model's gradient leaves them out and says why."""
+    torch.manual_seed(0)
+    (part,) = own_laws(_Outside(how).double(), input_shape=(4,)).parts
+    assert part.path == "mlp" and "N = 5: the list is complete" in part.outcome
+    if how == "alone":
+        assert len(part.laws) == 1 and "none watched" not in part.outcome
+    else:
+        assert not part.laws and "none watched: the whole model does not keep them" in part.outcome
+
+
+class _TwoOutputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 6, bias=False), nn.Linear(6, 3, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = torch.relu(self.a(x))
+        return self.b(hidden), hidden
+
+
+def test_a_model_with_two_outputs_keeps_the_laws_of_both() -> None:
+    """A loss may read the hidden layer it returns too: that fixes every unit's scale, so no law is left."""
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match="(?s)no conservation law to watch.*N = 0: none exist"):
+        Monitor(_TwoOutputs().double(), input_shape=(4,))
+
+
+def test_what_the_model_takes_is_checked_with_a_clear_message() -> None:
+    model = mlp(bias=False)
+    assert own_laws(model, input_shape=4).parts[0].laws  # an int is one input's shape, as torch.Size(4) would be
+    with pytest.raises(ValueError, match="not both"):
+        own_laws(model, input_shape=(4,), inputs=torch.randn(2, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="first dimension of inputs= counts the inputs"):
+        own_laws(model, inputs=torch.randn(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="no parameters to train"):
+        Monitor(nn.ReLU(), input_shape=(4,))
+    with pytest.raises(ValueError, match="meta device"):
+        Monitor(nn.Linear(2, 2, device="meta"), input_shape=(2,))

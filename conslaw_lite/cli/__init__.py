@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import traceback
 from importlib.metadata import version
@@ -70,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # --help and --version exit with 0, a usage error with 2
     try:
         return module.run(args)
+    except BrokenPipeError:  # the reader closed the pipe (``| head``): nothing more to print, and no error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail again
+        return 0
     except UserCodeError as err:  # the user's file failed: its line, not our traceback, and not "inconclusive"
         print(f"error: {err}", file=sys.stderr)
         return USER_CODE

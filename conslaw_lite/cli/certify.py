@@ -85,12 +85,15 @@ def run(args: argparse.Namespace) -> int:
     >>> run(parser.parse_args([]))
     Traceback (most recent call last):
     ...
-    ValueError: give either an architecture name or --module FILE.py:FACTORY (not both)
+    ValueError: give an architecture name (certify --list names them) or --module FILE.py:FACTORY
     """
     if args.list:
         return _print_archs()
-    if (args.arch is None) == (args.module is None):
-        raise ValueError("give either an architecture name or --module FILE.py:FACTORY (not both)")
+    if args.arch is not None and args.module is not None:
+        hint = "; --input-shape takes one argument, commas between sizes: 3,4" if args.arch.isdigit() else ""
+        raise ValueError(f"give either an architecture name or --module FILE.py:FACTORY, not both{hint}")
+    if args.arch is None and args.module is None:
+        raise ValueError("give an architecture name (certify --list names them) or --module FILE.py:FACTORY")
     if args.module is not None:
         shape = None if args.input_shape is None else parse_shape(args.input_shape)
         result = certify_module(args.module, shape, seed=args.seed, laws=args.laws, vocab=_vocab(args))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import torch
@@ -54,7 +54,7 @@ class Problem:
         module = copy.deepcopy(self.module).to(device)
 
         def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
-            return functional_call(module, dict(p), (x,))
+            return one_output(functional_call(module, dict(p), (x,)), len(x))
 
         return replace(self, apply=apply, module=module, device=device)
 
@@ -122,12 +122,15 @@ def problem_of(model: Model, params: Params | None) -> Problem:
         params = {n: p for n, p in module.named_parameters() if p.requires_grad}
 
         def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
-            return functional_call(module, dict(p), (x,))
+            return one_output(functional_call(module, dict(p), (x,)), len(x))
 
     elif callable(model):
         if params is None:
             raise TypeError("a model given as a function f(params, x) needs params={name: tensor}")
-        apply = model
+
+        def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
+            return one_output(model(p, x), len(x))
+
         check_dtypes(params)
     else:
         raise TypeError(f"model must be an nn.Module or a function f(params, x), got {type(model).__name__}")
@@ -139,6 +142,58 @@ def problem_of(model: Model, params: Params | None) -> Problem:
         if not torch.isfinite(p).all():
             raise ValueError(f"parameter {name!r} contains NaN or infinite entries")
     return Problem(apply, {n: p.shape for n, p in params.items()}, _scales(params), module)
+
+
+class OutputLayoutError(ValueError):
+    """A model's outputs that cannot be laid out one row per input (:func:`one_output`)."""
+
+
+def one_output(out: object, batch: int) -> object:
+    """A model's output as one tensor: itself, or its tensors side by side, each input's row after row.
+
+    A model may return several tensors (a tuple, a list, a dict): a loss may read any of them, so the laws
+    must keep every one. Each is laid out as (batch, -1) and they are concatenated along the last axis, so
+    input s keeps one row. A mapping with ``logits`` (a transformers ``ModelOutput``) is its logits: the rest
+    (the key/value cache) is read by the next forward, not by a loss. Anything else is returned as it is, for
+    :func:`checked_outputs` to name.
+
+    Examples
+    ========
+    >>> y, h = torch.ones(2, 3), torch.zeros(2, 4, 5)
+    >>> one_output((y, h), 2).shape
+    torch.Size([2, 23])
+    >>> one_output({"logits": y, "past_key_values": None}, 2) is y
+    True
+    """
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, Mapping):
+        if isinstance(out.get("logits"), torch.Tensor):
+            return out["logits"]
+        out = list(out.values())
+    if not isinstance(out, (tuple, list)):
+        return out
+    tensors = [t for t in _tensors(out) if t.is_floating_point()]
+    if not tensors:
+        return out
+    for k, t in enumerate(tensors):
+        if t.dim() == 0 or len(t) != batch:
+            raise OutputLayoutError(
+                f"the model returns {len(tensors)} tensors and tensor {k} has shape {tuple(t.shape)}, without the "
+                f"batch dimension ({batch} inputs): return the tensors a loss reads, each with one row per input"
+            )
+    return torch.cat([t.reshape(batch, -1) for t in tensors], dim=1)
+
+
+def _tensors(out: object) -> list[torch.Tensor]:
+    """The tensors in nested tuples, lists and mappings, in order."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, Mapping):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for item in out for t in _tensors(item)]
+    return []
 
 
 def _scales(params: Params) -> dict[str, float]:
@@ -185,11 +240,13 @@ def checked_outputs(problem: Problem, theta: torch.Tensor, inputs: torch.Tensor,
     """f(θ) on ``inputs``, after checking it is a floating, differentiable tensor (and finite, with ``finite``)."""
     try:
         out = problem.apply(problem.unflatten(theta), inputs)
+    except OutputLayoutError:
+        raise
     except (RuntimeError, ValueError, IndexError, TypeError) as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"the model rejects inputs of shape {tuple(inputs.shape[1:])}: {first_line}") from err
     if not isinstance(out, torch.Tensor):
-        raise TypeError(f"the model must return one tensor, got {type(out).__name__}")
+        raise TypeError(f"the model must return a tensor (or tensors in a tuple, list, dict), got {type(out).__name__}")
     if not out.is_floating_point():
         raise TypeError(f"the model's output has dtype {out.dtype} (argmax?): it is not differentiable in θ")
     if finite and not torch.isfinite(out).all():

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.families.attention.block import MultiHeadAttention
-from conslaw_lite.laws import Batch, BlockLaws, Law, Params, register_laws
+from conslaw_lite.laws import Batch, BlockLaws, Law, Params, left_out, register_laws
 from conslaw_lite.shared_squares import squared
 
 
@@ -335,8 +335,6 @@ def torch_spec_of(module: nn.MultiheadAttention, prefix: str = "") -> AttentionS
     >>> torch_spec_of(nn.MultiheadAttention(4, 2)).K
     Projection(weight='in_proj_weight', offset=4, bias='in_proj_bias', bias_offset=4)
     """
-    if module.bias_k is not None:
-        raise ValueError("nn.MultiheadAttention with add_bias_kv=True: its laws are not derived here")
     E, n = module.embed_dim, module.num_heads
     bias = f"{prefix}in_proj_bias" if module.in_proj_bias is not None else None
     if module.in_proj_weight is not None:  # packed W_q, W_k, W_v (kdim = vdim = E)
@@ -389,7 +387,9 @@ def _mha_block(module: MultiHeadAttention, prefix: str) -> BlockLaws:
 
 
 @register_laws(nn.MultiheadAttention)
-def _torch_mha_block(module: nn.MultiheadAttention, prefix: str) -> BlockLaws:
+def _torch_mha_block(module: nn.MultiheadAttention, prefix: str) -> BlockLaws | None:
+    if module.bias_k is not None:  # learned key/value rows appended to every sequence: not the book's attention
+        return left_out(module, prefix, "add_bias_kv=True")
     return _block_laws(torch_spec_of(module, prefix), prefix)
 
 

@@ -8,9 +8,9 @@ window, another rotary type, an activation other than SiLU in a gated MLP) is na
 
 from __future__ import annotations
 
-import warnings
-
 from torch import nn
+
+from conslaw_lite.laws import left_out
 
 # transformers' modules per architecture: the classes the finders register, by their full name.
 MODELS = {"qwen3": "Qwen3", "llama": "Llama", "qwen3_moe": "Qwen3Moe"}
@@ -123,9 +123,5 @@ def leave_out(module: nn.Module, prefix: str) -> bool:
     """
     problem = unsupported(module)
     if problem:
-        where = prefix.rstrip(".") or "the model"
-        warnings.warn(
-            f"{class_name(module)} at {where} has {problem}: its laws are not derived here and are left out",
-            stacklevel=3,
-        )
+        left_out(module, prefix, problem)
     return problem is not None

@@ -109,8 +109,25 @@ def _position_forward(self: nn.Module, X: torch.Tensor) -> torch.Tensor:
     if X.dim() != 3:
         raise ValueError(f"expected input of shape (batch, T, d), got {tuple(X.shape)}")
     position = torch.arange(X.shape[1], device=X.device)[None]  # (1, T)
-    out = type(self).forward(self, X, position_embeddings=self.exact_rotary(X, position), attention_mask=None)
+    window = getattr(getattr(self, "self_attn", self), "sliding_window", None)
+    mask = None if window is None else window_mask(X.shape[1], window, X.dtype, X.device)
+    out = type(self).forward(self, X, position_embeddings=self.exact_rotary(X, position), attention_mask=mask)
     return out[0] if isinstance(out, tuple) else out
+
+
+def window_mask(T: int, window: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The additive mask (1, 1, T, T) of a causal sliding window: position i sees j when ``i − window < j ≤ i``.
+
+    Without it (``attention_mask=None``) transformers' attention is causal over the whole sequence.
+
+    Examples
+    ========
+    >>> (window_mask(4, 2, torch.float64, torch.device("cpu"))[0, 0] == 0).int().tolist()
+    [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
+    """
+    i, j = torch.arange(T, device=device)[:, None], torch.arange(T, device=device)[None, :]
+    seen = (j <= i) & (j > i - window)
+    return torch.zeros(T, T, dtype=dtype, device=device).masked_fill(~seen, torch.finfo(dtype).min)[None, None]
 
 
 def _logits_forward(self: nn.Module, ids: torch.Tensor) -> torch.Tensor:

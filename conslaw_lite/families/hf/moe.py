@@ -11,15 +11,21 @@ Its router ``mlp.gate.weight`` (n_E, d) takes ``p = softmax(W x)``, keeps the to
 v·x, which changes neither p nor the selection, so ``Σ_e W_e`` is conserved (d laws) for every k, with or
 without the division; for k = 1 with the division the one weight is exactly 1 and the router gets no
 gradient: every entry of W is conserved (n_E·d laws). ``tests/test_hf.py`` counts all four cases.
+
+With ``output_router_logits=True`` (and a non-zero ``router_aux_loss_coef``) the model's loss adds the
+load-balancing loss, a function of p: it moves W even for k = 1 with the division, so there only ``Σ_e W_e``
+is watched (p is unchanged by the shift), with a warning naming the option.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 from torch import nn
 
 from conslaw_lite.families.ffn.laws import glu_block
-from conslaw_lite.laws import Batch, BlockLaws, Law, Params
+from conslaw_lite.laws import Batch, BlockLaws, Law, Params, user_stacklevel
 from conslaw_lite.shared_squares import squared
 
 
@@ -75,9 +81,11 @@ def experts_laws(n_experts: int, prefix: str) -> tuple[dict[str, Law], dict[str,
     return laws, controls, Batch(units, (*names, *halves))
 
 
-def router_laws(router: nn.Module, prefix: str) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
-    """The router's laws (``ΣW_e``, or ``W`` for top-1 with ``norm_topk_prob``), its controls (each row W_e), and
-    the batch that evaluates ``ΣW_e`` with every W_e at once.
+def router_laws(
+    router: nn.Module, prefix: str, balanced: bool = False
+) -> tuple[dict[str, Law], dict[str, Law], tuple[Batch, ...]]:
+    """The router's laws (``ΣW_e``, or ``W`` for top-1 with ``norm_topk_prob`` and no load-balancing loss: not
+    ``balanced``), its controls (each row W_e), and the batch that evaluates ``ΣW_e`` with every W_e at once.
 
     Examples
     ========
@@ -88,7 +96,7 @@ def router_laws(router: nn.Module, prefix: str) -> tuple[dict[str, Law], dict[st
     (['ΣW_e'], ['W_0', 'W_1', 'W_2'], [1.0, 1.0])
     """
     key = f"{prefix}weight"
-    if router.top_k == 1 and router.norm_topk_prob:
+    if router.top_k == 1 and router.norm_topk_prob and not balanced:
         return {"W": lambda p: p[key].clone()}, {}, ()
 
     def rows(p: Params) -> torch.Tensor:  # (1 + n_E, d): ΣW_e, then W_0, W_1, ...
@@ -113,9 +121,24 @@ def moe_laws(module: nn.Module, prefix: str) -> BlockLaws:
     """
     router = module.gate
     laws, controls, batch = experts_laws(router.weight.shape[0], prefix)
-    gate_laws, gate_controls, gate_batches = router_laws(router, f"{prefix}gate.")
+    gate_laws, gate_controls, gate_batches = router_laws(router, f"{prefix}gate.", _balanced(module, prefix))
     kind = f"moe-softmax-top{router.top_k}"
     return BlockLaws(kind, {**laws, **gate_laws}, {**controls, **gate_controls}, (batch, *gate_batches))
+
+
+def _balanced(module: nn.Module, prefix: str) -> bool:
+    """Whether the model's loss adds the load-balancing loss (``output_router_logits``), warned of where it changes
+    the router's laws (top-1 with the division)."""
+    config = getattr(module, "config", None) or getattr(getattr(module, "experts", None), "config", None)
+    balanced = bool(getattr(config, "output_router_logits", False) and getattr(config, "router_aux_loss_coef", 0))
+    if balanced and module.gate.top_k == 1 and module.gate.norm_topk_prob:
+        warnings.warn(
+            f"{type(module).__name__} at {prefix.rstrip('.') or 'the model'} has output_router_logits=True: the "
+            "load-balancing loss moves the router, so only ΣW_e is watched of its laws (every entry of W is kept "
+            "by the language-model loss alone)",
+            stacklevel=user_stacklevel(),
+        )
+    return balanced
 
 
 def formula(n_experts: int, r: int, d: int, top_k: int, norm_topk_prob: bool) -> tuple[int, str]:
