@@ -282,7 +282,7 @@ def _part_module(model: nn.Module, members: list[str]) -> nn.Module:
 
 def _unsearched(model: nn.Module, members: list[str], outcome: str) -> Part:
     modules = [model.get_submodule(name) for name in members]
-    count = sum(p.numel() for p in _part_module(model, members).parameters())
+    count = sum(p.numel() for p in _part_module(model, members).parameters() if p.requires_grad)  # what trains
     return Part(_label(members), _layers(modules), count, outcome, {}, tuple(members))
 
 

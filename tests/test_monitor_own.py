@@ -263,3 +263,11 @@ def test_what_the_model_takes_is_checked_with_a_clear_message() -> None:
         Monitor(nn.ReLU(), input_shape=(4,))
     with pytest.raises(ValueError, match="meta device"):
         Monitor(nn.Linear(2, 2, device="meta"), input_shape=(2,))
+
+
+def test_a_frozen_layer_is_not_searched_nor_counted_in_the_part() -> None:
+    """W₁ frozen: only b₁, W₂, b₂ train (27 parameters), and no rescaling of a unit is left to conserve anything."""
+    model = mlp(bias=True)
+    model[0].weight.requires_grad_(False)
+    (part,) = own_laws(model, input_shape=(4,)).parts
+    assert part.num_params == 6 + 18 + 3 and part.outcome == "no laws (N = 0: none exist)"
