@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import TypeVar
@@ -38,6 +40,29 @@ def device(name: str | torch.device | None = None) -> torch.device:
     if chosen.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {name!r} asked for, but no CUDA GPU is visible; use device='cpu'")
     return chosen
+
+
+@contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """``model`` in eval mode inside the block, every module's own mode restored after (``.train()`` would set one
+    mode for all).
+
+    Examples
+    ========
+    >>> net = torch.nn.Sequential(torch.nn.Dropout(), torch.nn.Linear(1, 1).eval())
+    >>> with evaluating(net):
+    ...     net.training, net[0].training
+    (False, False)
+    >>> net.training, net[0].training, net[1].training
+    (True, True, False)
+    """
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 def model_device(model: torch.nn.Module) -> torch.device | None:

@@ -37,8 +37,6 @@ polynomial are counted, not found, and the report says how many.
 from __future__ import annotations
 
 import copy
-import itertools
-import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -46,8 +44,9 @@ import torch
 from torch import nn
 from torch.func import jacrev, vjp
 
-from conslaw_lite.config import model_device
+from conslaw_lite.config import evaluating, model_device
 from conslaw_lite.counting import RESIDUAL_TOL
+from conslaw_lite.counting.check import cosine_residuals
 from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import Law, find_blocks
@@ -324,7 +323,6 @@ def _record(model: nn.Module, x: torch.Tensor) -> dict[str, _Call]:
     """Each module's calls in one forward on ``x`` (eval mode, no gradient) and the arguments of its first call."""
     each = {id(m): _Call() for m in model.modules()}  # a module used in two places is one module, called twice
     calls = {name: each[id(m)] for name, m in model.named_modules(remove_duplicate=False)}
-    modes = {m: m.training for m in model.modules()}
 
     def hook(call: _Call):
         def record(_module, args, kwargs):
@@ -336,8 +334,7 @@ def _record(model: nn.Module, x: torch.Tensor) -> dict[str, _Call]:
 
     handles = [m.register_forward_pre_hook(hook(each[id(m)]), with_kwargs=True) for m in model.modules()]
     try:
-        model.eval()
-        with torch.no_grad():
+        with evaluating(model), torch.no_grad():
             model(x)
     except Exception as err:  # the user's model: its error is bad input, named with the shape that caused it
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -346,8 +343,6 @@ def _record(model: nn.Module, x: torch.Tensor) -> dict[str, _Call]:
     finally:
         for handle in handles:
             handle.remove()
-        for module, mode in modes.items():
-            module.training = mode
     return calls
 
 
@@ -455,40 +450,34 @@ def _on_the_model(model: nn.Module, parts: list[Part], x: torch.Tensor, seed: in
     if not watched:
         return parts
     try:
-        residuals = _model_residuals(model, watched, x, seed)
+        why = {
+            path: f"the whole model does not keep them (residual {residual:.1e}): something outside "
+            f"`{path or 'the model'}` calls its layers or reads its parameters"
+            for path, residual in _model_residuals(model, watched, x, seed).items()
+            if residual > MODEL_TOL
+        }
     except (ValueError, TypeError, RuntimeError) as err:  # the user's model: never watched unchecked
-        why = f"not checked on the whole model: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-        residuals = dict.fromkeys((part.path for part in watched), why)
-    checked = []
-    for part in parts:
-        residual = residuals.get(part.path, 0.0)
-        if isinstance(residual, str) or residual > MODEL_TOL:
-            why = residual if isinstance(residual, str) else (
-                f"the whole model does not keep them (residual {residual:.1e}): something outside "
-                f"`{part.path or 'the model'}` calls its layers or reads its parameters"
-            )
-            part = replace(part, laws={}, outcome=f"{part.outcome}; none watched: {why}")
-        checked.append(part)
-    return checked
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        why = dict.fromkeys((part.path for part in watched), f"not checked on the whole model: {first}")
+    return [
+        replace(part, laws={}, outcome=f"{part.outcome}; none watched: {why[part.path]}") if part.path in why else part
+        for part in parts
+    ]
 
 
 def _model_residuals(model: nn.Module, parts: list[Part], x: torch.Tensor, seed: int) -> dict[str, float]:
     """Per part, the largest ``|⟨∇h, ∇_P⟨a, f(x)⟩⟩| / (‖∇h‖ ‖∇_P⟨a, f(x)⟩‖)`` over its law entries h, random a and two
     θ (the model's own and a random one), the gradients taken on the part's coordinates P."""
-    modes = {m: m.training for m in model.modules()}
-    try:
-        host = model if model_device(model) in (None, torch.device("cpu")) else copy.deepcopy(model).cpu()
-        host.eval()  # as the parts were searched: no dropout, no running statistics
+    host = model if model_device(model) in (None, torch.device("cpu")) else copy.deepcopy(model).cpu()
+    with evaluating(host):  # as the parts were searched: no dropout, no running statistics
         problem = problem_of(host, None)
-    finally:
-        for module, mode in modes.items():
-            module.training = mode
     x = x.cpu().double() if x.is_floating_point() else x.cpu()
     gen = generator(seed, Stream.MODEL_CHECK)
-    offsets = dict(zip(problem.shapes, itertools.accumulate([0, *(math.prod(s) for s in problem.shapes.values())])))
-    own = problem.flatten(dict(host.named_parameters()))
-    worst = dict.fromkeys((part.path for part in parts), 0.0)
-    for theta in (own, problem.random_theta(gen)):
+    coordinates = dict(problem.split(torch.arange(problem.num_params)))
+    names = {part.path: [n for n in problem.shapes if any(_inside(n, m) for m in part.members)] for part in parts}
+    columns = {path: torch.cat([coordinates[n] for n in part_names]) for path, part_names in names.items()}
+    worst = dict.fromkeys(names, 0.0)
+    for theta in (problem.flatten(dict(host.named_parameters())), problem.random_theta(gen)):
         out, pull = vjp(problem.outputs(x), theta)
         if not torch.isfinite(out).all():  # a random θ where the model overflows: its own θ is still checked
             continue
@@ -496,10 +485,9 @@ def _model_residuals(model: nn.Module, parts: list[Part], x: torch.Tensor, seed:
         g = torch.stack([pull(row)[0] for row in a])  # (cotangents, D); vmap would warn on some attention kernels
         values = problem.unflatten(theta)
         for part in parts:
-            names = [n for n in problem.shapes if any(_inside(n, member) for member in part.members)]
-            columns = torch.cat([torch.arange(offsets[n], offsets[n] + values[n].numel()) for n in names])
-            grad_h = jacrev(_entries(part.laws, values, names))(theta[columns])  # (law entries, |P|)
-            worst[part.path] = max(worst[part.path], _largest_cosine(grad_h, g[:, columns]))
+            P = columns[part.path]
+            grad_h = jacrev(_entries(part.laws, values, names[part.path]))(theta[P])  # (law entries, |P|)
+            worst[part.path] = max(worst[part.path], float(cosine_residuals(grad_h, g[:, P])[0].max()))
     return worst
 
 
@@ -512,14 +500,3 @@ def _entries(laws: dict[str, Law], values: dict[str, torch.Tensor], names: list[
         return torch.cat([torch.as_tensor(law(p)).reshape(-1) for law in laws.values()])
 
     return h
-
-
-def _largest_cosine(grad_h: torch.Tensor, grad_f: torch.Tensor) -> float:
-    """``max |cos(∇h, ∇f)|`` over rows that are not zero (a constant entry, an output the part does not move)."""
-    norm_h, norm_f = grad_h.norm(dim=1), grad_f.norm(dim=1)
-    rows_h = norm_h > 1e-12 * norm_h.max().clamp_min(1e-300)
-    rows_f = norm_f > 1e-12 * norm_f.max().clamp_min(1e-300)
-    if not rows_h.any() or not rows_f.any():
-        return 0.0
-    cosines = (grad_h[rows_h] @ grad_f[rows_f].T).abs() / (norm_h[rows_h, None] * norm_f[None, rows_f])
-    return float(cosines.max())

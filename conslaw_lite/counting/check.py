@@ -57,6 +57,22 @@ def _law_sizes(laws: Mapping[str, Law], problem: Problem, theta: torch.Tensor):
     return [torch.as_tensor(law(p)).numel() for law in laws.values()]
 
 
+def cosine_residuals(grad_h: torch.Tensor, grad_f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per law entry (rows of ``grad_h``), ``max_i |⟨∇h, ∇f_i⟩| / (‖∇h‖ ‖∇f_i‖)`` over the rows of ``grad_f``, and
+    which entries vary (``‖∇h‖ > CUT · max``: a constant entry carries no law, its residual is 0).
+
+    Examples
+    ========
+    >>> grad_h = torch.tensor([[1.0, -1.0], [0.0, 0.0]])  # h₁ = a − b; h₂ constant
+    >>> cosine_residuals(grad_h, torch.tensor([[1.0, 1.0], [2.0, 0.0]]))[0].tolist()
+    [0.7071067690849304, 0.0]
+    """
+    norms_h = grad_h.norm(dim=1)
+    varying = norms_h > CUT * norms_h.max().clamp_min(torch.finfo(torch.float64).tiny)  # constants carry no law
+    cosines = (grad_h @ grad_f.T).abs() / (norms_h[:, None] * grad_f.norm(dim=1)[None, :]).clamp_min(1e-300)
+    return torch.where(varying, cosines.max(dim=1).values, torch.zeros_like(norms_h)), varying
+
+
 def check_laws(
     model: Model,
     laws: Mapping[str, Law],
@@ -101,10 +117,8 @@ def check_laws(
         checked_outputs(problem, theta, x)
         grad_f = jacrev(problem.outputs(x))(theta)  # (S·out, D)
         grad_h = jacrev(h)(theta)  # (L, D)
+        per_entry, varying = cosine_residuals(grad_h, grad_f)
         norms_h = grad_h.norm(dim=1)
-        varying = norms_h > CUT * norms_h.max().clamp_min(torch.finfo(torch.float64).tiny)  # constants carry no law
-        cosines = (grad_h @ grad_f.T).abs() / (norms_h[:, None] * grad_f.norm(dim=1)[None, :]).clamp_min(1e-300)
-        per_entry = torch.where(varying, cosines.max(dim=1).values, torch.zeros_like(norms_h))
         for name, part in zip(laws, torch.split(per_entry, _law_sizes(laws, problem, theta))):
             residuals[name] = max(residuals[name], float(part.max()))
         if varying.any():

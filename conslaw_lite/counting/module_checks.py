@@ -38,6 +38,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from conslaw_lite.config import evaluating
+
 Params = Mapping[str, torch.Tensor]
 
 PROBE_SAMPLES = 6  # inputs of the probe batch: ≥ 2 for batch statistics, cut to half of them for coupling
@@ -274,13 +276,8 @@ def _check_deterministic(first: _Run, second: _Run, module: nn.Module | None) ->
 
 
 def _check_train_is_eval(first: _Run, apply: Callable, params: Params, inputs: torch.Tensor, module: nn.Module):
-    modes = [(m, m.training) for m in module.modules()]
-    module.eval()
-    try:
+    with evaluating(module):
         evaluated = _run(apply, params, inputs, module)
-    finally:
-        for m, training in modes:
-            m.training = training
     name = _first_difference(first, evaluated)
     if name is None:
         return

@@ -167,11 +167,9 @@ def one_output(out: object, batch: int) -> object:
     """
     if isinstance(out, torch.Tensor):
         return out
-    if isinstance(out, Mapping):
-        if isinstance(out.get("logits"), torch.Tensor):
-            return out["logits"]
-        out = list(out.values())
-    if not isinstance(out, (tuple, list)):
+    if isinstance(out, Mapping) and isinstance(out.get("logits"), torch.Tensor):
+        return out["logits"]
+    if not isinstance(out, (tuple, list, Mapping)):
         return out
     tensors = [t for t in _tensors(out) if t.is_floating_point()]
     if not tensors:
