@@ -61,16 +61,7 @@ from conslaw_lite.counting import GAP, RESIDUAL_TOL, LawCheck, LawCount, Model, 
 from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.exact_linalg import rational
 from conslaw_lite.law_basis import COEFFICIENT_TOL, reduced_basis
-from conslaw_lite.law_blocks import (
-    MAX_SLICE,
-    layers,
-    slice_blocks,
-    slice_pairs,
-    swapped,
-    unit_slices,
-    unknowns,
-    whole_blocks,
-)
+from conslaw_lite.law_blocks import MAX_SLICE, Plan, blocks_plan, slice_pairs, swapped, unknowns
 from conslaw_lite.laws import Params
 from conslaw_lite.polynomial_laws import Layout, Monomial, PolynomialLaw, group_laws
 from conslaw_lite.seeding import Stream, generator
@@ -141,7 +132,8 @@ class FoundLaws:
         head = f"found {self.num_found} of N = {n}: "
         if self.searched != "all of θ":  # blocks of θ only: a law across more of it is not excluded
             where = "of one layer, a pair of layers or a pair of hidden units (the blocks searched at this size)"
-            return head + f"the other {missing} {'is' if missing == 1 else 'are'} not {kind} laws {where}"
+            laws = f"is not a {kind} law" if missing == 1 else f"are not {kind} laws"
+            return head + f"the other {missing} {laws} {where}"
         what = f"is not a {kind} polynomial" if missing == 1 else f"are not {kind} polynomials"
         return head + f"{missing} law{'' if missing == 1 else 's'} {what}"
 
@@ -210,7 +202,7 @@ def find_laws(
             "of the same architecture has the same law patterns (per unit, per head); "
             "count_laws(model, input_shape) still counts this one's laws"
         )
-    plan = _plan(problem, degree)  # before the count: a refusal comes at once
+    plan = blocks_plan(_layout(problem), degree)  # before the count: a refusal comes at once
     if count is None:
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
     search = _search_blocks(problem, input_shape, inputs, seed, degree, plan, count)
@@ -437,32 +429,7 @@ def _independent(vectors: list[dict]) -> int:
     return int((s > 1e-7 * s[0]).sum()) if len(s) else 0
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """The blocks to search: whole layers and pairs, the pairs too large, their unit slices, slices left out."""
-
-    whole: list[list[int]]
-    large: list[tuple[int, int]]
-    slices: list
-    over: int
-
-
-def _plan(problem: Problem, degree: int) -> _Plan:
-    """The blocks of :mod:`conslaw_lite.law_blocks`, or a ``ValueError`` naming the size needed when none fits."""
-    layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
-    whole, large = whole_blocks(layout)
-    slices, over = slice_blocks(layout, large)
-    if not whole and not slices:
-        smallest = _smallest_block(layout, large)
-        raise ValueError(
-            f"find_laws searches blocks of at most {MAX_SLICE} coordinates; the smallest layer, pair of layers or "
-            f"unit slice here has {smallest} ({unknowns(smallest, degree):,} unknown coefficients: a dense system of "
-            f"about {_gigabytes(smallest, degree):.1f} GB). count_laws(model, input_shape) still counts its laws"
-        )
-    return _Plan(whole, large, slices, over)
-
-
-def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int, plan: _Plan, count) -> _Search:
+def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int, plan: Plan, count) -> _Search:
     """Layers and pairs of layers whole, then unit slices of the larger pairs, then pairs of slices
     (:mod:`conslaw_lite.law_blocks`); the last two only until the laws found reach the count."""
     whole, large, slices, over = plan.whole, plan.large, plan.slices, plan.over
@@ -475,7 +442,7 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
         kept, dropped = found.sigma_kept, found.sigma_dropped
     if slices and not (enough is not None and enough(vectors)):
         samples = _Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
-        layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
+        layout = _layout(problem)
         units = _unit_laws(samples, layout, slices, degree, enough, vectors)
         vectors += units.vectors
         kept, dropped = min(kept, units.sigma_kept), max(dropped, units.sigma_dropped)
@@ -503,14 +470,22 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
     return _assembled(vectors, kept, dropped, "pairs of layers" + detail)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Units:  # what the unit slices gave: the laws, the evidence, the slices solved and those whose laws were moved
-
     vectors: list[dict]
     sigma_kept: float
     sigma_dropped: float
     solved: int
     moved: int
+
+    def add(self, found: _Search) -> list[dict]:
+        """Take a search's laws and evidence in; its laws."""
+        laws = _dicts(found)
+        self.vectors += laws
+        self.sigma_kept = min(self.sigma_kept, found.sigma_kept)
+        self.sigma_dropped = max(self.sigma_dropped, found.sigma_dropped)
+        self.solved += found.blocks
+        return laws
 
 
 def _unit_laws(
@@ -518,32 +493,34 @@ def _unit_laws(
 ) -> _Units:
     """Axis by axis: its first slice solved, its laws moved to its other slices (``swapped``) and kept where conserved
     on every sample (``MOVED_TOL``), the slices where one failed (or of a flattened axis) solved on their own; no
-    further axis once the laws found (with ``before``) reach the count."""
+    further axis once the laws found (with ``before``) reach the count. The other slices of an axis whose first has
+    no law are solved last, after every axis's first: another axis may reach the count first (a transformer layer's
+    model axis, 16 slices without a law, before its hidden units)."""
     axes: dict[tuple, list] = {}
     for key, coords in slices:
         axes.setdefault(key[:3], []).append((key[3], coords))
-    vectors, kept, dropped, solved, moved = [], math.inf, 0.0, 0, 0
-    reached = None if enough is None else (lambda more: enough(before + vectors + more))
+    units = _Units([], math.inf, 0.0, 0, 0)
+    reached = None if enough is None else (lambda more: enough(before + units.vectors + more))
+    later: list[list[int]] = []
     for (_, _, n), ((u0, head), *others) in axes.items():
         if reached is not None and reached([]):
             break
-        first = _search(samples, [head], degree, "")
-        head_laws = _dicts(first)
-        laws, rest = list(head_laws), []
+        head_laws = units.add(_search(samples, [head], degree, ""))
+        rest = []
         for u, coords in others:
             candidates = [swapped(law, layout, n, u0, u) for law in head_laws] if n > 0 else []  # n < 0: flattened
             if candidates and max(_residual(samples, law) for law in candidates) <= MOVED_TOL:
-                laws += candidates
-                moved += 1
+                units.vectors += candidates
+                units.moved += 1
             else:
                 rest.append(coords)
-        vectors += laws
-        found = _search(samples, rest, degree, "", reached)
-        vectors += _dicts(found)
-        kept = min(kept, first.sigma_kept, found.sigma_kept)
-        dropped = max(dropped, first.sigma_dropped, found.sigma_dropped)
-        solved += 1 + found.blocks
-    return _Units(vectors, kept, dropped, solved, moved)
+        if head_laws:
+            units.add(_search(samples, rest, degree, "", reached))
+        else:
+            later += rest
+    if later and not (reached is not None and reached([])):
+        units.add(_search(samples, later, degree, "", reached))
+    return units
 
 
 def _residual(samples: _Samples, law: dict) -> float:
@@ -565,26 +542,18 @@ def _residual(samples: _Samples, law: dict) -> float:
     return float((dots / sizes.clamp_min(1e-300)).max())
 
 
+def _layout(problem: Problem) -> Layout:
+    return Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
+
+
 def _dicts(search: _Search) -> list[dict]:
     """The search's null vectors back as ``{monomial: coefficient}``."""
     return [{search.columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in search.vectors]
 
 
-def _smallest_block(layout: Layout, large: list[tuple[int, int]]) -> int:
-    """Coordinates of the smallest unit slice of the pairs too large (of the smallest pair if none has slices)."""
-    ranges = layers(layout)
-    sizes = [len(c) for i, j in large for _, c in unit_slices(layout, [i, j])]
-    return min(sizes, default=min(len(set(ranges[i]) | set(ranges[j])) for i, j in large))
-
-
-def _gigabytes(n: int, degree: int) -> float:
-    """Memory of the dense rows (2U × U float64) of a block of n coordinates."""
-    return 2 * 8 * unknowns(n, degree) ** 2 / 1e9
-
-
 def _rounded(model, problem: Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list:
     """Each law with small-rational coefficients where the rounded law still passes check_laws, else as computed."""
-    layout = Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
+    layout = _layout(problem)
     exact = [PolynomialLaw(law, layout) for law in basis]
     rounded = {}
     for n, law in enumerate(basis):

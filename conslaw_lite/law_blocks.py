@@ -38,6 +38,7 @@ Examples
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -234,3 +235,39 @@ def _moved(layout: Layout, j: int, n: int, u: int, v: int) -> int:
     swap = {u: v, v: u}
     moved = [swap.get(i, i) if size == n else i for i, size in zip(index, shape)]
     return layout.offset(t) + int(np.ravel_multi_index(moved, shape)) if shape else layout.offset(t)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The blocks to search: whole layers and pairs, the pairs too large, their unit slices, slices left out."""
+
+    whole: list[list[int]]
+    large: list[tuple[int, int]]
+    slices: list[tuple[Key, list[int]]]
+    over: int
+
+
+def blocks_plan(layout: Layout, degree: int) -> Plan:
+    """The blocks of this module's search, or a ``ValueError`` naming the size needed when none fits.
+
+    Examples
+    ========
+    >>> plan = blocks_plan(Layout(("0.weight", "2.weight"), ((30, 4), (2, 30))), 2)
+    >>> [len(block) for block in plan.whole], plan.large  # the second layer whole; the first alone and the pair not
+    ([60], [(0, 1), (0, 0)])
+    >>> plan.slices[0]  # hidden unit 0: row 0 of the first weight, column 0 of the second
+    ((0, 1, 30, 0), [0, 1, 2, 3, 120, 150])
+    """
+    whole, large = whole_blocks(layout)
+    slices, over = slice_blocks(layout, large)
+    if not whole and not slices:
+        ranges = layers(layout)
+        sizes = [len(c) for i, j in large for _, c in unit_slices(layout, [i, j])]
+        smallest = min(sizes, default=min(len(set(ranges[i]) | set(ranges[j])) for i, j in large))
+        gigabytes = 2 * 8 * unknowns(smallest, degree) ** 2 / 1e9  # the dense rows, 2U × U float64
+        raise ValueError(
+            f"find_laws searches blocks of at most {MAX_SLICE} coordinates; the smallest layer, pair of layers or "
+            f"unit slice here has {smallest} ({unknowns(smallest, degree):,} unknown coefficients: a dense system of "
+            f"about {gigabytes:.1f} GB). count_laws(model, input_shape) still counts its laws"
+        )
+    return Plan(whole, large, slices, over)

@@ -1,13 +1,18 @@
 """The laws of the parts of a model that no registered block covers, found for it: ``Monitor(model, input_shape=...)``.
 
 A registered block (:func:`conslaw_lite.laws.find_blocks`) comes with its closed-form laws. The rest of
-the model is cut into *parts*, and each part is searched with :func:`~conslaw_lite.find_laws.find_laws`
-as a function of its own input:
+the model is cut into *parts* (:mod:`conslaw_lite.model_parts`), and each part is searched with
+:func:`~conslaw_lite.find_laws.find_laws` as a function of its own input:
 
 * a module that holds no registered block is one part (a plain MLP is the whole ``nn.Sequential``, so
   the laws that couple its layers, ``‖A[i, :]‖² − ‖C[:, i]‖²``, are found);
-* inside a module that holds registered blocks, consecutive children of an ``nn.Sequential`` between
-  them form one part; the children of any other module are walked one by one;
+* inside an ``nn.Sequential`` that holds registered blocks, consecutive children between them form one part;
+* any other module that holds registered blocks is searched whole with its blocks held fixed, when its parameters
+  outside them number at most ``SEARCH_MAX_PARAMS`` and all of it at most ``HELD_MAX_PARAMS`` (each search
+  runs its forward, blocks included): the laws that couple its children are found there (the ReLU units between
+  ``nn.TransformerEncoderLayer``'s ``linear1`` and ``linear2``, a pre-norm's LayerNorm gains against the layer
+  that reads them). When it is larger, or called otherwise than on one tensor, or its search is not conclusive,
+  its children are walked the same way instead;
 * a part over ``SEARCH_MAX_PARAMS`` = 3,072 parameters (a monitor starts before training: ``find_laws``
   takes about a minute there), or that ``find_laws`` refuses, is searched again in pieces: an
   ``nn.Sequential`` in windows from one layer with parameters to the next (the laws across each hidden
@@ -16,9 +21,11 @@ as a function of its own input:
 **Why a part's law is a law of the model.** When the part's parameters θ_P enter the output only
 through the part's output g(z; θ_P), then ∇_{θ_P} f = J · ∇_{θ_P} g, so ⟨∇h, ∇_{θ_P} g⟩ = 0 for every
 input z of the part gives ⟨∇h, ∇f⟩ = 0. That needs the part to be called once per forward, on one
-tensor, and its parameters to be used nowhere else (not tied to another module's): a part that is not
-is reported and not searched. Laws that couple two parts, or a part and a block (a SwiGLU's C with a
-linear layer right after it), are not found: the report names the parts that were searched.
+tensor (with the same other arguments, none of them a tensor: ``is_causal=False``), and its parameters to be
+used nowhere else (not tied to another module's, nor to a block's it holds): a part that is not is reported and
+not searched. Its blocks' parameters held fixed, a law is found at their present values; the check below takes it
+at a random θ too. Laws that couple two parts, or a part and a block, are not found: the report names the parts
+that were searched.
 
 **Checked on the whole model.** A layer of a part called from elsewhere, or a weight of it read by another
 module's forward (``F.linear(z, self.mlp[2].weight.T)``), breaks that condition where the recorded calls cannot
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -49,43 +57,20 @@ from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import cosine_residuals
 from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import find_laws
-from conslaw_lite.laws import Law, find_blocks
+from conslaw_lite.laws import Law
+from conslaw_lite.model_parts import Cut, cuts, layers, part_module
 from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.user_inputs import inputs_needed, token_inputs
 
-MAX_LAYERS_SHOWN = 6  # classes named in a part's description before "…"
 # A monitor starts before training does: a part over this many parameters is not searched whole (find_laws takes
 # about a minute at D = 3,072, a 32-64-16 MLP on 2 cores, and its count grows as D³), but in pieces.
 SEARCH_MAX_PARAMS = 3072
+HELD_MAX_PARAMS = 4 * SEARCH_MAX_PARAMS  # a module searched with its blocks held: its forward runs them too
+NO_LAWS = "no laws (N = 0: none exist)"
 # Looser than RESIDUAL_TOL, which the part's own check met: the rest of a model may compute in float32 (round-off
 # about 1e-7), while a law that something outside its part breaks is off by far more (1e-3 and up at a random θ).
 MODEL_TOL = 1e-6
 MODEL_COTANGENTS = 8  # random ⟨a, f⟩ whose gradients every law's gradient must be orthogonal to
-
-
-class _Chain(nn.Module):
-    """Modules of a model, registered under their names in it, applied one after the other.
-
-    Its parameter names are the model's own (``encoder.1.weight``), so the laws found for it read the model's θ.
-    """
-
-    def __init__(self, named: list[tuple[str, nn.Module]]) -> None:
-        super().__init__()
-        self.order = [name for name, _ in named]
-        for name, module in named:
-            *parents, last = name.split(".")
-            holder: nn.Module = self
-            for parent in parents:
-                if parent not in holder._modules:
-                    holder.add_module(parent, nn.Module())
-                holder = holder._modules[parent]
-            holder.add_module(last, module)
-        self.training = named[0][1].training  # the mode of what it holds; .train() would switch theirs
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for name in self.order:
-            x = self.get_submodule(name)(x)
-        return x
 
 
 @dataclass(frozen=True)
@@ -102,7 +87,7 @@ class Part:
     num_params: int
     outcome: str
     laws: dict[str, Law] = field(default_factory=dict)
-    members: tuple[str, ...] = ()  # the module names the part is made of
+    cut: Cut = field(default=Cut(()), repr=False)  # the modules it is made of, and the blocks it held fixed
 
     def __str__(self) -> str:
         return f"`{self.path or '(the model)'}` ({self.layers}, {self.num_params} parameters): {self.outcome}"
@@ -136,7 +121,7 @@ class OwnLaws:
 
     def covers(self, name: str) -> bool:
         """Whether module ``name`` lies inside a part whose laws are watched."""
-        return any(part.laws and any(_inside(name, m) for m in part.members) for part in self.parts)
+        return any(part.laws and part.cut.holds(name) for part in self.parts)
 
     def __str__(self) -> str:
         parts = f"{len(self.parts)} part{'' if len(self.parts) == 1 else 's'} outside the registered blocks"
@@ -170,17 +155,19 @@ def own_laws(
     `1` (Linear, 2 parameters): no laws (N = 0: none exist)
     """
     start = time.perf_counter()
-    parts, direct = _parts(model)
-    own = [_own_parameters(model, name) for name in direct]
+    top = cuts(model)
+    finest = [c for cut in top for c in cut.finest()]
     if input_shape is None and inputs is None:
-        listed = [_unsearched(model, members, "not searched: no input_shape or inputs given") for members in parts]
-        return OwnLaws(tuple(listed + own), 0.0, searched=False)
-    if not parts:  # nothing outside the registered blocks but their modules' own parameters: no forward to run
-        return OwnLaws(tuple(own), 0.0, searched=True)
+        listed = [_unsearched(model, c, "not searched: no input_shape or inputs given") for c in finest if not c.own]
+        return OwnLaws(tuple(listed + [_own_parameters(model, c) for c in finest if c.own]), 0.0, searched=False)
+    if all(c.own for c in finest):  # nothing outside the registered blocks but their modules' own parameters
+        return OwnLaws(tuple(_own_parameters(model, c) for c in finest), 0.0, searched=True)
     example = _example(model, input_shape, inputs)
     recorded = _record(model, example)
-    found = [p for members in parts for p in _search(model, members, recorded, seed)]
-    return OwnLaws(tuple(_on_the_model(model, found, example, seed) + own), time.perf_counter() - start, True)
+    found = sorted((p for cut in top for p in _search(model, cut, recorded, example, seed)), key=lambda p: p.cut.own)
+    alone = [p for p in found if not p.cut.held]  # a part with blocks held was checked when it was searched
+    checked = dict(zip(map(id, alone), _on_the_model(model, alone, example, seed)))
+    return OwnLaws(tuple(checked.get(id(p), p) for p in found), time.perf_counter() - start, True)
 
 
 def uncovered(model: nn.Module) -> list[str]:
@@ -192,7 +179,7 @@ def uncovered(model: nn.Module) -> list[str]:
     >>> uncovered(nn.Sequential(SwiGLU(4, 3, 4), nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2)))
     ['1-3']
     """
-    return [_label(members) for members in _parts(model)[0]]
+    return [c.label for cut in cuts(model) for c in cut.finest() if not c.own]
 
 
 def missing_input_message(model: nn.Module) -> str:
@@ -211,86 +198,6 @@ laws of your own with laws= (e.g. find_laws(model, input_shape).laws)
         "without the batch dimension) or inputs= (a batch of inputs); or watch laws of your own with laws= "
         "(e.g. find_laws(model, input_shape).laws)"
     )
-
-
-# ---------------------------------------------------------------- cutting the model into parts
-
-
-def _inside(name: str, path: str) -> bool:
-    """Whether module ``name`` is module ``path`` or lies below it (every module lies below the root, ``""``)."""
-    return path == "" or name == path or name.startswith(path + ".")
-
-
-def _parts(model: nn.Module) -> tuple[list[list[str]], list[str]]:
-    """Each part as the names of its modules (one module, or consecutive children of an ``nn.Sequential``), and the
-    modules whose own parameters sit beside registered blocks below them (read by their own forward: no part)."""
-    known = [block.path for block in find_blocks(model)]
-    parts: list[list[str]] = []
-    direct: list[str] = []
-    _walk(model, "", known, parts, direct)
-    return parts, direct
-
-
-def _has_params(module: nn.Module, recurse: bool = True) -> bool:
-    return any(True for _ in module.parameters(recurse=recurse))
-
-
-def _walk(model: nn.Module, name: str, known: list[str], parts: list[list[str]], direct: list[str]) -> None:
-    module = model.get_submodule(name)
-    if any(_inside(name, path) for path in known):
-        return
-    if not any(_inside(path, name) for path in known):  # no block below: one part, if it has parameters
-        parts.extend([[name]] if _has_params(module) else [])
-        return
-    direct.extend([name] if _has_params(module, recurse=False) else [])
-    run: list[str] = []
-    for child_name, _ in module.named_children():
-        full = f"{name}.{child_name}" if name else child_name
-        if isinstance(module, nn.Sequential) and not any(_inside(path, full) for path in known):
-            run.append(full)  # consecutive children between blocks: one part
-            continue
-        parts.extend([run] if any(_has_params(model.get_submodule(n)) for n in run) else [])
-        run = []
-        _walk(model, full, known, parts, direct)
-    parts.extend([run] if any(_has_params(model.get_submodule(n)) for n in run) else [])
-
-
-def _label(members: list[str]) -> str:
-    """``"encoder.3"`` for one module, ``"encoder.1-3"`` for children 1 to 3 of ``encoder``."""
-    if len(members) == 1:
-        return members[0]
-    parent, _, first = members[0].rpartition(".")
-    last = members[-1].rpartition(".")[2]
-    return f"{parent}.{first}-{last}" if parent else f"{first}-{last}"
-
-
-def _layers(modules: list[nn.Module]) -> str:
-    """The classes of the leaf modules, in order: ``"Linear-ReLU-Linear"``."""
-    leaves = [type(m).__name__ for module in modules for m in module.modules() if not list(m.children())]
-    if len(leaves) > MAX_LAYERS_SHOWN:
-        leaves = [*leaves[:MAX_LAYERS_SHOWN], "…"]
-    return "-".join(leaves) if leaves else type(modules[0]).__name__
-
-
-def _part_module(model: nn.Module, members: list[str]) -> nn.Module:
-    """The part as a module whose parameter names are the model's."""
-    if members == [""]:
-        return model
-    return _Chain([(name, model.get_submodule(name)) for name in members])
-
-
-def _unsearched(model: nn.Module, members: list[str], outcome: str) -> Part:
-    modules = [model.get_submodule(name) for name in members]
-    count = sum(p.numel() for p in _part_module(model, members).parameters() if p.requires_grad)  # what trains
-    return Part(_label(members), _layers(modules), count, outcome, {}, tuple(members))
-
-
-def _own_parameters(model: nn.Module, name: str) -> Part:
-    """A module's own parameters beside the registered blocks below it: its own forward reads them, no submodule."""
-    module = model.get_submodule(name)
-    count = sum(p.numel() for p in module.parameters(recurse=False))
-    outcome = "not searched: read by the module's own forward, beside its registered blocks"
-    return Part(name, f"{type(module).__name__}'s own parameters", count, outcome)
 
 
 # ---------------------------------------------------------------- one forward: each module's input
@@ -349,42 +256,67 @@ def _record(model: nn.Module, x: torch.Tensor) -> dict[str, _Call]:
 # ---------------------------------------------------------------- searching one part
 
 
-def _search(model: nn.Module, members: list[str], recorded: dict[str, _Call], seed: int) -> list[Part]:
+def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, seed: int) -> list[Part]:
     """The part's laws (``find_laws``), or why it was not searched; a part refused for its size, in pieces."""
-    why = _unsearchable(model, members, recorded)
+    if cut.own:
+        return [_own_parameters(model, cut)]
+    if cut.held:
+        return _search_held(model, cut, recorded, x, seed)
+    why = _unsearchable(model, cut, recorded)
     if why:
-        return [_unsearched(model, members, f"not searched: {why}")]
-    x = recorded[members[0]].args[0].cpu()
-    module = _part_module(model, members)
+        return [_unsearched(model, cut, f"not searched: {why}")]
+    try:
+        found = _find(model, cut, recorded, seed)
+    except ValueError as err:  # refused: its size, its mode, its dtype (the message says which)
+        refused = _unsearched(model, cut, f"not searched: {str(err).splitlines()[0]}")
+        return [refused, *(p for piece in _pieces(model, cut) for p in _search(model, piece, recorded, x, seed))]
+    return [_found(model, cut, found)]
+
+
+def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, seed: int) -> list[Part]:
+    """A module with blocks, searched whole with them held fixed, when that gives its laws (kept by the whole model
+    at a random θ too: the blocks' values may add laws, a rank-2 SwiGLU's output leaving directions unread) or
+    shows there are none; else its children's parts, which then say for themselves what came of them."""
+    total = sum(p.numel() for p in model.get_submodule(cut.members[0]).parameters())
+    if total <= HELD_MAX_PARAMS and not _unsearchable(model, cut, recorded):
+        try:
+            (part,) = _on_the_model(model, [_found(model, cut, _find(model, cut, recorded, seed))], x, seed)
+        except ValueError:  # its size, or what find_laws refuses
+            part = None
+        if part is not None and (part.laws or part.outcome == NO_LAWS):
+            return [part]
+    return [p for c in cut.instead for p in _search(model, c, recorded, x, seed)]
+
+
+def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int):
+    """``find_laws`` on the part, as a function of its recorded input (refusals are ``ValueError``)."""
+    call = recorded[cut.members[0]]
+    module = part_module(model, cut, (call.args[1:], call.kwargs))
     if model_device(module) != torch.device("cpu"):  # searched on the CPU; its laws read θ by name, on any device
         module = copy.deepcopy(module).cpu()
-    try:
-        _check_size(module)
-        shape, inputs = _part_inputs(module, x, seed)
-        found = find_laws(module, shape, inputs=inputs, seed=seed)
-    except ValueError as err:  # refused: its size, its mode, its dtype (the message says which)
-        pieces = _pieces(model, members)
-        refused = _unsearched(model, members, f"not searched: {str(err).splitlines()[0]}")
-        return [refused, *(p for piece in pieces for p in _search(model, piece, recorded, seed))]
-    return [_found(model, members, found)]
+    _check_size(module)
+    shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
+    with warnings.catch_warnings():  # torch's note that vmap runs an attention kernel's backward one by one
+        warnings.filterwarnings("ignore", message="There is a performance drop")
+        return find_laws(module, shape, inputs=inputs, seed=seed)
 
 
-def _unsearchable(model: nn.Module, members: list[str], recorded: dict[str, _Call]) -> str:
+def _unsearchable(model: nn.Module, cut: Cut, recorded: dict[str, _Call]) -> str:
     """Why the part's laws would not be laws of the model (module docstring), or ``""``."""
-    for name in members:
+    for name in cut.members:
         if recorded[name].calls != 1:
             return f"`{name}` is called {recorded[name].calls} times in one forward, not once"
-    first = recorded[members[0]]
-    if len(first.args) != 1 or first.kwargs or not isinstance(first.args[0], torch.Tensor):
-        return f"`{members[0] or 'the model'}` takes {len(first.args) + len(first.kwargs)} arguments, not one tensor"
+    first = recorded[cut.members[0]]
+    tensors = [a for a in (*first.args, *first.kwargs.values()) if isinstance(a, torch.Tensor)]
+    if not first.args or not isinstance(first.args[0], torch.Tensor) or len(tensors) != 1:
+        return f"`{cut.members[0] or 'the model'}` takes {len(tensors)} tensor arguments, not one"
     names: dict[int, list[str]] = {}
     for name, p in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), []).append(name)
-    prefixes = members if members != [""] else []
-    for name, _ in _part_module(model, members).named_parameters():
-        outside = [n for n in names.get(id(model.get_parameter(name)), []) if not any(_inside(n, m) for m in prefixes)]
-        if outside and prefixes:
-            return f"its parameter `{name}` is also `{outside[0]}`"
+    for shared in names.values():
+        mine, outside = [n for n in shared if cut.holds(n)], [n for n in shared if not cut.holds(n)]
+        if mine and outside:
+            return f"its parameter `{mine[0]}` is also `{outside[0]}`"
     return ""
 
 
@@ -409,36 +341,49 @@ def _part_inputs(module: nn.Module, x: torch.Tensor, seed: int) -> tuple[tuple[i
     return shape, token_inputs(shape, embedding.num_embeddings, inputs_needed(module, example), seed)
 
 
-def _pieces(model: nn.Module, members: list[str]) -> list[list[str]]:
+def _pieces(model: nn.Module, cut: Cut) -> list[Cut]:
     """A refused part in smaller ones: Sequential windows between consecutive layers with parameters, or children."""
+    members = list(cut.members)
     if len(members) == 1:
         module = model.get_submodule(members[0])
         prefix = f"{members[0]}." if members[0] else ""
         children = [f"{prefix}{name}" for name, _ in module.named_children()]
         if not isinstance(module, nn.Sequential):
-            return [[c] for c in children if any(True for _ in model.get_submodule(c).parameters())]
+            return [Cut((c,)) for c in children if any(True for _ in model.get_submodule(c).parameters())]
         members = children
     with_params = [i for i, name in enumerate(members) if any(True for _ in model.get_submodule(name).parameters())]
     if len(with_params) < 3:  # a window would be the whole part again
         return []
-    return [members[i : j + 1] for i, j in zip(with_params, with_params[1:])]
+    return [Cut(tuple(members[i : j + 1])) for i, j in zip(with_params, with_params[1:])]
 
 
-def _found(model: nn.Module, members: list[str], found) -> Part:
+def _unsearched(model: nn.Module, cut: Cut, outcome: str) -> Part:
+    count = sum(p.numel() for p in part_module(model, cut).parameters() if p.requires_grad)  # what trains
+    return Part(cut.label, layers(model, cut), count, outcome, {}, cut)
+
+
+def _own_parameters(model: nn.Module, cut: Cut) -> Part:
+    """A module's own parameters beside the registered blocks below it: its own forward reads them, no submodule."""
+    count = sum(p.numel() for p in model.get_submodule(cut.label).parameters(recurse=False))
+    outcome = "not searched: read by the module's own forward, beside its registered blocks"
+    return Part(cut.label, layers(model, cut), count, outcome, {}, cut)
+
+
+def _found(model: nn.Module, cut: Cut, found) -> Part:
     """The part with the outcome of ``find_laws`` and, when conclusive and checked, its laws."""
-    base = _unsearched(model, members, "")
+    base = _unsearched(model, cut, "")
     residual = found.check.max_residual
     if not found.conclusive:  # no certificate: the laws found are not watched (a count alone may still be given)
         outcome = f"{found.message}; none watched"
     elif residual > RESIDUAL_TOL:
         outcome = f"{found.message}; none watched: check_laws residual {residual:.1e} > {RESIDUAL_TOL:g}"
     elif found.count.conclusive and found.count.num_laws == 0:
-        outcome = "no laws (N = 0: none exist)"
+        outcome = NO_LAWS
     else:  # conclusive laws, each passing check_laws; when the count is inconclusive the message says so
         outcome = found.message
     watched = found.conclusive and residual <= RESIDUAL_TOL
     laws = {f"{base.path}:{name}" if base.path else name: law for name, law in found.laws.items()} if watched else {}
-    return Part(base.path, base.layers, base.num_params, outcome, laws, tuple(members))
+    return replace(base, outcome=outcome, laws=laws)
 
 
 # ---------------------------------------------------------------- the laws found, checked on the whole model
@@ -474,7 +419,7 @@ def _model_residuals(model: nn.Module, parts: list[Part], x: torch.Tensor, seed:
     x = x.cpu().double() if x.is_floating_point() else x.cpu()
     gen = generator(seed, Stream.MODEL_CHECK)
     coordinates = dict(problem.split(torch.arange(problem.num_params)))
-    names = {part.path: [n for n in problem.shapes if any(_inside(n, m) for m in part.members)] for part in parts}
+    names = {part.path: [n for n in problem.shapes if part.cut.holds(n)] for part in parts}
     columns = {path: torch.cat([coordinates[n] for n in part_names]) for path, part_names in names.items()}
     worst = dict.fromkeys(names, 0.0)
     for theta in (problem.flatten(dict(host.named_parameters())), problem.random_theta(gen)):

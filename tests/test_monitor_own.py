@@ -9,10 +9,11 @@ import pytest
 import torch
 from torch import nn
 
+from conslaw_lite.counting import check_laws
 from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.monitor import Monitor
-from conslaw_lite.own_laws import own_laws
+from conslaw_lite.own_laws import own_laws, uncovered
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -114,11 +115,39 @@ class HomeMadeBlock(nn.Module):
 
 @pytest.mark.slow
 def test_a_home_made_transformer_block_mixing_known_and_unknown_parts() -> None:
+    """Pre-norm: norm2's output is read by the FFN alone, so (γ_j, β_j) ↦ c(γ_j, β_j), W[:, j] ↦ W[:, j] / c (W the
+    FFN's first weight) keeps the block: γ_j² + β_j² − ‖W[:, j]‖², 4 laws, found with the attention held fixed. Searched
+    child by child (as before), the norms and the GELU FFN each had none."""
     torch.manual_seed(0)
-    monitor = Monitor(HomeMadeBlock().double(), input_shape=(3, 4))
-    assert [g.key for g in monitor.groups] == ["mha", "mha:control"]
-    outcomes = {part.path: part.outcome for part in monitor.own.parts}
-    assert outcomes == {name: "no laws (N = 0: none exist)" for name in ("norm1", "norm2", "ffn")}
+    block = HomeMadeBlock().double()
+    monitor = Monitor(block, input_shape=(3, 4))
+    assert [g.key for g in monitor.groups] == ["mha", "mha:control", "found"]
+    (part,) = monitor.own.parts
+    assert part.path == "" and part.outcome == "4 quadratic laws found; N = 4: the list is complete"
+    (law,) = part.laws.values()
+    p = dict(block.named_parameters())
+    by_hand = p["norm2.weight"] ** 2 + p["norm2.bias"] ** 2 - (p["ffn.0.weight"] ** 2).sum(0)
+    assert torch.allclose(law(p).abs(), by_hand.abs(), rtol=1e-10)
+
+
+def test_a_torch_transformer_layer_gets_the_laws_between_its_children() -> None:
+    """nn.TransformerEncoderLayer (post-norm, ReLU): self_attn is registered; linear1, linear2 and the norms are one
+    part with it held fixed. Its ReLU units give ‖linear1.weight[i, :]‖² + linear1.bias[i]² − ‖linear2.weight[:, i]‖²
+    (8), and norm2, which removes each token's mean, makes Σ_j linear2.weight[j, i] (8) and Σ linear2.bias laws:
+    N = 17, of which the last spans a whole layer of 72 coordinates and is not searched (16 found)."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 8, dropout=0.0, batch_first=True).double()
+    assert uncovered(layer) == ["linear1", "linear2", "norm1", "norm2"]  # listed child by child
+    monitor = Monitor(layer, input_shape=(3, 8))
+    assert [g.key for g in monitor.groups][-1] == "found"
+    (part,) = monitor.own.parts
+    assert part.path == "" and part.outcome.startswith("found 16 of N = 17: the other 1 is not a quadratic law")
+    p = dict(layer.named_parameters())
+    unit = next(law for name, law in part.laws.items() if "linear1" in name)
+    by_hand = (p["linear1.weight"] ** 2).sum(1) + p["linear1.bias"] ** 2 - (p["linear2.weight"] ** 2).sum(0)
+    assert torch.allclose(unit(p).abs(), by_hand.abs(), rtol=1e-10)
+    bias_sum = check_laws(layer, {"Σ linear2.bias": lambda q: q["linear2.bias"].sum()}, (3, 8))
+    assert bias_sum.max_residual < 1e-10  # the 17th law, outside the blocks searched
 
 
 class Twice(nn.Module):
