@@ -14,8 +14,8 @@ and fewer on one block's coordinates, so the first θ measures that rank on each
 θ are drawn for twice as many *independent* rows as unknowns: with fewer, the missing rank is
 an exactly-zero singular value, a spurious "law" that no gap can flag. The laws are the null
 space of that matrix.
-Rows and columns are scaled to unit length first; a singular value below ``CUT`` times the
-largest is dropped, and the search is *conclusive* only if the smallest kept one exceeds
+Rows and columns are scaled to unit length first (:mod:`conslaw_lite.null_space`); a singular value below
+``CUT`` times the largest is dropped, and the search is *conclusive* only if the smallest kept one exceeds
 the largest dropped one by ``GAP`` = 10⁴ (the counter's evidence, for the same reason).
 
 Structure keeps it small. D parameters give D(D+1)/2 + D unknowns, too many to treat
@@ -24,8 +24,9 @@ tensors of one module: ``Q.weight`` with ``Q.bias``), and within them a few slic
 they share: ‖A_{:,i}‖² − ‖C_{i,:}‖² (hidden unit i), Q_iᵀQ_i − K_iᵀK_i (head i), Σ_e W_e. So the
 search runs over each layer and pair of layers of at most ``MAX_BLOCK`` = 64 coordinates whole,
 over the *unit slices* of larger pairs (unit i's row before and column after it, up to
-``MAX_SLICE`` = 96 coordinates), then over pairs of slices (per-head matrix laws), the last two
-only until the laws found reach the count (:mod:`conslaw_lite.law_blocks`); and over the whole of θ
+``MAX_SLICE`` = 96 coordinates), over the linear laws of each larger layer whole (Σ_i b[i] of a ``Linear``
+that a LayerNorm centres: one unknown per coordinate), then over pairs of slices (per-head matrix laws), the
+last three only until the laws found reach the count (:mod:`conslaw_lite.law_blocks`); and over the whole of θ
 only when all that finds fewer laws than :func:`~conslaw_lite.counting.count_laws` counts and D is small.
 
 Limits: D ≤ ``MAX_PARAMS`` = 8,192 parameters (an 8-16-4 MLP with biases, D = 212: 16 laws; a
@@ -50,7 +51,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import combinations_with_replacement
 
 import numpy as np
@@ -60,20 +61,18 @@ from torch.func import vjp, vmap
 from conslaw_lite.counting import GAP, RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
 from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.exact_linalg import rational
-from conslaw_lite.law_basis import COEFFICIENT_TOL, reduced_basis
+from conslaw_lite.law_basis import COEFFICIENT_TOL, law_count, reduced_basis
 from conslaw_lite.law_blocks import MAX_SLICE, Plan, blocks_plan, slice_pairs, swapped, unknowns
 from conslaw_lite.laws import Params
+from conslaw_lite.null_space import null_space
 from conslaw_lite.polynomial_laws import Layout, Monomial, PolynomialLaw, group_laws
 from conslaw_lite.seeding import Stream, generator
 
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
-CUT = 1e-9  # singular values below CUT·σ_max (unit columns) are dropped
-CANDIDATE = 1e-5  # eigenvalues of AᵀA below (CANDIDATE·σ_max)² are candidates for the null space ...
-EXTRA = 4  # ... together with this many more, whose exact singular values are the smallest kept
 ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
-COLUMN_FLOOR = 1e-6  # columns are scaled to unit length, but by at most 1/(COLUMN_FLOOR·largest)
 MOVED_TOL = 1e-9  # relative residual under which a law moved to another unit (law_blocks.swapped) is kept
+INDEPENDENT_TOL = 1e-7  # a null vector whose part outside the span of those before is below this adds to none
 RANK_CUT = 1e-6  # singular values of W(θ)'s samples below RANK_CUT·σ_max add no row (more θ are drawn, never fewer)
 
 
@@ -266,6 +265,7 @@ class _Samples:
 
     theta: torch.Tensor
     g: torch.Tensor
+    points: dict[tuple[int, ...], int] = field(default_factory=dict)  # θ each block needs (the first P, default all)
 
     @classmethod
     def draw(
@@ -279,20 +279,22 @@ class _Samples:
         of rows, and the missing rank came out as spurious "laws" that a gap could not flag
         (their singular values are exactly 0). So the first θ measures each block's rank r_b,
         P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements (at most the largest
-        block's size: more add no rank on any block). ``tier``: each kind of block gets its own θ.
+        block's size: more add no rank on any block); block b's rows come from the first ⌈2 U_b / r_b⌉ + 4
+        (``points``). ``tier``: each kind of block gets its own θ.
         """
         gen = generator(seed, Stream.LAW_SEARCH, tier)  # not the counter's θ and inputs
         n_max = max(map(len, blocks))
         first_theta, first_g = cls._point(problem, input_shape, inputs, gen, n_max)
         ranks = [_rank(first_g[:, coords]) for coords in blocks]
         m = max(_rank(first_g), 1)
-        points = max((math.ceil(2 * unknowns(len(c), degree) / r) for c, r in zip(blocks, ranks) if r), default=1) + 4
+        needs = {tuple(c): math.ceil(2 * unknowns(len(c), degree) / r) + 4 for c, r in zip(blocks, ranks) if r}
+        points = max(needs.values(), default=5)
         thetas, gs = [first_theta], [first_g[:m]]
         for _ in range(points - 1):
             theta, g = cls._point(problem, input_shape, inputs, gen, m)
             thetas.append(theta)
             gs.append(g)
-        return cls(torch.stack(thetas), torch.stack(gs))
+        return cls(torch.stack(thetas), torch.stack(gs), needs)
 
     @staticmethod
     def _point(problem: Problem, input_shape, inputs, gen: torch.Generator, m: int):
@@ -345,42 +347,15 @@ def _columns(coords: list[int], degree: int) -> list[Monomial]:
 
 def _rows(samples: _Samples, coords: list[int], degree: int) -> torch.Tensor:
     """The condition's rows for laws in ``coords``: (g_jθ_k + g_kθ_j for j ≤ k, g_j), one per sample g."""
-    idx = torch.tensor(coords)
-    theta = samples.theta[:, idx]  # (P, n)
-    g = samples.g[:, :, idx]  # (P, m, n)
+    idx, P = torch.tensor(coords), samples.points.get(tuple(coords), len(samples.theta))
+    theta = samples.theta[:P, idx]  # (P, n): the θ this block needs (a small pair needs fewer than the largest)
+    g = samples.g[:P, :, idx]  # (P, m, n)
     parts = []
     if degree == 2:
         j, k = torch.triu_indices(len(coords), len(coords))
         parts.append(g[:, :, j] * theta[:, None, k] + g[:, :, k] * theta[:, None, j])
     parts.append(g)
     return torch.cat(parts, dim=2).reshape(-1, unknowns(len(coords), degree))
-
-
-def _null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
-    """Orthonormal null vectors (k, U) of ``rows`` after column scaling, the smallest kept and largest dropped σ.
-
-    A column far below the largest (a coordinate f hardly depends on) is not scaled up to
-    length 1: that would blow its round-off up into a direction. The eigenvectors of AᵀA
-    with the smallest eigenvalues (a few more than those below ``CANDIDATE``·σ_max) are a
-    subspace that holds the null space up to round-off; the SVD of A on that subspace
-    (Rayleigh–Ritz) then gives the singular values there exactly, where AᵀA alone would
-    square them into round-off. A full SVD of A gives the same answer several times slower.
-    """
-    norms = rows.norm(dim=0)
-    scale = norms.clamp_min(COLUMN_FLOOR * float(norms.max()) + 1e-300)
-    a = rows / scale
-    eigenvalues, vectors = torch.linalg.eigh(a.T @ a)  # ascending
-    sigma_max = float(eigenvalues[-1].clamp_min(0).sqrt())
-    candidates = int((eigenvalues <= (CANDIDATE * sigma_max) ** 2).sum())  # all of them if f ignores the block
-    window = vectors[:, : min(candidates + EXTRA, a.shape[1])]
-    _, s, wh = torch.linalg.svd(a @ window, full_matrices=False)  # s descending
-    dropped = s <= CUT * sigma_max
-    null = (window @ wh[dropped].T).T / scale  # back to the unscaled coefficients
-    null = null / null.norm(dim=1, keepdim=True)
-    beyond = float(eigenvalues[window.shape[1]].sqrt()) if window.shape[1] < a.shape[1] else math.inf
-    sigma_kept = min([float(s[~dropped].min())] if (~dropped).any() else [], default=beyond)
-    sigma_dropped = float(s[dropped].max()) if dropped.any() else 0.0
-    return null, min(sigma_kept, beyond), sigma_dropped
 
 
 def _search(
@@ -394,7 +369,7 @@ def _search(
     vectors, kept, dropped, done = [], math.inf, 0.0, 0
     for coords in blocks:
         done += 1
-        null, sigma_kept, sigma_dropped = _null_space(_rows(samples, coords, degree))
+        null, sigma_kept, sigma_dropped = null_space(_rows(samples, coords, degree))
         kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)
         names = _columns(coords, degree)
         for v in null.numpy():
@@ -422,19 +397,50 @@ def _assembled(vectors: list[dict], kept: float, dropped: float, searched: str) 
     return _Search(dense, list(columns), not reason, reason, searched, kept, dropped)
 
 
-def _independent(vectors: list[dict]) -> int:
-    """How many of the null vectors are linearly independent (overlapping blocks find a law more than once)."""
-    dense = _assembled(vectors, math.inf, 0.0, "").vectors
-    s = np.linalg.svd(dense, compute_uv=False) if dense.size else np.zeros(0)
-    return int((s > 1e-7 * s[0]).sum()) if len(s) else 0
+class _Span:
+    """How many of the null vectors found so far are independent, grown with each new vector (Gram–Schmidt twice)
+    instead of an echelon form of all of them after every block: a pair of slices re-finds its two units' laws, so a
+    search of a thousand pairs holds thousands of vectors. An upper bound on the laws they hold (ℓ² counts here), so
+    the echelon form is computed only once it reaches the count. ``enough`` passes the vectors found so far, a list
+    that only grows at its end; a shorter one starts the span again."""
+
+    def __init__(self) -> None:
+        self.columns: dict[Monomial, int] = {}
+        self.basis = np.zeros((0, 0))
+        self.seen = 0
+
+    def rank(self, vectors: list[dict]) -> int:
+        if len(vectors) < self.seen:
+            self.__init__()
+        for v in vectors[self.seen :]:
+            for mono in v:
+                self.columns.setdefault(mono, len(self.columns))
+            x = np.zeros(len(self.columns))
+            x[[self.columns[mono] for mono in v]] = list(v.values())
+            basis = np.pad(self.basis, ((0, 0), (0, len(x) - self.basis.shape[1])))
+            size = np.linalg.norm(x)
+            for _ in range(2):
+                x = x - basis.T @ (basis @ x)
+            if np.linalg.norm(x) > INDEPENDENT_TOL * size:
+                basis = np.vstack([basis, x / np.linalg.norm(x)])
+            self.basis = basis
+        self.seen = len(vectors)
+        return len(self.basis)
+
+
+def _laws_in(vectors: list[dict], degree: int) -> int:
+    """How many laws the null vectors hold, products of linear laws left out (:func:`.law_basis.law_count`)."""
+    found = _assembled(vectors, math.inf, 0.0, "")
+    return law_count(found.vectors, found.columns, degree) if len(found.vectors) else 0
 
 
 def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int, plan: Plan, count) -> _Search:
-    """Layers and pairs of layers whole, then unit slices of the larger pairs, then pairs of slices
-    (:mod:`conslaw_lite.law_blocks`); the last two only until the laws found reach the count."""
+    """Layers and pairs of layers whole, then unit slices of the larger pairs, the larger layers' linear laws, then
+    pairs of slices (:mod:`conslaw_lite.law_blocks`); the last three only until the laws found reach the count."""
     whole, large, slices, over = plan.whole, plan.large, plan.slices, plan.over
     target = count.num_laws if count.conclusive else None
-    enough = None if target is None else (lambda vectors: len(vectors) >= target and _independent(vectors) >= target)
+    span = _Span()
+    enough = None if target is None else (lambda v: span.rank(v) >= target and _laws_in(v, degree) >= target)
     vectors, kept, dropped, notes = [], math.inf, 0.0, []
     if whole:
         found = _search(_Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, "")
@@ -451,8 +457,14 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
             f"{len(slices)} unit slices: {units.solved} solved, {units.moved} by symmetry"
             + (f", {unsearched} not needed" if unsearched else "")
         )
+    if plan.linear and not (enough is not None and enough(vectors)):
+        samples = _Samples.draw(problem, input_shape, inputs, seed, plan.linear, 1, 3)
+        found = _search(samples, plan.linear, 1, "")
+        vectors += _dicts(found)
+        kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
+        notes.append(f"linear laws of {len(plan.linear)} larger layers")
     if slices and target is not None and not enough(vectors):
-        unions, left = slice_pairs(slices, degree)
+        unions, left = slice_pairs(slices, degree, frozenset(units.lawful))
         if unions:
             samples = _Samples.draw(problem, input_shape, inputs, seed, unions, degree, 2)
             found = _search(samples, unions, degree, "", lambda v: enough(vectors + v))
@@ -477,6 +489,7 @@ class _Units:  # what the unit slices gave: the laws, the evidence, the slices s
     sigma_dropped: float
     solved: int
     moved: int
+    lawful: set[tuple] = field(default_factory=set)  # the axes whose first slice has laws
 
     def add(self, found: _Search) -> list[dict]:
         """Take a search's laws and evidence in; its laws."""
@@ -502,10 +515,13 @@ def _unit_laws(
     units = _Units([], math.inf, 0.0, 0, 0)
     reached = None if enough is None else (lambda more: enough(before + units.vectors + more))
     later: list[list[int]] = []
-    for (_, _, n), ((u0, head), *others) in axes.items():
+    for axis, ((u0, head), *others) in axes.items():
         if reached is not None and reached([]):
             break
+        n = axis[2]
         head_laws = units.add(_search(samples, [head], degree, ""))
+        if head_laws:
+            units.lawful.add(axis)
         rest = []
         for u, coords in others:
             candidates = [swapped(law, layout, n, u0, u) for law in head_laws] if n > 0 else []  # n < 0: flattened

@@ -53,13 +53,31 @@ def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> 
     has no quadratic part: those rows are the linear laws ℓ, and any quadratic row that lies in
     span(ℓ_i ℓ_j) given the rows kept before it adds no law and is dropped.
     """
+    kept, linear, products = _kept(vectors, columns, degree)
+    return [law if law in linear else _sparsest(law, products) for law in kept]
+
+
+def law_count(vectors: np.ndarray, columns: list[Monomial], degree: int) -> int:
+    """How many laws the null vectors hold: :func:`reduced_basis`'s length (ℓ, ℓ² and ℓ·ℓ' are one law).
+
+    Examples
+    ========
+    >>> columns = [(0, 0), (0,), (1,)]  # θ₀², θ₀, θ₁
+    >>> law_count(np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]), columns, 2)  # θ₀, θ₀², θ₁
+    2
+    """
+    return len(_kept(vectors, columns, degree)[0])
+
+
+def _kept(vectors: np.ndarray, columns: list[Monomial], degree: int) -> tuple[list[dict], list[dict], list[dict]]:
+    """The echelon basis's laws that are no product of linear laws, the linear laws, and their products."""
     order = sorted(range(len(columns)), key=lambda c: (len(columns[c]) == 1, columns[c]))
     columns = [columns[c] for c in order]
     basis = echelon(vectors[:, order]) if len(columns) else vectors
     laws = [{columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in basis]
     linear = [law for law in laws if all(len(m) == 1 for m in law)]
     if degree == 1 or not linear:
-        return laws
+        return laws, linear, []
     index = {m: n for n, m in enumerate(columns)}
     products = [_product(a, b) for n, a in enumerate(linear) for b in linear[n:]]
     for p in products:
@@ -68,7 +86,7 @@ def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> 
     others = [law for law in laws if law not in linear]
     rows = np.array([_dense(law, index) for law in products + others])
     adds = dict(zip(map(id, others), _adds(rows @ rows.T)[len(products) :]))
-    return [law if law in linear else _sparsest(law, products) for law in laws if law in linear or adds[id(law)]]
+    return [law for law in laws if law in linear or adds[id(law)]], linear, products
 
 
 def _product(a: dict, b: dict) -> dict:

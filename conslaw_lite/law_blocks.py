@@ -19,8 +19,11 @@ So the search runs over
    embedding's coordinate j the columns ``j, j + d, …`` (positions first). So a layer's unit axis
    of size n also pairs with an input axis of size n·k of the next layer's weight, both ways
    (:func:`flattened_slices`); those slices are solved one by one, not moved.
-3. if still short of the count, *pairs of unit slices* (u, v) of one such axis (the entries
-   ``(u, v)`` of a per-head matrix law), within a budget of ``PAIR_WORK`` operations.
+3. the linear laws ``bᵀθ`` of each layer too large for step 1 (up to ``MAX_LINEAR`` coordinates: one unknown
+   each), whole: a law such as ``Σ_i b[i]`` of a ``Linear`` whose output a LayerNorm centres lies in no slice;
+4. if still short of the count, *pairs of unit slices* (u, v) of one such axis (the entries
+   ``(u, v)`` of a per-head matrix law), within a budget of ``PAIR_SECONDS`` (about a minute of work on 2
+   cores), the axes whose unit slices have laws first.
 
 A law found in a block is a law of the model (it is conserved by every sampled field); a law
 that lies in no block is missed, and the comparison with the count says so.
@@ -47,7 +50,10 @@ from conslaw_lite.polynomial_laws import Layout
 
 MAX_BLOCK = 64  # coordinates of a layer or pair of layers searched whole
 MAX_SLICE = 96  # coordinates of a unit slice (or pair of slices): 4,752 unknowns at degree 2
-PAIR_WORK = 2e12  # Σ U³ over the pairs of unit slices searched (U: a slice's unknowns): about a minute
+MAX_LINEAR = 4096  # coordinates of a layer whose linear laws are searched whole (one unknown each: Σ bias[i] of a
+# Linear before a LayerNorm spans all its unit slices)
+PAIR_SECONDS = 60.0  # the pairs of unit slices searched, in pair_seconds (a small transformer has thousands of pairs
+# that hold no law: all of them took 440 s)
 
 # (first layer, second layer, axis, unit u < n) of a unit slice; the axis is its size n, or for a flattened axis
 # (flattened_slices) −(2n + 1) with channels first and −(2n + 2) with positions first: never moved by swapping
@@ -195,20 +201,40 @@ def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tup
     return kept, over
 
 
-def slice_pairs(slices: list[tuple[Key, list[int]]], degree: int) -> tuple[list[list[int]], int]:
-    """Unions of two unit slices of one axis, smallest first, within ``PAIR_WORK``; and how many were left out."""
+def slice_pairs(
+    slices: list[tuple[Key, list[int]]], degree: int, lawful: frozenset[tuple] = frozenset()
+) -> tuple[list[list[int]], int]:
+    """Unions of two unit slices of one axis within ``PAIR_SECONDS`` (:func:`pair_seconds`), and how many were left
+    out: first those of the axes in ``lawful`` (``key[:3]`` of axes whose unit slices have laws, as a head's diagonal
+    entries ``‖Q[u, :]‖² − ‖K[u, :]‖²`` are, whose off-diagonal ones a pair holds), smallest first within each."""
     by_key: dict[tuple, list[list[int]]] = {}
     for key, coords in slices:
         by_key.setdefault(key[:3], []).append(coords)
-    unions = sorted((sorted(set(a) | set(b)) for group in by_key.values() for a, b in combinations(group, 2)), key=len)
+    unions = sorted(
+        ((axis not in lawful, len(union)), union)
+        for axis, group in by_key.items()
+        for union in (sorted(set(a) | set(b)) for a, b in combinations(group, 2))
+    )
     kept, work = [], 0.0
-    for block in unions:
-        cost = float(unknowns(len(block), degree)) ** 3
-        if len(block) > MAX_SLICE or work + cost > PAIR_WORK:
-            break
-        kept.append(block)
-        work += cost
+    for _, block in unions:
+        cost = pair_seconds(unknowns(len(block), degree))
+        if len(block) <= MAX_SLICE and work + cost <= PAIR_SECONDS:
+            kept.append(block)
+            work += cost
     return kept, len(unions) - len(kept)
+
+
+def pair_seconds(U: int) -> float:
+    """The seconds a block of U unknowns takes on 2 cores (its rows, their Gram product, its smallest eigenpairs),
+    fitted from 8 to 96 coordinates: 0.15 s at U = 560, 12 s at U = 4,752 (a count of work, not a clock: the blocks
+    searched do not depend on the machine).
+
+    Examples
+    ========
+    >>> round(pair_seconds(560), 2), round(pair_seconds(4752), 1)
+    (0.1, 17.6)
+    """
+    return U**3 / 9e9 + U**2 / 4e6
 
 
 def swapped(law: dict, layout: Layout, n: int, u: int, v: int) -> dict:
@@ -239,12 +265,14 @@ def _moved(layout: Layout, j: int, n: int, u: int, v: int) -> int:
 
 @dataclass(frozen=True)
 class Plan:
-    """The blocks to search: whole layers and pairs, the pairs too large, their unit slices, slices left out."""
+    """The blocks to search: whole layers and pairs, the pairs too large, their unit slices, slices left out, and the
+    layers too large to search whole whose linear laws are searched whole (``linear``)."""
 
     whole: list[list[int]]
     large: list[tuple[int, int]]
     slices: list[tuple[Key, list[int]]]
     over: int
+    linear: list[list[int]]
 
 
 def blocks_plan(layout: Layout, degree: int) -> Plan:
@@ -257,6 +285,8 @@ def blocks_plan(layout: Layout, degree: int) -> Plan:
     ([60], [(0, 1), (0, 0)])
     >>> plan.slices[0]  # hidden unit 0: row 0 of the first weight, column 0 of the second
     ((0, 1, 30, 0), [0, 1, 2, 3, 120, 150])
+    >>> [len(block) for block in plan.linear]  # the first layer's linear laws bᵀθ: 120 unknowns, searched whole
+    [120]
     """
     whole, large = whole_blocks(layout)
     slices, over = slice_blocks(layout, large)
@@ -270,4 +300,6 @@ def blocks_plan(layout: Layout, degree: int) -> Plan:
             f"unit slice here has {smallest} ({unknowns(smallest, degree):,} unknown coefficients: a dense system of "
             f"about {gigabytes:.1f} GB). count_laws(model, input_shape) still counts its laws"
         )
-    return Plan(whole, large, slices, over)
+    ranges = layers(layout)
+    linear = [ranges[i] for i in sorted({i for p in large for i in p}) if MAX_BLOCK < len(ranges[i]) <= MAX_LINEAR]
+    return Plan(whole, large, slices, over, linear)

@@ -134,20 +134,21 @@ def test_a_torch_transformer_layer_gets_the_laws_between_its_children() -> None:
     """nn.TransformerEncoderLayer (post-norm, ReLU): self_attn is registered; linear1, linear2 and the norms are one
     part with it held fixed. Its ReLU units give ‖linear1.weight[i, :]‖² + linear1.bias[i]² − ‖linear2.weight[:, i]‖²
     (8), and norm2, which removes each token's mean, makes Σ_j linear2.weight[j, i] (8) and Σ linear2.bias laws:
-    N = 17, of which the last spans a whole layer of 72 coordinates and is not searched (16 found)."""
+    N = 17. The last lies in no unit slice: the linear laws of linear2 (72 coordinates) are searched whole."""
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(8, 2, 8, dropout=0.0, batch_first=True).double()
     assert uncovered(layer) == ["linear1", "linear2", "norm1", "norm2"]  # listed child by child
     monitor = Monitor(layer, input_shape=(3, 8))
     assert [g.key for g in monitor.groups][-1] == "found"
     (part,) = monitor.own.parts
-    assert part.path == "" and part.outcome.startswith("found 16 of N = 17: the other 1 is not a quadratic law")
+    assert part.path == "" and part.outcome == "17 quadratic laws found; N = 17: the list is complete"
     p = dict(layer.named_parameters())
     unit = next(law for name, law in part.laws.items() if "linear1" in name)
     by_hand = (p["linear1.weight"] ** 2).sum(1) + p["linear1.bias"] ** 2 - (p["linear2.weight"] ** 2).sum(0)
     assert torch.allclose(unit(p).abs(), by_hand.abs(), rtol=1e-10)
+    assert "Σ linear2.bias" in part.laws
     bias_sum = check_laws(layer, {"Σ linear2.bias": lambda q: q["linear2.bias"].sum()}, (3, 8))
-    assert bias_sum.max_residual < 1e-10  # the 17th law, outside the blocks searched
+    assert bias_sum.max_residual < 1e-10 and torch.allclose(part.laws["Σ linear2.bias"](p), p["linear2.bias"].sum())
 
 
 class Twice(nn.Module):
