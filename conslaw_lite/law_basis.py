@@ -51,10 +51,11 @@ def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> 
 
     Columns are ordered quadratic monomials first, so a law whose pivot is a linear monomial
     has no quadratic part: those rows are the linear laws ℓ, and any quadratic row that lies in
-    span(ℓ_i ℓ_j) given the rows kept before it adds no law and is dropped.
+    span(ℓ_i ℓ_j) given the rows kept before it adds no law and is dropped. Each law is then made
+    shorter with the others where they share terms (:func:`_shortened`).
     """
     kept, linear, products = _kept(vectors, columns, degree)
-    return [law if law in linear else _sparsest(law, products) for law in kept]
+    return _shortened([law if law in linear else _sparsest(law, products) for law in kept])
 
 
 def law_count(vectors: np.ndarray, columns: list[Monomial], degree: int) -> int:
@@ -87,6 +88,30 @@ def _kept(vectors: np.ndarray, columns: list[Monomial], degree: int) -> tuple[li
     rows = np.array([_dense(law, index) for law in products + others])
     adds = dict(zip(map(id, others), _adds(rows @ rows.T)[len(products) :]))
     return [law for law in laws if law in linear or adds[id(law)]], linear, products
+
+
+def _shortened(laws: list[dict]) -> list[dict]:
+    """Each law plus multiples of the others that share its terms, where that makes it shorter (:func:`_sparsest`, in
+    order; a linear law only with linear ones, so it stays linear): the same span. An echelon form writes a pre-norm
+    block's gain law ``γ[0]² + β[0]² − ‖W[:, 0]‖²`` plus every unit law ``‖W[i, :]‖² + b[i]² − ‖W₂[:, i]‖²``,
+    whose pivots ``W[i, 0]²`` it holds.
+
+    Examples
+    ========
+    >>> unit = {(2, 2): 1.0, (3, 3): 1.0, (4, 4): -1.0}  # c² + d² − e²
+    >>> _shortened([{(0, 0): 1.0, (1, 1): -1.0, (3, 3): 1.0, (4, 4): -1.0}, unit])  # a² − b² + d² − e², minus unit
+    [{(0, 0): 1.0, (1, 1): -1.0, (2, 2): -1.0}, {(2, 2): 1.0, (3, 3): 1.0, (4, 4): -1.0}]
+    """
+    out = list(laws)
+    for i, law in enumerate(out):
+        linear = all(len(m) == 1 for m in law)
+        others = [
+            other
+            for j, other in enumerate(out)
+            if j != i and law.keys() & other.keys() and (not linear or all(len(m) == 1 for m in other))
+        ]
+        out[i] = _sparsest(law, others) if others else law
+    return out
 
 
 def _product(a: dict, b: dict) -> dict:
@@ -132,8 +157,8 @@ def _plus(law: dict, other: dict, c: float) -> dict:
 
 
 def _sparsest(law: dict, products: list[dict]) -> dict:
-    """The law plus multiples of products of linear laws, with fewer cross terms θ_j θ_k (j ≠ k), then fewer terms,
-    where one cancels them (greedy).
+    """The law plus multiples of ``products`` (products of linear laws, or other laws), with fewer cross terms θ_j θ_k
+    (j ≠ k), then fewer terms, where one cancels them (greedy).
 
     The echelon form may hold a product's terms: ``‖W₁[i, :]‖² + 2 Σ_{j<k} W₂[j, i] W₂[k, i]`` is the unit law
     ``‖W₁[i, :]‖² − ‖W₂[:, i]‖²`` plus ``(Σ_j W₂[j, i])²`` where the columns of W₂ sum to a law.
