@@ -408,6 +408,13 @@ class _Span:
         self.columns: dict[Monomial, int] = {}
         self.basis = np.zeros((0, 0))
         self.seen = 0
+        self.counted = (-1, 0)  # (rank, laws) at the last law count
+
+    def laws(self, vectors: list[dict], degree: int) -> int:
+        """:func:`_laws_in` the vectors, counted again only when their span has grown (after :meth:`rank`)."""
+        if self.counted[0] != len(self.basis):
+            self.counted = (len(self.basis), _laws_in(vectors, degree))
+        return self.counted[1]
 
     def rank(self, vectors: list[dict]) -> int:
         if len(vectors) < self.seen:
@@ -440,7 +447,7 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
     whole, large, slices, over = plan.whole, plan.large, plan.slices, plan.over
     target = count.num_laws if count.conclusive else None
     span = _Span()
-    enough = None if target is None else (lambda v: span.rank(v) >= target and _laws_in(v, degree) >= target)
+    enough = None if target is None else (lambda v: span.rank(v) >= target and span.laws(v, degree) >= target)
     vectors, kept, dropped, notes = [], math.inf, 0.0, []
     if whole:
         found = _search(_Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, "")

@@ -15,8 +15,11 @@ array([[ 1.,  0.,  1.],
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 from scipy.linalg import solve_triangular
+from scipy.sparse import csr_matrix
 
 from conslaw_lite.polynomial_laws import Monomial
 
@@ -85,8 +88,8 @@ def _kept(vectors: np.ndarray, columns: list[Monomial], degree: int) -> tuple[li
         for m in p:
             index.setdefault(m, len(index))
     others = [law for law in laws if law not in linear]
-    rows = np.array([_dense(law, index) for law in products + others])
-    adds = dict(zip(map(id, others), _adds(rows @ rows.T)[len(products) :]))
+    rows = _sparse(products + others, index)  # a transformer layer's 33 linear laws: 561 products of 256 terms
+    adds = dict(zip(map(id, others), _adds((rows @ rows.T).toarray())[len(products) :]))
     return [law for law in laws if law in linear or adds[id(law)]], linear, products
 
 
@@ -110,7 +113,7 @@ def _shortened(laws: list[dict]) -> list[dict]:
             for j, other in enumerate(out)
             if j != i and law.keys() & other.keys() and (not linear or all(len(m) == 1 for m in other))
         ]
-        out[i] = _sparsest(law, others) if others else law
+        out[i] = _sparsest(law, others, shared=2) if others else law
     return out
 
 
@@ -123,11 +126,12 @@ def _product(a: dict, b: dict) -> dict:
     return out
 
 
-def _dense(law: dict, index: dict) -> np.ndarray:
-    row = np.zeros(len(index))
-    for m, c in law.items():
-        row[index[m]] = c
-    return row
+def _sparse(laws: list[dict], index: dict) -> csr_matrix:
+    """The laws as the rows of a sparse matrix over the monomials of ``index``."""
+    data = [c for law in laws for c in law.values()]
+    columns = [index[m] for law in laws for m in law]
+    starts = np.cumsum([0] + [len(law) for law in laws])
+    return csr_matrix((data, columns, starts), shape=(len(laws), len(index)))
 
 
 def _adds(gram: np.ndarray) -> list[bool]:
@@ -156,9 +160,11 @@ def _plus(law: dict, other: dict, c: float) -> dict:
     return {m: v for m, v in out.items() if abs(v) > COEFFICIENT_TOL * largest}
 
 
-def _sparsest(law: dict, products: list[dict]) -> dict:
+def _sparsest(law: dict, products: list[dict], shared: int = 1) -> dict:
     """The law plus multiples of ``products`` (products of linear laws, or other laws), with fewer cross terms θ_j θ_k
-    (j ≠ k), then fewer terms, where one cancels them (greedy).
+    (j ≠ k), then fewer terms, where one cancels them (greedy). With ``shared`` > 1, only the multiple that cancels
+    the most terms is tried, where it cancels at least that many (two dense laws share many terms at as many ratios:
+    trying each took 80 s for the 100 spurious laws of a search short of rows).
 
     The echelon form may hold a product's terms: ``‖W₁[i, :]‖² + 2 Σ_{j<k} W₂[j, i] W₂[k, i]`` is the unit law
     ``‖W₁[i, :]‖² − ‖W₂[:, i]‖²`` plus ``(Σ_j W₂[j, i])²`` where the columns of W₂ sum to a law.
@@ -173,11 +179,22 @@ def _sparsest(law: dict, products: list[dict]) -> dict:
     while shrunk:
         shrunk = False
         for p in products:
-            for c in {law[m] / d for m, d in p.items() if m in law}:
+            for c in _multiples(law, p, shared):
                 trial = _plus(law, p, -c)
                 if _terms(trial) < _terms(law):
                     law, shrunk = trial, True
     return law
+
+
+def _multiples(law: dict, other: dict, shared: int) -> set[float]:
+    """The c for which ``law − c·other`` cancels a term: all of them, or (``shared`` > 1) the one that cancels the most
+    terms, if it cancels ``shared`` or more."""
+    ratios = [law[m] / d for m, d in other.items() if m in law]
+    if shared == 1:
+        return set(ratios)
+    counts = Counter(round(r, 9) for r in ratios)
+    best = max(counts, key=counts.get, default=None)
+    return {best} if best is not None and counts[best] >= shared else set()
 
 
 def _terms(law: dict) -> tuple[int, int]:
