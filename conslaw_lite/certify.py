@@ -107,7 +107,14 @@ def _found(model: nn.Module, input_shape: tuple[int, ...] | None, seed: int, cou
 
 
 def certify_module(
-    spec: str, input_shape: tuple[int, ...] | None, seed: int = 0, *, laws: bool = False, vocab: int | None = None
+    spec: str,
+    input_shape: tuple[int, ...] | None,
+    seed: int = 0,
+    *,
+    laws: bool = False,
+    vocab: int | None = None,
+    device: str | None = None,
+    progress: bool | None = None,
 ) -> Certificate:
     r"""Count ``N = D − dim Lie(W)(θ)`` for ``FACTORY()`` from ``FILE.py:FACTORY``.
 
@@ -115,7 +122,8 @@ def certify_module(
     ``max_residual``, ``complete`` and ``formula`` are ``None``; ``laws`` finds them (``found``).
     Its inputs (:meth:`conslaw_lite.user_module.UserModule.inputs`): standard-normal of ``input_shape``,
     token ids ``0..vocab−1`` with ``vocab``, or the file's ``inputs(n)``. What the file raises is a
-    :class:`~conslaw_lite.user_module.UserCodeError` naming its line.
+    :class:`~conslaw_lite.user_module.UserCodeError` naming its line. ``device`` and ``progress`` are
+    :func:`~conslaw_lite.counting.count_laws`'s.
 
     Examples
     ========
@@ -139,7 +147,7 @@ def certify_module(
         raise ValueError(needs)
     shape = input_shape if inputs is None else None
     try:
-        count = count_laws(user.model, shape, inputs=inputs, seed=seed)
+        count = count_laws(user.model, shape, inputs=inputs, seed=seed, device=device, progress=progress)
         found = _found(user.model, shape, seed, count, inputs) if laws else None
     except ValueError as err:  # bad input, named with the line of the user's file it surfaced at
         raise ValueError(user.located(err, tokens=vocab is not None)) from err

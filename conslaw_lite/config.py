@@ -33,12 +33,19 @@ def device(name: str | torch.device | None = None) -> torch.device:
     True
     >>> device("cpu")
     device(type='cpu')
+    >>> device("gpu0")
+    Traceback (most recent call last):
+    ...
+    ValueError: device 'gpu0' is not a device torch knows (cpu, cuda, cuda:1, ...): ...
     """
     if name is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    chosen = torch.device(name)
+    try:
+        chosen = torch.device(name)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device {name!r} is not a device torch knows (cpu, cuda, cuda:1, ...): {err}") from None
     if chosen.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} asked for, but no CUDA GPU is visible; use device='cpu'")
+        raise ValueError(f"device {name!r} asked for, but no CUDA GPU is visible; use the cpu")
     return chosen
 
 

@@ -59,6 +59,7 @@ import torch
 from torch.func import vjp, vmap
 
 from conslaw_lite.counting import GAP, RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
+from conslaw_lite.counting.count import outputs_over_pieces
 from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.exact_linalg import rational
 from conslaw_lite.law_basis import COEFFICIENT_TOL, law_count, reduced_basis
@@ -130,9 +131,11 @@ class FoundLaws:
             return f"{found}; N = {n}: the list is complete"
         head = f"found {self.num_found} of N = {n}: "
         if self.searched != "all of θ":  # blocks of θ only: a law across more of it is not excluded
-            where = "of one layer, a pair of layers or a pair of hidden units (the blocks searched at this size)"
-            laws = f"is not a {kind} law" if missing == 1 else f"are not {kind} laws"
-            return head + f"the other {missing} {laws} {where}"
+            where = (
+                "layers and pairs of layers of ≤ 64 coordinates, hidden units and pairs of them; a law across other "
+                "slices, such as attention heads packed in one matrix, is not excluded"
+            )
+            return head + f"the other {missing} {'is' if missing == 1 else 'are'} not in the blocks searched ({where})"
         what = f"is not a {kind} polynomial" if missing == 1 else f"are not {kind} polynomials"
         return head + f"{missing} law{'' if missing == 1 else 's'} {what}"
 
@@ -303,10 +306,10 @@ class _Samples:
         theta = problem.random_theta(gen)
         probe = sample_inputs(input_shape, inputs, 1, gen, spread=False)
         per_input = max(checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
-        # standard-normal inputs: the null space is solved without the counter's per-input weights, and a
-        # law they miss is caught by check_laws, whose inputs span six decades
+        # standard-normal inputs: the null space is solved without the counter's per-input weights; the pieces
+        # of a cap that other scales reach come from random θ' of many decades, as in the count
         x = sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen, spread=False)
-        out, pullback = vjp(problem.outputs(x), theta)
+        out, pullback = vjp(outputs_over_pieces(problem, theta, x, gen), theta)
         g = _pull(pullback, torch.randn(m, out.numel(), generator=gen, dtype=torch.float64))
         return theta, g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)  # unit rows over all of θ
 

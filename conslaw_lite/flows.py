@@ -26,21 +26,12 @@ from torch import nn
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
 from conslaw_lite.laws import Law
-from conslaw_lite.monitor import relative_drift
+from conslaw_lite.monitor import Diverged, relative_drift
 from conslaw_lite.seeding import Stream, generator
 
 LossFn = Callable[[nn.Module, int], torch.Tensor]
 SCHEDULES = ("constant", "decay")
 OPTIMIZERS = ("gd", "sgd", "momentum", "adam")
-
-
-class Diverged(RuntimeError):
-    """Training left the finite numbers (or blew up) at ``step``."""
-
-    def __init__(self, step: int, reason: str) -> None:
-        super().__init__(f"training diverged at step {step}: {reason}")
-        self.step = step
-        self.reason = reason
 
 
 def batch_indices(n: int, batch_size: int | None, seed: int, k: int) -> torch.Tensor | None:
@@ -224,7 +215,7 @@ def check_loss(k: int, loss: float, loss0: float, max_loss_ratio: float = 1e6, t
     >>> check_loss(3, float("nan"), 1.0, tau=0.5)
     Traceback (most recent call last):
     ...
-    conslaw_lite.flows.Diverged: training diverged at step 3: the loss is nan; the step size τ = 0.5 is too large
+    conslaw_lite.monitor.Diverged: training diverged at step 3: the loss is nan; the step size τ = 0.5 is too large
     """
     step = "the step size" if tau is None else f"the step size τ = {tau:g}"
     if not math.isfinite(loss):

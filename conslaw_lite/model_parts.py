@@ -162,7 +162,7 @@ class Chain(nn.Module):
 
     def __init__(self, named: list[tuple[str, nn.Module]], extra: tuple[tuple, dict] = ((), {})) -> None:
         super().__init__()
-        self.order, self.extra = [name for name, _ in named], extra
+        self._order, self._extra = [name for name, _ in named], extra  # not names a model's modules take (`extra`)
         for name, module in named:
             *parents, last = name.split(".")
             holder: nn.Module = self
@@ -174,8 +174,8 @@ class Chain(nn.Module):
         self.training = named[0][1].training  # the mode of what it holds; .train() would switch theirs
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        args, kwargs = self.extra
-        for index, name in enumerate(self.order):
+        args, kwargs = self._extra
+        for index, name in enumerate(self._order):
             x = self.get_submodule(name)(x, *args, **kwargs) if index == 0 else self.get_submodule(name)(x)
         return x
 

@@ -55,7 +55,8 @@ from conslaw_lite.config import model_device
 from conslaw_lite.counting.module_checks import describe_layer, is_mode_dependent
 from conslaw_lite.law_stacks import Source, stack_sources
 from conslaw_lite.laws import Group, Law, find_blocks, groups
-from conslaw_lite.own_laws import OwnLaws, missing_input_message, own_laws, uncovered
+from conslaw_lite.outside_reads import read_outside
+from conslaw_lite.own_laws import OwnLaws, example_inputs, missing_input_message, own_laws, uncovered
 from conslaw_lite.snapshots import Snapshots, slots_for
 
 FOUND = Group("found", "law")  # the group of laws given to the Monitor
@@ -157,6 +158,75 @@ def epsilon_block(relative: np.ndarray) -> np.ndarray:
     return np.divide(total, count, out=np.full(np.shape(total), np.nan), where=count > 0)
 
 
+class Diverged(RuntimeError):
+    """Training left the finite numbers (or blew up) at ``step``: the trainers of :mod:`conslaw_lite.flows` and
+    :meth:`Monitor.flush` stop with it.
+
+    Examples
+    ========
+    >>> print(Diverged(7, "loss is NaN"))
+    training diverged at step 7: loss is NaN
+    """
+
+    def __init__(self, step: int, reason: str) -> None:
+        super().__init__(f"training diverged at step {step}: {reason}")
+        self.step = step
+        self.reason = reason
+
+
+def checked_laws(laws: Mapping[str, Law], model: nn.Module) -> dict[str, Law]:
+    """``laws`` (``laws=`` of :class:`Monitor`) after evaluating each once on the model's θ: an error names the law.
+
+    Examples
+    ========
+    >>> checked_laws({"x": lambda p: p["nope.weight"].sum()}, nn.Linear(2, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: laws=: law 'x' reads a parameter the model does not have ('nope.weight'); its parameters: weight, bias
+    """
+    if not laws:
+        raise ValueError("laws= is empty: give at least one law h(θ), e.g. find_laws(model, input_shape).laws")
+    named = {n: p.detach().double() for n, p in model.named_parameters()}
+    for key, law in laws.items():
+        if not callable(law):
+            raise TypeError(f"laws=: law {key!r} is a {type(law).__name__}, not a function of the parameters")
+        try:
+            torch.as_tensor(law(named))
+        except KeyError as err:
+            raise ValueError(
+                f"laws=: law {key!r} reads a parameter the model does not have ({err}); its parameters: "
+                + ", ".join(list(named)[:8])
+                + (", …" if len(named) > 8 else "")
+            ) from None
+    return dict(laws)
+
+
+def optimizer_breaks_laws(optimizer: torch.optim.Optimizer) -> list[str]:
+    """Why ``optimizer`` does not follow the gradient flow whose laws are watched (none for SGD, with momentum too).
+
+    Examples
+    ========
+    >>> params = [nn.Parameter(torch.ones(2))]
+    >>> optimizer_breaks_laws(torch.optim.SGD(params, lr=0.1, momentum=0.9))
+    []
+    >>> optimizer_breaks_laws(torch.optim.SGD(params, lr=0.1, weight_decay=0.01))[0][:68]
+    'weight_decay=0.01 shrinks θ at every step: the laws decay at first o'
+    """
+    why = []
+    decay = max((group.get("weight_decay", 0.0) or 0.0 for group in optimizer.param_groups), default=0.0)
+    if decay > 0:
+        why.append(
+            f"weight_decay={decay:g} shrinks θ at every step: the laws decay at first order in τ (ε is not O(τ²k)); "
+            "set it to 0 to watch gradient flow's laws"
+        )
+    if not isinstance(optimizer, torch.optim.SGD):
+        why.append(
+            f"{type(optimizer).__name__} rescales each coordinate's step: the laws of gradient flow are not its "
+            "laws, and ε measures how far it moves them (SGD, with or without momentum, keeps them to O(τ²k))"
+        )
+    return why
+
+
 def check_every(every: int) -> int:
     """``every`` if it is a positive integer (record every ``every``-th step), else a ``ValueError`` naming it.
 
@@ -227,6 +297,8 @@ class Monitor:
         16 MiB of snapshots, at most 6; one with an ``alarm``, which reads every record as it comes). Any result
         read in between evaluates the records pending first: the values do not depend on it, only the cost.
         """
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"Monitor watches an nn.Module, got {type(model).__name__}")
         check_every(every)
         if evaluate_every is not None:
             check_every(evaluate_every)
@@ -244,8 +316,9 @@ class Monitor:
         self._count = 0
         self.own: OwnLaws | None = None  # the parts outside the registered blocks and the laws found for them
         self._alarm = alarm
+        self._handles: dict[int, list[torch.utils.hooks.RemovableHandle]] = {}
         if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
-            grouped = {FOUND: dict(laws)}
+            grouped = {FOUND: checked_laws(laws, model)}
         else:
             grouped = self._registered_and_own(model, input_shape, inputs)
         # Group g owns laws bounds[g]:bounds[g+1] of the one flat vector.
@@ -269,11 +342,27 @@ class Monitor:
 
     def _registered_and_own(self, model: nn.Module, input_shape, inputs) -> dict[Group, dict[str, Law]]:
         """The registry's laws by group, and (group ``"found"``) those found for the parts outside its blocks."""
-        registered = groups(model).items() if find_blocks(model) else ()
-        grouped = {group: {q.key: q.fn for q in qs} for group, qs in registered}
+        blocks = find_blocks(model)
+        registered = groups(model).items() if blocks else ()
+        known = input_shape is not None or inputs is not None
+        example = example_inputs(model, input_shape, inputs) if known and blocks else None
+        outside = read_outside(model, [b.path for b in blocks], example)
+        dropped = set()
+        for block in [b for b in blocks if b.path in outside]:
+            print(
+                f"Monitor: the laws of `{block.path or 'the model'}` ({block.kind}) are not watched: "
+                f"{outside[block.path]}, and then they are not laws of the model"
+            )
+            dropped |= {block.key(name) for name in (*block.laws, *block.controls)}
+        grouped = {group: {q.key: q.fn for q in qs if q.key not in dropped} for group, qs in registered}
+        grouped = {group: fns for group, fns in grouped.items() if fns}
         self.own = own_laws(model, input_shape, inputs) if uncovered(model) else None
         if self.own is not None and not self.own.searched and not grouped:
             raise ValueError(missing_input_message(model))
+        if self.own is not None and not self.own.searched:
+            parts = ", ".join(f"`{part.path or '(the model)'}`" for part in self.own.parts)
+            print(f"Monitor: the registered blocks' laws only; {parts} outside them not searched (give input_shape= "
+                  "or inputs= to find their laws too)")
         if self.own is not None and self.own.laws:
             grouped[FOUND] = self.own.laws
         if not grouped:
@@ -317,15 +406,35 @@ class Monitor:
         return True
 
     def flush(self) -> None:
-        """Evaluate the laws at the records taken since the last evaluation (reading any result does it first)."""
+        """Evaluate the laws at the records taken since the last evaluation (reading any result does it first).
+
+        :class:`Diverged`, naming the step, where a law is NaN or infinite: θ left the finite
+        numbers (a step size too large, a NaN in the loss), and no drift can be measured from there on.
+        """
         if self._snapshots.pending:
             with torch.inference_mode():
                 h = self._snapshots.evaluate().cpu().numpy()
+            bad = ~np.isfinite(h).all(axis=1)
+            if bad.any():
+                step = self._steps[len(self._relative) + int(np.argmax(bad))]
+                raise Diverged(step, "the laws are NaN or infinite there (a step size too large, or a NaN in the loss)")
             self._relative.extend(self._laws.relative_drift(h))
 
     def attach(self, optimizer: torch.optim.Optimizer) -> torch.utils.hooks.RemovableHandle:
-        """Call :meth:`step` after every ``optimizer.step()``; returns the handle (``.remove()`` detaches)."""
-        return optimizer.register_step_post_hook(lambda *_: self.step())
+        """Call :meth:`step` after every ``optimizer.step()``; returns the handle (``.remove()`` detaches).
+
+        Attaching twice to one optimizer is an error (each step would count twice). An optimizer that does not
+        follow the gradient flow the laws belong to (weight decay, Adam's per-coordinate steps) gets a warning: ε
+        then measures how far it moves the laws, at first order in τ.
+        """
+        hooks = getattr(optimizer, "_optimizer_step_post_hooks", {})  # where a removed handle is no longer
+        if any(handle.id in hooks for handle in self._handles.get(id(optimizer), [])):
+            raise ValueError("Monitor.attach: already attached to this optimizer; each step would count twice")
+        for why in optimizer_breaks_laws(optimizer):
+            warnings.warn(f"Monitor: {why}", stacklevel=2)
+        handle = optimizer.register_step_post_hook(lambda *_: self.step())
+        self._handles.setdefault(id(optimizer), []).append(handle)
+        return handle
 
     def relative_drift(self, key: str) -> np.ndarray:
         """``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖`` per record and law of the group ``key``, shape (records, N)."""

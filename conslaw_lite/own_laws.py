@@ -162,7 +162,7 @@ def own_laws(
         return OwnLaws(tuple(listed + [_own_parameters(model, c) for c in finest if c.own]), 0.0, searched=False)
     if all(c.own for c in finest):  # nothing outside the registered blocks but their modules' own parameters
         return OwnLaws(tuple(_own_parameters(model, c) for c in finest), 0.0, searched=True)
-    example = _example(model, input_shape, inputs)
+    example = example_inputs(model, input_shape, inputs)
     recorded = _record(model, example)
     found = sorted((p for cut in top for p in _search(model, cut, recorded, example, seed)), key=lambda p: p.cut.own)
     alone = [p for p in found if not p.cut.held]  # a part with blocks held was checked when it was searched
@@ -210,8 +210,14 @@ class _Call:
     kwargs: dict = field(default_factory=dict)
 
 
-def _example(model: nn.Module, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None) -> torch.Tensor:
-    """A batch of two inputs: ``inputs[:2]``, or standard normal of ``input_shape`` in the model's dtype and device."""
+def example_inputs(model: nn.Module, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None) -> torch.Tensor:
+    """A batch of two inputs: ``inputs[:2]``, or standard normal of ``input_shape`` in the model's dtype and device.
+
+    Examples
+    ========
+    >>> example_inputs(nn.Linear(3, 2), 3, None).shape
+    torch.Size([2, 3])
+    """
     if inputs is not None:
         if input_shape is not None:
             raise ValueError("give input_shape (one input's shape) or inputs (a batch of inputs), not both")
@@ -246,7 +252,8 @@ def _record(model: nn.Module, x: torch.Tensor) -> dict[str, _Call]:
     except Exception as err:  # the user's model: its error is bad input, named with the shape that caused it
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         batch = " (the first dimension of inputs= counts the inputs)" if x.dim() == 1 else ""
-        raise ValueError(f"the model rejects inputs of shape {tuple(x.shape[1:])}{batch}: {first_line}") from err
+        failed = f"{type(err).__name__}: {first_line}"
+        raise ValueError(f"the model fails on inputs of shape {tuple(x.shape[1:])}{batch} ({failed})") from err
     finally:
         for handle in handles:
             handle.remove()

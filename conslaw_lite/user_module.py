@@ -119,6 +119,8 @@ def load_module(spec: str) -> UserModule:
     if not sep or not path_text or not factory_name:
         raise ValueError(f"--module must be FILE.py:FACTORY, got {spec!r}")
     path = Path(path_text)
+    if path.is_dir():
+        raise ValueError(f"--module: {path} is a directory; give the file: FILE.py:FACTORY")
     if not path.is_file():
         raise ValueError(f"--module: file not found: {path}")
     source = _import(path)

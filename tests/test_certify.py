@@ -142,7 +142,7 @@ def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> N
         (("--module", "{dir}/mine.py:not_a_module", "--input-shape", "4"), "no function or nn.Module 'not_a_module'"),
         (("--module", "{dir}/mine.py", "--input-shape", "4"), "FILE.py:FACTORY"),
         (("--module", "{dir}/mine.py:argmax", "--input-shape", "2,2"), "dtype torch.int64"),
-        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "3,3"), "rejects inputs of shape (3, 3)"),
+        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "3,3"), "fails on inputs of shape (3, 3)"),
         (("--module", "{dir}/mine.py:relu_net", "--input-shape", "2,x"), "--input-shape"),
         (("--module", "{dir}/mine.py:relu_net"), "needs --input-shape"),
         (("toy", "--module", "{dir}/mine.py:relu_net", "--input-shape", "4"), "not both"),
@@ -282,7 +282,8 @@ def test_cli_module_file_imports_its_neighbours_and_forward_errors_name_their_li
     broken = "from torch import nn\n\nclass M(nn.Linear):\n    def forward(self, x):\n        raise ValueError('no')\n"
     (tmp_path / "fwd.py").write_text(broken + "\ndef make():\n    return M(2, 2)\n")
     code, _, err = run_cli("--module", f"{tmp_path}/fwd.py:make", "--input-shape", "2")
-    assert code == 2 and err == f"error: {tmp_path}/fwd.py:5: the model rejects inputs of shape (2,): no\n"
+    expected = f"error: {tmp_path}/fwd.py:5: the model fails on inputs of shape (2,) (ValueError: no)\n"
+    assert code == 2 and err == expected
 
 
 @pytest.mark.slow
@@ -293,3 +294,23 @@ def test_cli_stops_quietly_when_its_reader_closes_the_pipe() -> None:
         shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0 and done.stderr == "" and len(done.stdout.splitlines()) == 1
+
+
+def test_cli_ctrl_c_exits_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a traceback, and not 1, which a script reads as "inconclusive"."""
+    import conslaw_lite.certify as certify_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(certify_module, "count_laws", interrupted)
+    assert run_cli("toy") == (130, "", "interrupted\n")
+
+
+def test_cli_json_stays_json_when_the_module_file_prints(run_cli, tmp_path: Path) -> None:
+    (tmp_path / "noisy.py").write_text(
+        "from torch import nn\nprint('loading')\n\ndef make():\n    print('building')\n"
+        "    return nn.Sequential(nn.Linear(3, 4, bias=False), nn.ReLU(), nn.Linear(4, 2, bias=False))\n"
+    )
+    code, out, err = run_cli("--module", f"{tmp_path}/noisy.py:make", "--input-shape", "3", "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == 4 and "building" in err

@@ -180,7 +180,7 @@ def nan_linear() -> nn.Linear:
         (Argmax(), (3,), TypeError, "dtype torch.int64"),
         (Rounded(), (3,), ValueError, "gradient in θ is zero"),
         (nan_linear(), (3,), ValueError, "'weight' contains NaN"),
-        (nn.Linear(3, 2), (4,), ValueError, "rejects inputs of shape (4,)"),
+        (nn.Linear(3, 2), (4,), ValueError, "fails on inputs of shape (4,)"),
         (nn.Linear(3, 2), None, ValueError, "give input_shape"),
         (lambda p, x: x * p["a"], (1,), TypeError, "needs params"),
         ("not a model", (1,), TypeError, "nn.Module or a function"),
@@ -537,3 +537,53 @@ def test_a_model_returning_several_tensors_is_counted_on_all_of_them() -> None:
     assert count_laws(Pair("input").double(), (4,)).num_laws == 6  # x.sum(-1) does not move with θ
     with pytest.raises(ValueError, match="tensor 1 has shape \\(\\), without the batch dimension"):
         count_laws(Pair("scalar").double(), (4,))
+
+
+def test_a_plain_dict_with_a_logits_key_is_counted_on_all_its_tensors() -> None:
+    """Only a transformers ``ModelOutput`` is read as its logits; a user's dict keeps every tensor (l3's 8 entries
+    were counted as laws when its key happened to be ``logits``)."""
+
+    class Heads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.l3 = nn.Linear(4, 6, bias=False), nn.Linear(6, 3, bias=False), nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+            return {"logits": self.b(torch.relu(self.a(x))), "aux": self.l3(x)}
+
+    torch.manual_seed(0)
+    assert count_laws(Heads().double(), 4).num_laws == 6  # input_shape=4 is (4,)
+
+
+@pytest.mark.parametrize("reduce", [lambda y: y.sum(), lambda y: y.mean(0)], ids=["sum", "mean over the batch"])
+def test_a_forward_that_reduces_over_the_batch_is_refused(reduce) -> None:
+    """``l1(x).sum()`` was counted as one output of the whole batch: N = 23 of D = 24, conclusive."""
+    net = nn.Linear(4, 4).double()
+    reduced = lambda p, x: reduce(torch.func.functional_call(net, p, (x,)))  # noqa: E731
+    with pytest.raises(ValueError, match="forward reduces over the batch"):
+        count_laws(reduced, 4, params=dict(net.named_parameters()))
+
+
+@pytest.mark.parametrize(
+    "act", [nn.ReLU6(), nn.Hardtanh(), nn.Hardsigmoid()], ids=["relu6", "hardtanh", "hardsigmoid"]
+)  # fmt: skip
+def test_a_cap_far_from_the_model_scale_is_met(act) -> None:
+    """B at 10⁻⁶ of nn.Linear's scale: θ' of six decades never brought B x to the cap, and the count was the
+    3 laws of A·relu(Bx) (hardtanh: more). Wider θ' meet it; check_laws sees the per-unit law break too."""
+    count = count_laws(Activated(act, scale=1e-6), (3,))
+    assert_clear_gap(count)
+    assert count.num_laws == 0
+    per_unit = {"u": lambda p: (p["A.weight"] ** 2).sum(0) - (p["B.weight"] ** 2).sum(1)}
+    assert check_laws(Activated(act, scale=1e-6), per_unit, (3,), count=count).max_residual > 0.1
+
+
+def test_a_clamp_a_million_times_above_the_activations_is_met() -> None:
+    count = count_laws(Activated(lambda z: torch.clamp(torch.relu(z), max=1e6)), (3,))
+    assert_clear_gap(count)
+    assert count.num_laws == 0
+
+
+def test_a_count_of_another_model_is_refused_by_check_laws() -> None:
+    count = count_laws(relu_net(3, 2, 2), (3,))
+    with pytest.raises(ValueError, match="count is that of a model of 10 parameters, and this one has"):
+        check_laws(relu_net(3, 4, 2), {}, (3,), count=count)

@@ -232,3 +232,27 @@ def test_the_monitor_refuses_laws_found_in_eval_mode_for_a_train_mode_batch_norm
     with pytest.raises(ValueError, match=r"^Monitor: `1` \(BatchNorm1d\) is in train mode.*eval-mode function"):
         Monitor(model.train(), laws=found.laws)
     assert eval_drift < 0.05  # trained in eval mode, the found laws are what it keeps
+
+
+def test_complex_parameters_are_refused() -> None:
+    """They were cast to real (torch's warning only) and counted on 12 of their 24 real coordinates."""
+    with pytest.raises(ValueError, match="parameter 'W' is complex"):
+        count_laws(lambda p, x: (x.to(p["W"].dtype) @ p["W"].T).abs(), (3,), params={"W": torch.ones(4, 3) * 1j})
+
+
+def test_an_embedding_with_max_norm_is_refused_with_its_option() -> None:
+    net = nn.Sequential(nn.Embedding(6, 3, max_norm=1.0), nn.Linear(3, 4)).double()
+    with pytest.raises(ValueError, match=r"`0` \(Embedding\) renormalizes the rows it reads in place .*max_norm=1\)"):
+        count_laws(net, inputs=torch.arange(24).reshape(6, 4) % 6)
+
+
+def test_token_ids_that_leave_embedding_rows_unread_are_warned_of() -> None:
+    """Each entry of a row never read gets no gradient: a law of training on such data, named as such."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Embedding(6, 3), nn.Linear(3, 4, bias=False)).double()
+    with pytest.warns(UserWarning, match="reads rows 0..3 of 6 on the given inputs: rows 4, 5 get no gradient"):
+        count = count_laws(net, inputs=torch.randint(0, 4, (64, 4)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        full = count_laws(net, inputs=torch.arange(64).reshape(16, 4) % 6)
+    assert count.num_laws == full.num_laws + 2 * 3

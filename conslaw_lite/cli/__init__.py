@@ -3,13 +3,16 @@
 Each subcommand lives in its own module of this package, which provides ``add_arguments(parser)``
 and ``run(args) -> int``. Exit codes: 0 a conclusive result, 1 an inconclusive one, 2 bad input
 (one line on stderr), 3 an internal error (a bug: the traceback on stderr), 4 an error raised by the
-user's ``--module`` file (syntax, import, factory: one line ``FILE:LINE: ...`` on stderr).
+user's ``--module`` file (syntax, import, factory: one line ``FILE:LINE: ...`` on stderr), 130 interrupted
+(Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import math
 import os
 import sys
 import traceback
@@ -19,6 +22,7 @@ from conslaw_lite.flows import Diverged
 from conslaw_lite.user_module import UserCodeError
 
 USER_CODE = 4  # the exit code of an error raised by the user's --module file
+INTERRUPTED = 130  # Ctrl-C, as a shell reports a process that SIGINT ended
 
 SUBCOMMANDS = {
     "certify": ("conslaw_lite.cli.certify", "count the conservation laws of a block and check the known list"),
@@ -27,12 +31,35 @@ SUBCOMMANDS = {
 }
 
 
+def json_text(value: object) -> str:
+    """``value`` as strict JSON (what ``jq`` and every parser read): a NaN or infinite number is ``null``.
+
+    Examples
+    ========
+    >>> print(json_text({"slope": float("nan")}))
+    {
+      "slope": null
+    }
+    """
+
+    def finite(v: object) -> object:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite(x) for x in v]
+        return v
+
+    return json.dumps(finite(value), indent=2)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, and return its exit code.
 
     0 success, 1 an inconclusive result, 2 bad input (one ``error: ...`` line on stderr),
     3 an internal error (traceback on stderr): never 1, which scripts read as "inconclusive";
-    4 the user's ``--module`` file raised (one ``error: FILE:LINE: ...`` line on stderr).
+    4 the user's ``--module`` file raised (one ``error: FILE:LINE: ...`` line on stderr); 130 interrupted (Ctrl-C).
 
     Examples
     ========
@@ -71,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # --help and --version exit with 0, a usage error with 2
     try:
         return module.run(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for it, not a traceback and not 1
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError:  # the reader closed the pipe (``| head``): nothing more to print, and no error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail again
         return 0

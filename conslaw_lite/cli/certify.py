@@ -3,19 +3,23 @@
 Exit codes: 0 a conclusive count (and, with ``--laws``, conclusive laws), 1 inconclusive
 (no clear singular-value gap, or the random θ disagree: no number is printed as the count;
 or the laws found are no certificate: :attr:`conslaw_lite.find_laws.FoundLaws.conclusive`),
-2 bad input, 3 an internal error, 4 the ``--module`` file raised (syntax, import, factory, ``inputs(n)``).
-``--list`` prints the named architectures. A model of token ids: ``--input-dtype long --vocab V``, or a
-function ``inputs(n)`` in the module file that returns its n inputs.
+2 bad input, 3 an internal error, 4 the ``--module`` file raised (syntax, import, factory, ``inputs(n)``),
+130 interrupted. ``--list`` prints the named architectures. A model of token ids: ``--input-dtype long
+--vocab V``, or a function ``inputs(n)`` in the module file that returns its n inputs. A count of a
+``--module`` over a few seconds shows its progress on stderr (rank so far, bracket depth); with ``--json``,
+what the file prints goes to stderr too.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
 
 from conslaw_lite.archs import add_size_arguments, get_arch, list_archs, size_options
 from conslaw_lite.certify import certify, certify_module, table
+from conslaw_lite.cli import json_text
+from conslaw_lite.config import device as default_device
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -55,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --module: float64 inputs (standard normal) or long (token ids 0..V-1, with --vocab V)",
     )  # fmt: skip
     parser.add_argument("--vocab", type=int, metavar="V", help="with --input-dtype long: the number of token ids")
+    parser.add_argument("--device", help="with --module: count on this device (cuda: in float64 on the GPU)")
     parser.add_argument("--list", action="store_true", help="print the named architectures and exit")
     add_size_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
@@ -96,13 +101,19 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give an architecture name (certify --list names them) or --module FILE.py:FACTORY")
     if args.module is not None:
         shape = None if args.input_shape is None else parse_shape(args.input_shape)
-        result = certify_module(args.module, shape, seed=args.seed, laws=args.laws, vocab=_vocab(args))
+        device = None if args.device is None else str(default_device(args.device))
+        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():  # the file's prints
+            result = certify_module(
+                args.module, shape, seed=args.seed, laws=args.laws, vocab=_vocab(args), device=device, progress=True
+            )
     else:
         if args.input_shape is not None or args.vocab is not None or args.input_dtype != "float64":
             raise ValueError("--input-shape, --input-dtype and --vocab are for --module; an arch knows its inputs")
+        if args.device is not None:
+            raise ValueError("--device is for --module; a named architecture is counted on the cpu")
         options = size_options(args, seed=args.seed)
         result = certify(args.arch, options, laws=args.laws)
-    print(json.dumps(result.to_dict(), indent=2) if args.json else table(result))
+    print(json_text(result.to_dict()) if args.json else table(result))
     if not result.conclusive:
         print(f"inconclusive: {result.reason}; no count reported", file=sys.stderr)
         return 1

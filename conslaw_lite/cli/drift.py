@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 
 import torch
 
 from conslaw_lite.archs import add_size_arguments, size_options
+from conslaw_lite.cli import json_text
 from conslaw_lite.config import device as default_device
 from conslaw_lite.drift import DriftReport, arch_setup, batch_size, measure
 from conslaw_lite.early_warning import DIVERGENCE, SweepPoint, sweep
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,
         seeds=args.seeds, name=args.arch, batch=batch, device=default_device(args.device), dtype=DTYPES[args.dtype],
     )
-    print(json.dumps(report.to_dict(), indent=2) if args.json else format_report(report))
+    print(json_text(report.to_dict()) if args.json else format_report(report))
     return 0
 
 
@@ -123,9 +123,9 @@ def run_alarm(args: argparse.Namespace, setup: Callable) -> int:
     if args.json:
         rows = [{"lr": p.lr, "seed": seed, "warned_at": p.warned_at, "loss_warned_at": p.loss_warned_at,
                  "diverged_at": p.diverged_at, "lead": p.lead} for seed, p in runs]
-        print(json.dumps({"arch": args.arch, "steps": args.steps, "divergence": DIVERGENCE, "alarm": rows}, indent=2))
+        print(json_text({"arch": args.arch, "steps": args.steps, "divergence": DIVERGENCE, "alarm": rows}))
     else:
-        print(format_alarm(args.arch, args.steps, args.batch, runs))
+        print(format_alarm(args.arch, args.steps, batch_size(args.optimizer, args.batch, args.samples), runs))
     return 0
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch.func import jacrev
 
-from conslaw_lite.counting.count import NUM_POINTS, LawCount, count_laws
+from conslaw_lite.counting.count import NUM_POINTS, LawCount, count_laws, outputs_over_pieces
 from conslaw_lite.counting.lie_rank import CUT
 from conslaw_lite.counting.problem import Model, Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.laws import Law, Params
@@ -105,17 +105,22 @@ def check_laws(
     """
     problem = problem_of(model, params)
     count = count if count is not None else count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
+    if count.num_params != problem.num_params:
+        raise ValueError(
+            f"count is that of a model of {count.num_params} parameters, and this one has {problem.num_params}: "
+            f"give the count of this model (count_laws(model, ...)) or none"
+        )
     h = _law_entries(laws, problem)
     residuals = dict.fromkeys(laws, 0.0)
     independent = 0
     for point in range(NUM_POINTS if laws else 0):  # no laws (e.g. a GELU FFN): nothing to check, 0 independent
         gen = generator(seed, Stream.LAW_CHECK, point)  # not the counter's θ and inputs
         theta = problem.random_theta(gen)
-        # standard-normal inputs: where a softmax saturates, ∇f_i is round-off and so is its cosine with ∇h; a
-        # law that only inputs of other scales break (a cap) is caught by the count, drawn over six decades
+        # standard-normal inputs: where a softmax saturates, ∇f_i is round-off and so is its cosine with ∇h; the
+        # pieces that only other scales reach (a cap) are taken from random θ' of many decades, as the count does
         x = sample_inputs(input_shape, inputs, num_samples, gen, spread=False)
         checked_outputs(problem, theta, x)
-        grad_f = jacrev(problem.outputs(x))(theta)  # (S·out, D)
+        grad_f = jacrev(outputs_over_pieces(problem, theta, x, gen))(theta)  # (S·out, D)
         grad_h = jacrev(h)(theta)  # (L, D)
         per_entry, varying = cosine_residuals(grad_h, grad_f)
         norms_h = grad_h.norm(dim=1)

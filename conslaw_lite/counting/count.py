@@ -28,7 +28,7 @@ from conslaw_lite.counting.lie_rank import (
     gradient_field,
     lie_rank,
 )
-from conslaw_lite.counting.module_checks import PROBE_SAMPLES, check_countable
+from conslaw_lite.counting.module_checks import PROBE_SAMPLES, check_countable, warn_unread_rows
 from conslaw_lite.counting.problem import (
     INPUT_DECADES,
     Field,
@@ -40,7 +40,7 @@ from conslaw_lite.counting.problem import (
     sample_inputs,
 )
 from conslaw_lite.counting.progress import Progress, wanted
-from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, realized_patterns
+from conslaw_lite.counting.strata import Stratum, activation_pattern, covering_patterns, forced_patterns, kinked_calls
 from conslaw_lite.laws import Params
 from conslaw_lite.seeding import Stream, generator
 
@@ -65,7 +65,9 @@ CONFIRM_DRAWS = 2  # more θ drawn to confirm the highest of two ranks that disa
 MIN_FACTOR = 1e-3  # the smallest scale, relative to the model's, of θ drawn after a tensor's gradient vanished
 MAX_DRAWS = 16  # random θ tried for NUM_POINTS where the output moves with θ
 COMPLEMENT_MIN_D = STACK_MAX_D + 1  # from here on the rank is found through its complement (_memory_plan)
-PATTERN_DRAWS = 32  # random θ' whose activation patterns a ReLU model's inputs take (strata.realized_patterns)
+PATTERN_DRAWS = 32  # random θ' whose activation patterns a ReLU model's inputs take (strata.covering_patterns)
+WIDEN = 3  # decades each way that every round of θ' adds to INPUT_DECADES while a unit misses a piece
+WIDEN_ROUNDS = 3  # up to θ' 10¹² times the model's scale: a cap at 10⁶ behind a layer initialized at 10⁻⁶
 
 
 @dataclass(frozen=True)
@@ -164,9 +166,7 @@ def _draw(
     x, weights, n_out = balanced_inputs(problem, theta, x)
     f, patterns, stratum = problem.outputs(x, weights), "", Stratum(index)
     if calls and not own:
-        thetas = [problem.random_theta(gen, _pattern_factor(gen)) for _ in range(min(PATTERN_DRAWS, len(x)))]
-        masks = realized_patterns(forward, thetas, x)
-        f, patterns = _with_patterns(problem.outputs(x, weights), masks), "realizable"
+        f, patterns = realizable_outputs(problem, x, weights, gen), "realizable"
     elif own:
         tracked = theta.detach().requires_grad_()  # the pattern asks which units reach the output
         dead, linear, _ = activation_pattern(lambda: forward(tracked, x), len(x), problem.module)
@@ -183,14 +183,33 @@ def _draw(
     return _Draw(theta, f, n_out, gen, stratum, patterns, zero if bool(zero.any()) else None, factor, standard)
 
 
-def _pattern_factor(gen: torch.Generator) -> float:
-    """The scale of a θ' whose patterns the inputs take: ``10^u``, u uniform in ``INPUT_DECADES``.
+def realizable_outputs(problem: Problem, x: torch.Tensor, weights: torch.Tensor | None, gen: torch.Generator) -> Field:
+    """θ ↦ the outputs on ``x``, each input's piecewise-linear units on the pieces a random θ' puts them on.
 
-    Any θ' will do (a law holds at every θ), and behind a norm the inputs' scale cannot reach a
-    cap: θ' over six decades do (relu6 after an RMSNorm at nn.Linear's scale is never capped).
+    ``PATTERN_DRAWS`` θ' (:func:`.strata.covering_patterns`), at scales ``10^u`` times the model's, u uniform in
+    ``INPUT_DECADES`` widened by ``WIDEN`` decades each way a round, for up to ``WIDEN_ROUNDS`` rounds while some
+    unit has a piece no input meets. Any θ' will do (a law holds at every θ); behind a norm the inputs' scale cannot
+    reach a cap, θ' over six decades do (relu6 after an RMSNorm at nn.Linear's scale), and a first layer
+    initialized at 10⁻⁶ needs more (its relu6 counted 6 laws of relu instead of 0).
     """
-    low, high = INPUT_DECADES
-    return 10.0 ** (low + (high - low) * float(torch.rand((), generator=gen, dtype=torch.float64)))
+    forward = lambda t, inputs: problem.apply(problem.unflatten(t), inputs)  # noqa: E731
+
+    def thetas_at(r: int, n: int) -> list[torch.Tensor]:
+        low, high = INPUT_DECADES[0] - WIDEN * r, INPUT_DECADES[1] + WIDEN * r
+        scale = lambda: 10.0 ** (low + (high - low) * float(torch.rand((), generator=gen, dtype=torch.float64)))  # noqa: E731
+        return [problem.random_theta(gen, scale()) for _ in range(n)]
+
+    draws = min(PATTERN_DRAWS, len(x))
+    return _with_patterns(problem.outputs(x, weights), covering_patterns(forward, thetas_at, x, draws, WIDEN_ROUNDS))
+
+
+def outputs_over_pieces(problem: Problem, theta: torch.Tensor, x: torch.Tensor, gen: torch.Generator) -> Field:
+    """θ ↦ the outputs on ``x``: :func:`realizable_outputs` where the model applies piecewise-linear units per input,
+    the plain outputs otherwise (for :func:`~conslaw_lite.counting.check_laws` and :func:`~conslaw_lite.find_laws`:
+    a law of ``relu`` that ``relu6``'s cap breaks fails there as it does in the count)."""
+    forward = lambda inputs: problem.apply(problem.unflatten(theta), inputs)  # noqa: E731
+    calls, per_input = kinked_calls(forward, torch.cat([x[:1]] * 3))
+    return realizable_outputs(problem, x, None, gen) if calls and per_input else problem.outputs(x)
 
 
 def _probe_outputs(problem: Problem, x: torch.Tensor, weights: torch.Tensor | None) -> Field:
@@ -344,8 +363,9 @@ def _frozen_error(problem: Problem, drawn: list[_Draw]) -> ValueError | None:
     return ValueError(
         f"parameter {', '.join(map(repr, names))} gets exactly zero gradient on every sampled input at "
         f"{sum(d.zero is not None for d in drawn)} of {len(drawn)} random θ, down to {MIN_FACTOR:g} times the "
-        "model's scale, but not at the same entries: an op whose derivative vanishes there (a softmax or sigmoid "
-        "saturated to exactly 0 or 1) would make each such entry a spurious law; count the model at a smaller "
+        "model's scale, but not at the same entries: an op whose derivative vanishes there (a ReLU off on every "
+        "input, when there are few of them, or a softmax or sigmoid saturated to exactly 0 or 1) would make each "
+        "such entry a spurious law; give more inputs (num_samples, inputs) or count the model at a smaller "
         "weight scale"
     )
 
@@ -466,6 +486,7 @@ def count_laws(
     probe_theta, probe = problem.random_theta(probe_gen), sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
     checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
     check_countable(problem.apply, problem.unflatten(probe_theta), probe[:PROBE_SAMPLES], problem.module)
+    warn_unread_rows(problem.module, inputs, problem.apply, problem.unflatten(probe_theta))
     problem = problem.on(device)
     theta = None if at is None else problem.flatten(at)
     bar = Progress(D, need, wanted(progress))

@@ -30,6 +30,7 @@ between the two runs compared (train vs eval, call vs call, the whole batch vs i
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from conslaw_lite.config import evaluating
+from conslaw_lite.laws import user_stacklevel
 
 Params = Mapping[str, torch.Tensor]
 
@@ -72,13 +74,19 @@ def check_dtypes(params: Params, module: nn.Module | None = None) -> None:
     ValueError: parameter 'weight' is float16: ...
     """
     for name, p in params.items():
-        if isinstance(p, torch.Tensor) and p.dtype in (torch.float16, torch.bfloat16):
-            owner = name.rpartition(".")[0]
-            where = f" of {_describe(owner, module.get_submodule(owner))}" if module is not None and owner else ""
+        if not isinstance(p, torch.Tensor) or not (p.is_complex() or p.dtype in (torch.float16, torch.bfloat16)):
+            continue
+        owner = name.rpartition(".")[0]
+        where = f" of {_describe(owner, module.get_submodule(owner))}" if module is not None and owner else ""
+        if p.is_complex():
             raise ValueError(
-                f"parameter {name!r}{where} is {_dtype(p.dtype)}: the counter would count its float64 function, not "
-                f"the {_dtype(p.dtype)} one that trains; call model.double() to count the exact function's laws"
+                f"parameter {name!r}{where} is complex ({p.dtype}): the laws are counted in real coordinates; write it "
+                f"as two real parameters (its real and imaginary parts) and build the complex tensor in forward"
             )
+        raise ValueError(
+            f"parameter {name!r}{where} is {_dtype(p.dtype)}: the counter would count its float64 function, not "
+            f"the {_dtype(p.dtype)} one that trains; call model.double() to count the exact function's laws"
+        )
 
 
 def check_countable(
@@ -108,6 +116,7 @@ def check_countable(
     ValueError: `1` (Dropout, p=0.1) is random in train mode: call model.eval() to count the deterministic function
     >>> check_countable(apply, dict(net.eval().named_parameters()), x, net)  # eval mode: countable, no error
     """
+    _check_in_place(module)
     leaves = {n: p.detach().to(torch.float64).requires_grad_() for n, p in params.items()}
     with _restored(module):
         first = _run(apply, leaves, inputs, module, dispatch=True)
@@ -260,6 +269,78 @@ def _restored(module: nn.Module | None) -> Iterator[None]:
 # ---------------------------------------------------------------- the checks
 
 
+class UnreadRows(UserWarning):
+    """Given token ids leave rows of an embedding unread: each entry of such a row counts as a law."""
+
+
+def warn_unread_rows(module: nn.Module | None, inputs: torch.Tensor | None, apply: Callable, params: Params) -> None:
+    """Warn (:class:`UnreadRows`) for each ``nn.Embedding`` that the given ``inputs`` leave rows of unread.
+
+    Those rows get no gradient on these inputs, so each of their entries is conserved: a law of training on data
+    like these inputs, not of the model. The warning names the rows, so that a count meant for the model can be
+    taken on inputs that hold every id.
+
+    Examples
+    ========
+    >>> import warnings
+    >>> net = nn.Sequential(nn.Embedding(5, 2), nn.Linear(2, 1)).double()
+    >>> apply = lambda p, x: torch.func.functional_call(net, p, (x,))
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_unread_rows(net, torch.tensor([[0], [1], [1]]), apply, dict(net.named_parameters()))
+    >>> print(caught[0].message)  # doctest: +NORMALIZE_WHITESPACE
+    `0` (Embedding) reads rows 0, 1 of 5 on the given inputs: rows 2..4 get no gradient, and each of their
+    6 entries counts as a law
+    """
+    if module is None or inputs is None or inputs.is_floating_point():
+        return
+    embeddings = {m: name for name, m in module.named_modules() if isinstance(m, nn.Embedding)}
+    read: dict[nn.Module, torch.Tensor] = {}
+    hooks = [m.register_forward_pre_hook(lambda m, args: read.setdefault(m, args[0])) for m in embeddings]
+    try:
+        with torch.no_grad():
+            apply(params, inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for m, ids in read.items():
+        rows = m.num_embeddings
+        seen = torch.zeros(rows, dtype=torch.bool)
+        seen[ids.reshape(-1).long().cpu().clamp(0, rows - 1)] = True
+        if bool(seen.all()):
+            continue
+        unread = torch.nonzero(~seen).flatten().tolist()
+        warnings.warn(
+            f"{_where(embeddings[m], module)} reads rows {_ranges(torch.nonzero(seen).flatten().tolist())} of {rows} "
+            f"on the given inputs: rows {_ranges(unread)} get no gradient, and each of their "
+            f"{len(unread) * m.embedding_dim} entries counts as a law",
+            UnreadRows,
+            stacklevel=user_stacklevel(),
+        )
+
+
+def _ranges(ids: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``"0..2, 5"`` (two in a row: ``"0, 1"``)."""
+    parts, start = [], 0
+    for k in range(1, len(ids) + 1):
+        if k == len(ids) or ids[k] != ids[k - 1] + 1:
+            run = ids[start:k]
+            parts.append(f"{run[0]}..{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
+            start = k
+    return ", ".join(parts)
+
+
+def _check_in_place(module: nn.Module | None) -> None:
+    """An ``nn.Embedding`` with ``max_norm`` rescales the rows it reads, in place, in every forward: θ changes
+    outside the gradient step, and no law of gradient flow survives that."""
+    for name, m in module.named_modules() if module is not None else ():
+        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.max_norm is not None:
+            raise ValueError(
+                f"{_where(name, module)} renormalizes the rows it reads in place in forward (max_norm="
+                f"{m.max_norm:g}): θ changes outside gradient flow; count it with max_norm=None"
+            )
+
+
 def _check_deterministic(first: _Run, second: _Run, module: nn.Module | None) -> None:
     name = _first_difference(first, second)
     if name is None:
@@ -269,9 +350,16 @@ def _check_deterministic(first: _Run, second: _Run, module: nn.Module | None) ->
         raise ValueError(
             f"{_where(name, module)} is random in train mode: call model.eval() to count the deterministic function"
         )
+    training = module is not None and any(m.training for m in module.modules())
     raise ValueError(
         f"{_where(name, module)} gives another output on a second call with the same θ and inputs (random numbers "
-        f"in forward): the counter needs a deterministic function; fix its randomness to count it"
+        f"in forward, or state that forward updates): the counter needs a deterministic function; "
+        + (
+            "in train mode, a dropout inside it or a buffer its forward updates (spectral_norm's) does this: call "
+            "model.eval()"
+            if training
+            else "fix its randomness to count it"
+        )
     )
 
 
@@ -297,9 +385,17 @@ def _check_train_is_eval(first: _Run, apply: Callable, params: Params, inputs: t
 def _check_per_input(first: _Run, apply: Callable, params: Params, inputs: torch.Tensor, module: nn.Module | None):
     n = len(inputs) if inputs.dim() else 0
     k = n // 2
-    if k < 1 or first.output.dim() == 0 or len(first.output) != n:
-        return  # no batch of inputs to cut, or an output without a batch dimension first
+    if k < 1:
+        return  # no batch of inputs to cut
     part = _run(apply, params, inputs[:k], module)
+    if part.output.shape == first.output.shape:
+        raise ValueError(
+            f"the output has shape {tuple(first.output.shape)} for {n} inputs and for {k}: forward reduces over the "
+            f"batch (a sum or mean over inputs?), and the counter counts the laws of a function of one input; return "
+            f"one output per input and let the loss reduce"
+        )
+    if first.output.dim() == 0 or len(first.output) != n:
+        return  # the batch is not the output's first dimension: nothing to compare row by row
     name = _first_difference(first, part, rows=(n, k))
     if name is None:
         return

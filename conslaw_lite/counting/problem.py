@@ -153,21 +153,21 @@ def one_output(out: object, batch: int) -> object:
 
     A model may return several tensors (a tuple, a list, a dict): a loss may read any of them, so the laws
     must keep every one. Each is laid out as (batch, -1) and they are concatenated along the last axis, so
-    input s keeps one row. A mapping with ``logits`` (a transformers ``ModelOutput``) is its logits: the rest
-    (the key/value cache) is read by the next forward, not by a loss. Anything else is returned as it is, for
-    :func:`checked_outputs` to name.
+    input s keeps one row. A transformers ``ModelOutput`` with ``logits`` is its logits: the rest (the key/value
+    cache) is read by the next forward, not by a loss; a dict of one's own keeps all its tensors, whatever their
+    keys. Anything else is returned as it is, for :func:`checked_outputs` to name.
 
     Examples
     ========
     >>> y, h = torch.ones(2, 3), torch.zeros(2, 4, 5)
     >>> one_output((y, h), 2).shape
     torch.Size([2, 23])
-    >>> one_output({"logits": y, "past_key_values": None}, 2) is y
-    True
+    >>> one_output({"logits": y, "aux": h}, 2).shape  # a plain dict: every tensor
+    torch.Size([2, 23])
     """
     if isinstance(out, torch.Tensor):
         return out
-    if isinstance(out, Mapping) and isinstance(out.get("logits"), torch.Tensor):
+    if _model_output(out) and isinstance(out.get("logits"), torch.Tensor):
         return out["logits"]
     if not isinstance(out, (tuple, list, Mapping)):
         return out
@@ -181,6 +181,11 @@ def one_output(out: object, batch: int) -> object:
                 f"batch dimension ({batch} inputs): return the tensors a loss reads, each with one row per input"
             )
     return torch.cat([t.reshape(batch, -1) for t in tensors], dim=1)
+
+
+def _model_output(out: object) -> bool:
+    """A transformers ``ModelOutput`` (its class comes from that package), not a dict of the user's own."""
+    return isinstance(out, Mapping) and type(out).__module__.split(".")[0] == "transformers"
 
 
 def _tensors(out: object) -> list[torch.Tensor]:
@@ -212,7 +217,7 @@ def sample_inputs(
         return inputs.to(torch.float64) if inputs.is_floating_point() else inputs
     if input_shape is None:
         raise ValueError("give input_shape (one input, no batch dimension) or inputs")
-    shape = tuple(input_shape)
+    shape = (input_shape,) if isinstance(input_shape, int) else tuple(input_shape)
     if not shape or any(not isinstance(n, int) or n < 1 for n in shape):
         raise ValueError(f"input_shape must be positive integers, got {input_shape}")
     x = torch.randn(batch, *shape, generator=gen, dtype=torch.float64)
@@ -242,7 +247,8 @@ def checked_outputs(problem: Problem, theta: torch.Tensor, inputs: torch.Tensor,
         raise
     except (RuntimeError, ValueError, IndexError, TypeError) as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"the model rejects inputs of shape {tuple(inputs.shape[1:])}: {first_line}") from err
+        failed = f"{type(err).__name__}: {first_line}"
+        raise ValueError(f"the model fails on inputs of shape {tuple(inputs.shape[1:])} ({failed})") from err
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"the model must return a tensor (or tensors in a tuple, list, dict), got {type(out).__name__}")
     if not out.is_floating_point():

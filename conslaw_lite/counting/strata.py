@@ -243,17 +243,30 @@ def activation_pattern(
     return tuple(dead), tuple(linear), units
 
 
+def _pieces(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
+    """The codes :func:`_piece` can give for this call: (0, 1) for a kink or |z|, those of a clamp's sides."""
+    if func not in CLAMPS:
+        return 0, 1
+    lo, hi = _bounds(func, args, kwargs)
+    return (0,) * (lo is not None) + (1,) + (2,) * (hi is not None)
+
+
 class _Signs(TorchFunctionMode):
-    """Keeps the piece of every entry of every piecewise-linear call's input (:func:`_piece`), in call order."""
+    """Keeps the piece of every entry of every piecewise-linear call's input (:func:`_piece`), in call order, the
+    pieces each call has, and whether every input entry was finite."""
 
     def __init__(self) -> None:
         super().__init__()
         self.on: list[torch.Tensor] = []
+        self.pieces: list[tuple[int, ...]] = []
+        self.finite = True
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         piece = _piece(func, args, kwargs or {})
         if piece is not None:
             self.on.append(piece)
+            self.pieces.append(_pieces(func, args, kwargs or {}))
+            self.finite = self.finite and bool(torch.isfinite(args[0]).all())
         return func(*args, **(kwargs or {}))
 
 
@@ -303,16 +316,73 @@ def realized_patterns(
     >>> [m.tolist() for m in realized_patterns(lambda t, x: torch.relu(t * x), thetas, torch.ones(4, 1))]
     [[[1.0], [1.0], [0.0], [0.0]]]
     """
-    per_chunk = []
-    for theta, chunk in zip(thetas, torch.tensor_split(x, len(thetas))):
-        with _Signs() as signs:
-            forward(theta, chunk)
-        if any(on.dim() == 0 or on.shape[0] != len(chunk) for on in signs.on):
-            raise ValueError("a ReLU acts on a tensor without the inputs' batch first: see kinked_calls")
-        per_chunk.append(signs.on)
-    if len({len(on) for on in per_chunk}) > 1:
+    chunks = torch.tensor_split(x, len(thetas))
+    return _joined([_signs(forward, theta, chunk) for theta, chunk in zip(thetas, chunks)], x)
+
+
+def _signs(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, chunk: torch.Tensor) -> _Signs:
+    with _Signs() as signs:
+        forward(theta, chunk)
+    if any(on.dim() == 0 or on.shape[0] != len(chunk) for on in signs.on):
+        raise ValueError("a ReLU acts on a tensor without the inputs' batch first: see kinked_calls")
+    return signs
+
+
+def _joined(per_chunk: Sequence[_Signs], x: torch.Tensor) -> list[torch.Tensor]:
+    if len({len(signs.on) for signs in per_chunk}) > 1:
         raise ValueError("the model applies a different number of ReLUs at different θ (data-dependent control flow)")
-    return [torch.cat(ons).to(x.dtype if x.is_floating_point() else torch.float64) for ons in zip(*per_chunk)]
+    dtype = x.dtype if x.is_floating_point() else torch.float64
+    return [torch.cat(ons).to(dtype) for ons in zip(*(signs.on for signs in per_chunk))]
+
+
+def unmet_pieces(masks: Sequence[torch.Tensor], pieces: Sequence[tuple[int, ...]]) -> int:
+    """How many (unit, piece) pairs no input meets: a unit is an index of a call's last dimension.
+
+    Examples
+    ========
+    >>> relu6 = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # two inputs, two units, never above the cap (code 2)
+    >>> unmet_pieces([relu6], [(0, 1, 2)])
+    2
+    """
+    unmet = 0
+    for m, codes in zip(masks, pieces):
+        units = m.reshape(-1, m.shape[-1]) if m.dim() > 1 else m.reshape(-1, 1)
+        unmet += sum(int((~(units == code).any(0)).sum()) for code in codes)
+    return unmet
+
+
+def covering_patterns(
+    forward: Callable[[torch.Tensor, torch.Tensor], object],
+    thetas_at: Callable[[int, int], list[torch.Tensor]],
+    x: torch.Tensor,
+    draws: int,
+    rounds: int,
+) -> list[torch.Tensor]:
+    """:func:`realized_patterns` of ``draws`` θ', redrawn until each unit of each call meets all its pieces.
+
+    ``thetas_at(r, n)`` gives n θ' of round r, wider in scale as r grows. Round 0 gives every chunk of inputs its
+    θ'; each later round redraws the odd chunks' only (the even ones keep the pieces near the model's scale), for at
+    most ``rounds`` rounds. A chunk whose activations overflow at its new θ' keeps the pattern it had. A cap that
+    θ' of the model's scale never reach (``relu6`` after a layer initialized at 10⁻⁶) is met this way; a unit
+    that no θ' brings to a piece (a cap above a bounded input) leaves the patterns of the last round.
+
+    Examples
+    ========
+    >>> thetas_at = lambda r, n: [torch.tensor([10.0 ** (3 * r)])] * n
+    >>> patterns = covering_patterns(lambda t, x: F.relu6(t * x), thetas_at, torch.ones(4, 1), draws=4, rounds=2)
+    >>> patterns[0].flatten().tolist()  # 1 · x below the cap, 1000 · x above it on the odd chunks
+    [1.0, 2.0, 1.0, 2.0]
+    """
+    chunks = torch.tensor_split(x, draws)
+    per_chunk = [_signs(forward, theta, chunk) for theta, chunk in zip(thetas_at(0, len(chunks)), chunks)]
+    for r in range(1, rounds + 1):
+        if not unmet_pieces(_joined(per_chunk, x), per_chunk[0].pieces):
+            break
+        odd = range(1, len(chunks), 2)
+        for k, theta in zip(odd, thetas_at(r, len(odd))):
+            signs = _signs(forward, theta, chunks[k])
+            per_chunk[k] = signs if signs.finite else per_chunk[k]
+    return _joined(per_chunk, x)
 
 
 class _Forced(TorchFunctionMode):

@@ -128,6 +128,7 @@ def run_experiment(
     >>> cfg = ExperimentConfig("lm", "ci", lrs=(0.1,), seeds=1, steps=2)
     >>> with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):  # offline data; the environment is restored
     ...     out = run_experiment(cfg, progress=False)
+    Monitor: the registered blocks' laws only; `embed`, ... outside them not searched (...)
     >>> [len(r["steps"]) for r in out["runs"]], sorted(out["runs"][0]["epsilon"])[:2]
     ([3], ['gqa-rope', 'gqa-rope:control'])
     """

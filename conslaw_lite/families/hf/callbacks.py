@@ -10,10 +10,12 @@ callback after it. The Trainer puts its reporting callbacks (TensorBoard, ...) b
 
 from __future__ import annotations
 
+import warnings
+
 from torch import nn
 
 from conslaw_lite.families.hf.epsilon_log import latest_epsilon
-from conslaw_lite.monitor import Monitor, check_every
+from conslaw_lite.monitor import Monitor, check_every, optimizer_breaks_laws
 
 try:
     from transformers import TrainerCallback
@@ -41,8 +43,10 @@ class ConservationCallback(TrainerCallback):
         self.monitor: Monitor | None = None
 
     def on_train_begin(self, args, state, control, model: nn.Module | None = None, **kwargs):
-        """Record h(θ₀) of every law of ``model``."""
+        """Record h(θ₀) of every law of ``model``; warn when the optimizer does not follow gradient flow."""
         self.monitor = Monitor(model, every=self.every)
+        for why in optimizer_breaks_laws(kwargs["optimizer"]) if kwargs.get("optimizer") is not None else ():
+            warnings.warn(f"Monitor: {why}", stacklevel=2)
 
     def on_step_end(self, args, state, control, **kwargs):
         """Count one optimizer step (every ``every``-th records the laws)."""
