@@ -413,11 +413,19 @@ class _Span:
         self.seen = 0
         self.counted = (-1, 0)  # (rank, laws) at the last law count
 
-    def laws(self, vectors: list[dict], degree: int) -> int:
-        """:func:`_laws_in` the vectors, counted again only when their span has grown (after :meth:`rank`)."""
-        if self.counted[0] != len(self.basis):
-            self.counted = (len(self.basis), _laws_in(vectors, degree))
-        return self.counted[1]
+    def reaches(self, vectors: list[dict], degree: int, target: int) -> bool:
+        """Whether the vectors hold ``target`` laws (:func:`.law_basis.law_count`), read off their span's orthonormal
+        basis: the vectors themselves repeat each law many times (an LM's search held thousands of them, and their
+        SVD took minutes). One more direction adds at most one law, so the count is taken again only once the span
+        has grown enough since the last one to reach ``target`` (each count weighs the products of the linear laws)."""
+        rank = self.rank(vectors)
+        last_rank, last_laws = self.counted
+        if rank < target or (last_rank >= 0 and last_laws + rank - last_rank < target):
+            return False
+        if last_rank != rank:
+            basis = np.pad(self.basis, ((0, 0), (0, len(self.columns) - self.basis.shape[1])))
+            self.counted = (rank, law_count(basis, list(self.columns), degree) if len(basis) else 0)
+        return self.counted[1] >= target
 
     def rank(self, vectors: list[dict]) -> int:
         if len(vectors) < self.seen:
@@ -425,23 +433,21 @@ class _Span:
         for v in vectors[self.seen :]:
             for mono in v:
                 self.columns.setdefault(mono, len(self.columns))
+            index, values = [self.columns[mono] for mono in v], np.array(list(v.values()))
+            if len(self.columns) > self.basis.shape[1]:  # new monomials: copy the basis only then
+                self.basis = np.pad(self.basis, ((0, 0), (0, len(self.columns) - self.basis.shape[1])))
+            on = self.basis[:, index] @ values  # the vector is sparse: most are re-found laws, and this says so
+            size = np.linalg.norm(values)
+            if values @ values - on @ on < (INDEPENDENT_TOL * size) ** 2 / 4:  # round-off: ~10⁻¹⁵ of size²
+                continue
             x = np.zeros(len(self.columns))
-            x[[self.columns[mono] for mono in v]] = list(v.values())
-            basis = np.pad(self.basis, ((0, 0), (0, len(x) - self.basis.shape[1])))
-            size = np.linalg.norm(x)
+            x[index] = values
             for _ in range(2):
-                x = x - basis.T @ (basis @ x)
+                x = x - self.basis.T @ (self.basis @ x)
             if np.linalg.norm(x) > INDEPENDENT_TOL * size:
-                basis = np.vstack([basis, x / np.linalg.norm(x)])
-            self.basis = basis
+                self.basis = np.vstack([self.basis, x / np.linalg.norm(x)])
         self.seen = len(vectors)
         return len(self.basis)
-
-
-def _laws_in(vectors: list[dict], degree: int) -> int:
-    """How many laws the null vectors hold, products of linear laws left out (:func:`.law_basis.law_count`)."""
-    found = _assembled(vectors, math.inf, 0.0, "")
-    return law_count(found.vectors, found.columns, degree) if len(found.vectors) else 0
 
 
 def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int, plan: Plan, count) -> _Search:
@@ -450,7 +456,7 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
     whole, large, slices, over = plan.whole, plan.large, plan.slices, plan.over
     target = count.num_laws if count.conclusive else None
     span = _Span()
-    enough = None if target is None else (lambda v: span.rank(v) >= target and span.laws(v, degree) >= target)
+    enough = None if target is None else (lambda v: span.reaches(v, degree, target))
     vectors, kept, dropped, notes = [], math.inf, 0.0, []
     if whole:
         found = _search(_Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, "")

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-from scipy.linalg import solve_triangular
 from scipy.sparse import csr_matrix
 
 from conslaw_lite.polynomial_laws import Monomial
@@ -33,20 +32,59 @@ def echelon(vectors: np.ndarray) -> np.ndarray:
     """A basis of the rows' span in reduced row-echelon form: pivot columns chosen left to right."""
     if vectors.shape[0] == 0:
         return vectors
-    _, s, vh = np.linalg.svd(vectors, full_matrices=False)
-    span = vh[s > 1e-7 * s[0]]  # the laws of overlapping pairs repeat: an orthonormal basis of their span
-    pivots: list[int] = []
-    q = np.zeros((span.shape[0], 0))
-    for col in range(span.shape[1]):
-        v = span[:, col] - q @ (q.T @ span[:, col])
-        if np.linalg.norm(v) > 1e-6 * np.abs(span).max():
-            q = np.column_stack([q, v / np.linalg.norm(v)])
-            pivots.append(col)
-            if len(pivots) == span.shape[0]:
-                break
+    span = _span(vectors)
+    pivots = _pivots(span, 1e-6 * np.abs(span).max())
     basis = np.linalg.solve(span[:, pivots], span)  # identity on the pivot columns
     basis[np.abs(basis) < COEFFICIENT_TOL * np.abs(basis).max(axis=1, keepdims=True)] = 0.0
     return basis
+
+
+def _span(vectors: np.ndarray, chunk: int = 512) -> np.ndarray:
+    """An orthonormal basis of the rows' span (singular values over 10⁻⁷ of the largest), ``chunk`` rows at a time
+    beside the basis so far: the laws of overlapping pairs repeat, and one SVD of an LM's thousands of null vectors
+    over 50,000 monomials took minutes.
+
+    Examples
+    ========
+    >>> abs(_span(np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]]), chunk=1)).round(6).tolist()  # up to signs
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    span = np.zeros((0, vectors.shape[1]))
+    for start in range(0, len(vectors), chunk):
+        _, s, vh = np.linalg.svd(np.vstack([span, vectors[start : start + chunk]]), full_matrices=False)
+        span = vh[s > 1e-7 * s[0]] if len(s) and s[0] > 0 else span
+    return span
+
+
+def _pivots(span: np.ndarray, floor: float, chunk: int = 256) -> list[int]:
+    """The first columns, left to right, each with a part above ``floor`` outside the ones before: a chunk of columns
+    projected at once, then one rank-1 update per pivot found in it (a column at a time took minutes on an LM's
+    span of 300 laws over 50,000 monomials).
+
+    Examples
+    ========
+    >>> _pivots(np.array([[0.0, 1.0, 2.0, 0.0], [0.0, 0.0, 0.0, 1.0]]), 1e-9)
+    [1, 3]
+    """
+    pivots: list[int] = []
+    q = np.zeros((span.shape[0], 0))
+    candidates = np.flatnonzero(np.linalg.norm(span, axis=0) > floor)  # most monomials are in no law: never pivots
+    for start in range(0, len(candidates), chunk):
+        if len(pivots) == span.shape[0]:
+            break
+        columns = candidates[start : start + chunk]
+        rest = span[:, columns] - q @ (q.T @ span[:, columns])
+        while len(pivots) < span.shape[0]:
+            hits = np.flatnonzero(np.linalg.norm(rest, axis=0) > floor)
+            if not len(hits):
+                break
+            v = rest[:, hits[0]] - q @ (q.T @ rest[:, hits[0]])  # once more against all: round-off
+            v /= np.linalg.norm(v)
+            q = np.column_stack([q, v])
+            pivots.append(int(columns[hits[0]]))
+            rest = rest - np.outer(v, v @ rest)
+            rest[:, : hits[0] + 1] = 0.0  # decided: dependent, or the pivot itself
+    return pivots
 
 
 def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> list[dict]:
@@ -137,17 +175,26 @@ def _sparse(laws: list[dict], index: dict) -> csr_matrix:
 def _adds(gram: np.ndarray) -> list[bool]:
     """Whether each row adds a direction to the rows before it that did (residual over ``ADDS_TOL`` of its length), from
     the rows' Gram matrix: one product of the rows, then a Cholesky factor grown row by row (the residuals of a
-    stack grown one row at a time cost 28 s for the 528 products of a transformer layer's 32 linear laws)."""
-    factor = np.zeros_like(gram)  # lower triangular, its first n rows and columns in use
-    adds, chosen = [], []
-    for i in range(len(gram)):
-        n = len(chosen)
-        y = solve_triangular(factor[:n, :n], gram[chosen, i], lower=True) if n else np.zeros(0)
-        residual = gram[i, i] - y @ y
-        adds.append(bool(residual > ADDS_TOL**2 * gram[i, i]))
+    stack grown one row at a time cost 28 s for the 528 products of a transformer layer's 32 linear laws). Each row
+    chosen updates the residuals of all the rows after it at once, so a row that adds nothing costs one comparison.
+
+    Examples
+    ========
+    >>> _adds(np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 4.0]]))  # the second row repeats the first
+    [True, False, True]
+    """
+    n = len(gram)
+    factor = np.zeros_like(gram)  # column m: the m-th chosen row's Cholesky column, over every row
+    residual = gram.diagonal().copy()  # each row's squared part outside the rows chosen before it
+    adds, m = [], 0
+    for i in range(n):
+        adds.append(bool(residual[i] > ADDS_TOL**2 * gram[i, i]))
         if adds[-1]:
-            factor[n, :n], factor[n, n] = y, np.sqrt(residual)
-            chosen.append(i)
+            pivot = np.sqrt(residual[i])
+            column = (gram[i + 1 :, i] - factor[i + 1 :, :m] @ factor[i, :m]) / pivot
+            factor[i, m], factor[i + 1 :, m] = pivot, column
+            residual[i + 1 :] -= column**2
+            m += 1
     return adds
 
 
