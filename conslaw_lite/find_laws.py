@@ -414,10 +414,9 @@ class _Span:
         self.counted = (-1, 0)  # (rank, laws) at the last law count
 
     def reaches(self, vectors: list[dict], degree: int, target: int) -> bool:
-        """Whether the vectors hold ``target`` laws (:func:`.law_basis.law_count`), read off their span's orthonormal
-        basis: the vectors themselves repeat each law many times (an LM's search held thousands of them, and their
-        SVD took minutes). One more direction adds at most one law, so the count is taken again only once the span
-        has grown enough since the last one to reach ``target`` (each count weighs the products of the linear laws)."""
+        """Whether the vectors hold ``target`` laws (:func:`.law_basis.law_count`), read off their span's basis (the
+        vectors repeat each law: an LM's thousands took minutes), counted again only once the span has grown enough
+        to reach ``target``: one more direction adds at most one law."""
         rank = self.rank(vectors)
         last_rank, last_laws = self.counted
         if rank < target or (last_rank >= 0 and last_laws + rank - last_rank < target):
