@@ -25,9 +25,10 @@ they share: ‖A_{:,i}‖² − ‖C_{i,:}‖² (hidden unit i), Q_iᵀQ_i − K
 search runs over each layer and pair of layers of at most ``MAX_BLOCK`` = 64 coordinates whole,
 over the *unit slices* of larger pairs (unit i's row before and column after it, up to
 ``MAX_SLICE`` = 96 coordinates), over the linear laws of each larger layer whole (Σ_i b[i] of a ``Linear``
-that a LayerNorm centres: one unknown per coordinate), then over pairs of slices (per-head matrix laws), the
-last three only until the laws found reach the count (:mod:`conslaw_lite.law_blocks`); and over the whole of θ
-only when all that finds fewer laws than :func:`~conslaw_lite.counting.count_laws` counts and D is small.
+that a LayerNorm centres: one unknown per coordinate), then over pairs of slices (per-head matrix laws: one pair
+solved per axis, its laws moved to the others), the last three only until the laws found reach the count
+(:mod:`conslaw_lite.law_blocks`); and over the whole of θ only when all that finds fewer laws than
+:func:`~conslaw_lite.counting.count_laws` counts and D is small.
 
 Limits: D ≤ ``MAX_PARAMS`` = 8,192 parameters (an 8-16-4 MLP with biases, D = 212: 16 laws; a
 32-64-16 ReLU MLP, D = 3,072: 64 laws, most of the time in the count); a slice of more than 96
@@ -51,30 +52,33 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from itertools import combinations_with_replacement
+from dataclasses import dataclass, field
 
-import numpy as np
 import torch
-from torch.func import vjp, vmap
 
-from conslaw_lite.counting import GAP, RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
-from conslaw_lite.counting.count import outputs_over_pieces
-from conslaw_lite.counting.problem import Problem, checked_outputs, problem_of, sample_inputs
+from conslaw_lite.counting import RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
+from conslaw_lite.counting.problem import Problem, problem_of
 from conslaw_lite.exact_linalg import rational
-from conslaw_lite.law_basis import COEFFICIENT_TOL, law_count, reduced_basis
-from conslaw_lite.law_blocks import MAX_SLICE, Plan, blocks_plan, slice_pairs, swapped, unknowns
+from conslaw_lite.law_basis import reduced_basis
+from conslaw_lite.law_blocks import (
+    MAX_SLICE,
+    PAIR_SECONDS,
+    Plan,
+    blocks_plan,
+    pair_seconds,
+    slice_pairs,
+    swapped,
+    swapped_pair,
+    unknowns,
+)
+from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residual, residuals
 from conslaw_lite.laws import Params
-from conslaw_lite.null_space import null_space
-from conslaw_lite.polynomial_laws import Layout, Monomial, PolynomialLaw, group_laws
-from conslaw_lite.seeding import Stream, generator
+from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
 
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
 ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
 MOVED_TOL = 1e-9  # relative residual under which a law moved to another unit (law_blocks.swapped) is kept
-INDEPENDENT_TOL = 1e-7  # a null vector whose part outside the span of those before is below this adds to none
-RANK_CUT = 1e-6  # singular values of W(θ)'s samples below RANK_CUT·σ_max add no row (more θ are drawn, never fewer)
 
 
 @dataclass(frozen=True)
@@ -210,8 +214,8 @@ def find_laws(
     search = _search_blocks(problem, input_shape, inputs, seed, degree, plan, count)
     basis = reduced_basis(search.vectors, search.columns, degree)
     if search.conclusive and _short(basis, count) and D <= MAX_FULL:
-        samples = _Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
-        search = _search(samples, [list(range(D))], degree, "all of θ")
+        samples = Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
+        search = block_laws(samples, [list(range(D))], degree, "all of θ")
         basis = reduced_basis(search.vectors, search.columns, degree)
     laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
     each = check_laws(
@@ -239,7 +243,7 @@ def find_laws(
     )
 
 
-def _verdict(search: _Search, failed: int, total: int, residual: float, check: LawCheck, count: LawCount) -> str:
+def _verdict(search: Search, failed: int, total: int, max_residual: float, check: LawCheck, count: LawCount) -> str:
     """Why the laws found are no certificate, ``""`` when they are one.
 
     Conclusive means: the null space had a clear gap, every law returned passes
@@ -249,8 +253,8 @@ def _verdict(search: _Search, failed: int, total: int, residual: float, check: L
     reasons = [search.reason] if search.reason else []
     if failed:
         reasons.append(
-            f"{failed} of the {total} laws found fail check_laws (max residual {residual:.1e} > {RESIDUAL_TOL:.0e}) "
-            "and are left out"
+            f"{failed} of the {total} laws found fail check_laws (max residual {max_residual:.1e} > "
+            f"{RESIDUAL_TOL:.0e}) and are left out"
         )
     if count.conclusive and check.independent > count.num_laws:
         reasons.append(f"{check.independent} independent laws found, more than the count N = {count.num_laws}")
@@ -262,207 +266,20 @@ def _short(basis: list[dict], count: LawCount) -> bool:
     return not count.conclusive or len(basis) < count.num_laws
 
 
-@dataclass(frozen=True)
-class _Samples:
-    """Random θ (P, D) and, per θ, m random elements of W(θ): g (P, m, D)."""
-
-    theta: torch.Tensor
-    g: torch.Tensor
-    points: dict[tuple[int, ...], int] = field(default_factory=dict)  # θ each block needs (the first P, default all)
-
-    @classmethod
-    def draw(
-        cls, problem: Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int, tier: int = 0
-    ) -> _Samples:
-        """Enough θ that each block's system gets twice as many *independent* rows as unknowns.
-
-        One θ gives at most rank W(θ) independent rows on a block (fewer on its coordinates
-        alone), however many elements of W(θ) are drawn: a deep linear net has rank W(θ) ≤ d·m
-        whatever its D. Counting m = (largest block) rows per θ left the pair systems short
-        of rows, and the missing rank came out as spurious "laws" that a gap could not flag
-        (their singular values are exactly 0). So the first θ measures each block's rank r_b,
-        P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements (at most the largest
-        block's size: more add no rank on any block); block b's rows come from the first ⌈2 U_b / r_b⌉ + 4
-        (``points``). ``tier``: each kind of block gets its own θ.
-        """
-        gen = generator(seed, Stream.LAW_SEARCH, tier)  # not the counter's θ and inputs
-        n_max = max(map(len, blocks))
-        first_theta, first_g = cls._point(problem, input_shape, inputs, gen, n_max)
-        ranks = [_rank(first_g[:, coords]) for coords in blocks]
-        m = max(_rank(first_g), 1)
-        needs = {tuple(c): math.ceil(2 * unknowns(len(c), degree) / r) + 4 for c, r in zip(blocks, ranks) if r}
-        points = max(needs.values(), default=5)
-        thetas, gs = [first_theta], [first_g[:m]]
-        for _ in range(points - 1):
-            theta, g = cls._point(problem, input_shape, inputs, gen, m)
-            thetas.append(theta)
-            gs.append(g)
-        return cls(torch.stack(thetas), torch.stack(gs), needs)
-
-    @staticmethod
-    def _point(problem: Problem, input_shape, inputs, gen: torch.Generator, m: int):
-        """A random θ and m random unit elements of W(θ) there."""
-        D = problem.num_params
-        theta = problem.random_theta(gen)
-        probe = sample_inputs(input_shape, inputs, 1, gen, spread=False)
-        per_input = max(checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
-        # standard-normal inputs: the null space is solved without the counter's per-input weights; the pieces
-        # of a cap that other scales reach come from random θ' of many decades, as in the count
-        x = sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen, spread=False)
-        out, pullback = vjp(outputs_over_pieces(problem, theta, x, gen), theta)
-        g = _pull(pullback, torch.randn(m, out.numel(), generator=gen, dtype=torch.float64))
-        return theta, g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)  # unit rows over all of θ
-
-
-def _rank(g: torch.Tensor) -> int:
-    """Numerical rank of g's rows; an overestimate would draw too few θ, so the cut is generous (RANK_CUT)."""
-    s = torch.linalg.svdvals(g)
-    return int((s > RANK_CUT * s[0]).sum()) if len(s) and float(s[0]) > 0 else 0
-
-
-def _pull(pullback: Callable, cotangents: torch.Tensor) -> torch.Tensor:
-    """``aᵀ ∂f/∂θ`` for each row a: random elements of W(θ), vectorized unless the model's control flow forbids it."""
-    try:
-        return vmap(pullback)(cotangents)[0]
-    except RuntimeError:  # data-dependent control flow (top-k routing, .item()): one at a time
-        return torch.stack([pullback(a)[0] for a in cotangents])
-
-
-@dataclass(frozen=True)
-class _Search:
-    """Null vectors (k, U) over ``columns`` (monomials, global coordinates) and the evidence."""
-
-    vectors: np.ndarray
-    columns: list[Monomial]
-    conclusive: bool
-    reason: str
-    searched: str
-    sigma_kept: float
-    sigma_dropped: float
-    blocks: int = 0  # blocks searched (the search stops once the laws found reach the count)
-
-
-def _columns(coords: list[int], degree: int) -> list[Monomial]:
-    """The monomials over ``coords``: θ_jθ_k (j ≤ k), then θ_j."""
-    quad = [(j, k) for j, k in combinations_with_replacement(coords, 2)] if degree == 2 else []
-    return quad + [(j,) for j in coords]
-
-
-def _rows(samples: _Samples, coords: list[int], degree: int) -> torch.Tensor:
-    """The condition's rows for laws in ``coords``: (g_jθ_k + g_kθ_j for j ≤ k, g_j), one per sample g."""
-    idx, P = torch.tensor(coords), samples.points.get(tuple(coords), len(samples.theta))
-    theta = samples.theta[:P, idx]  # (P, n): the θ this block needs (a small pair needs fewer than the largest)
-    g = samples.g[:P, :, idx]  # (P, m, n)
-    parts = []
-    if degree == 2:
-        j, k = torch.triu_indices(len(coords), len(coords))
-        parts.append(g[:, :, j] * theta[:, None, k] + g[:, :, k] * theta[:, None, j])
-    parts.append(g)
-    return torch.cat(parts, dim=2).reshape(-1, unknowns(len(coords), degree))
-
-
-def _search(
-    samples: _Samples, blocks: list[list[int]], degree: int, searched: str, enough: Callable[[list], bool] | None = None
-) -> _Search:
-    """The null space of the condition on each block of coordinates, all in one list of global monomials.
-
-    ``enough(vectors)``: checked after each block once there are as many vectors as needed; the
-    remaining blocks are then left out (the laws found already reach the count).
-    """
-    vectors, kept, dropped, done = [], math.inf, 0.0, 0
-    for coords in blocks:
-        done += 1
-        null, sigma_kept, sigma_dropped = null_space(_rows(samples, coords, degree))
-        kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)
-        names = _columns(coords, degree)
-        for v in null.numpy():
-            vectors.append({names[i]: c for i, c in enumerate(v) if abs(c) > COEFFICIENT_TOL * np.abs(v).max()})
-        if enough is not None and len(null) and enough(vectors):
-            break
-    return replace(_assembled(vectors, kept, dropped, searched), blocks=done)
-
-
-def _assembled(vectors: list[dict], kept: float, dropped: float, searched: str) -> _Search:
-    """The null vectors as one dense matrix over the monomials they use, with the verdict on the gap."""
-    columns: dict[Monomial, int] = {}
-    for v in vectors:
-        for mono in v:
-            columns.setdefault(mono, len(columns))
-    dense = np.zeros((len(vectors), len(columns)))
-    for row, v in zip(dense, vectors):
-        for mono, c in v.items():
-            row[columns[mono]] = c
-    reason = ""
-    if not kept >= GAP * dropped:  # NaN bounds too
-        reason = (
-            f"no clear gap in the null space: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
-        )
-    return _Search(dense, list(columns), not reason, reason, searched, kept, dropped)
-
-
-class _Span:
-    """How many of the null vectors found so far are independent, grown with each new vector (Gram–Schmidt twice)
-    instead of an echelon form of all of them after every block: a pair of slices re-finds its two units' laws, so a
-    search of a thousand pairs holds thousands of vectors. An upper bound on the laws they hold (ℓ² counts here), so
-    the echelon form is computed only once it reaches the count. ``enough`` passes the vectors found so far, a list
-    that only grows at its end; a shorter one starts the span again."""
-
-    def __init__(self) -> None:
-        self.columns: dict[Monomial, int] = {}
-        self.basis = np.zeros((0, 0))
-        self.seen = 0
-        self.counted = (-1, 0)  # (rank, laws) at the last law count
-
-    def reaches(self, vectors: list[dict], degree: int, target: int) -> bool:
-        """Whether the vectors hold ``target`` laws (:func:`.law_basis.law_count`), read off their span's basis (the
-        vectors repeat each law: an LM's thousands took minutes), counted again only once the span has grown enough
-        to reach ``target``: one more direction adds at most one law."""
-        rank = self.rank(vectors)
-        last_rank, last_laws = self.counted
-        if rank < target or (last_rank >= 0 and last_laws + rank - last_rank < target):
-            return False
-        if last_rank != rank:
-            basis = np.pad(self.basis, ((0, 0), (0, len(self.columns) - self.basis.shape[1])))
-            self.counted = (rank, law_count(basis, list(self.columns), degree) if len(basis) else 0)
-        return self.counted[1] >= target
-
-    def rank(self, vectors: list[dict]) -> int:
-        if len(vectors) < self.seen:
-            self.__init__()
-        for v in vectors[self.seen :]:
-            for mono in v:
-                self.columns.setdefault(mono, len(self.columns))
-            index, values = [self.columns[mono] for mono in v], np.array(list(v.values()))
-            if len(self.columns) > self.basis.shape[1]:  # new monomials: copy the basis only then
-                self.basis = np.pad(self.basis, ((0, 0), (0, len(self.columns) - self.basis.shape[1])))
-            on = self.basis[:, index] @ values  # the vector is sparse: most are re-found laws, and this says so
-            size = np.linalg.norm(values)
-            if values @ values - on @ on < (INDEPENDENT_TOL * size) ** 2 / 4:  # round-off: ~10⁻¹⁵ of size²
-                continue
-            x = np.zeros(len(self.columns))
-            x[index] = values
-            for _ in range(2):
-                x = x - self.basis.T @ (self.basis @ x)
-            if np.linalg.norm(x) > INDEPENDENT_TOL * size:
-                self.basis = np.vstack([self.basis, x / np.linalg.norm(x)])
-        self.seen = len(vectors)
-        return len(self.basis)
-
-
-def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int, plan: Plan, count) -> _Search:
+def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int, plan: Plan, count) -> Search:
     """Layers and pairs of layers whole, then unit slices of the larger pairs, the larger layers' linear laws, then
     pairs of slices (:mod:`conslaw_lite.law_blocks`); the last three only until the laws found reach the count."""
     whole, large, slices, over = plan.whole, plan.large, plan.slices, plan.over
     target = count.num_laws if count.conclusive else None
-    span = _Span()
+    span = Span()
     enough = None if target is None else (lambda v: span.reaches(v, degree, target))
     vectors, kept, dropped, notes = [], math.inf, 0.0, []
     if whole:
-        found = _search(_Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, "")
-        vectors += _dicts(found)
+        found = block_laws(Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, "")
+        vectors += as_dicts(found)
         kept, dropped = found.sigma_kept, found.sigma_dropped
     if slices and not (enough is not None and enough(vectors)):
-        samples = _Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
+        samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
         layout = _layout(problem)
         units = _unit_laws(samples, layout, slices, degree, enough, vectors)
         vectors += units.vectors
@@ -473,28 +290,30 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
             + (f", {unsearched} not needed" if unsearched else "")
         )
     if plan.linear and not (enough is not None and enough(vectors)):
-        samples = _Samples.draw(problem, input_shape, inputs, seed, plan.linear, 1, 3)
-        found = _search(samples, plan.linear, 1, "")
-        vectors += _dicts(found)
+        samples = Samples.draw(problem, input_shape, inputs, seed, plan.linear, 1, 3)
+        found = block_laws(samples, plan.linear, 1, "")
+        vectors += as_dicts(found)
         kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
         notes.append(f"linear laws of {len(plan.linear)} larger layers")
     if slices and target is not None and not enough(vectors):
-        unions, left = slice_pairs(slices, degree, frozenset(units.lawful))
-        if unions:
-            samples = _Samples.draw(problem, input_shape, inputs, seed, unions, degree, 2)
-            found = _search(samples, unions, degree, "", lambda v: enough(vectors + v))
-            vectors += _dicts(found)
+        pairs, left = slice_pairs(slices, frozenset(units.lawful))
+        if pairs:
+            samples = Samples.draw(problem, input_shape, inputs, seed, [c for *_, c in pairs], degree, 2)
+            found = _pair_laws(samples, _layout(problem), pairs, degree, lambda v: enough(vectors + v))
+            vectors += found.vectors
             kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
-        searched = found.blocks if unions else 0
-        notes.append(
-            f"{searched} pairs of slices solved"
-            + (f", {len(unions) - searched} not needed" if len(unions) > searched else "")
-            + (f", {left} left out (over {MAX_SLICE} coordinates or the budget)" if left else "")
-        )
+            left += found.over_budget
+            unsearched = len(pairs) - found.solved - found.moved - found.over_budget
+            notes.append(
+                f"{len(pairs)} pairs of slices: {found.solved} solved, {found.moved} by symmetry"
+                + (f", {unsearched} not needed" if unsearched else "")
+            )
+        if left:
+            notes.append(f"{left} pairs of slices left out (over {MAX_SLICE} coordinates or the budget)")
     if over or (large and not slices):
         notes.append(f"{over} slices over {MAX_SLICE} coordinates left out")
     detail = f" ({'; '.join(notes)})" if notes else ""
-    return _assembled(vectors, kept, dropped, "pairs of layers" + detail)
+    return assembled(span.independent(vectors), kept, dropped, "pairs of layers" + detail)
 
 
 @dataclass
@@ -505,10 +324,11 @@ class _Units:  # what the unit slices gave: the laws, the evidence, the slices s
     solved: int
     moved: int
     lawful: set[tuple] = field(default_factory=set)  # the axes whose first slice has laws
+    over_budget: int = 0  # pairs of slices not solved: PAIR_SECONDS spent
 
-    def add(self, found: _Search) -> list[dict]:
+    def add(self, found: Search) -> list[dict]:
         """Take a search's laws and evidence in; its laws."""
-        laws = _dicts(found)
+        laws = as_dicts(found)
         self.vectors += laws
         self.sigma_kept = min(self.sigma_kept, found.sigma_kept)
         self.sigma_dropped = max(self.sigma_dropped, found.sigma_dropped)
@@ -517,7 +337,7 @@ class _Units:  # what the unit slices gave: the laws, the evidence, the slices s
 
 
 def _unit_laws(
-    samples: _Samples, layout: Layout, slices: list, degree: int, enough: Callable | None, before: list[dict]
+    samples: Samples, layout: Layout, slices: list, degree: int, enough: Callable | None, before: list[dict]
 ) -> _Units:
     """Axis by axis: its first slice solved, its laws moved to its other slices (``swapped``) and kept where conserved
     on every sample (``MOVED_TOL``), the slices where one failed (or of a flattened axis) solved on their own; no
@@ -534,52 +354,65 @@ def _unit_laws(
         if reached is not None and reached([]):
             break
         n = axis[2]
-        head_laws = units.add(_search(samples, [head], degree, ""))
+        head_laws = units.add(block_laws(samples, [head], degree, ""))
         if head_laws:
             units.lawful.add(axis)
         rest = []
         for u, coords in others:
             candidates = [swapped(law, layout, n, u0, u) for law in head_laws] if n > 0 else []  # n < 0: flattened
-            if candidates and max(_residual(samples, law) for law in candidates) <= MOVED_TOL:
+            if candidates and max(residual(samples, law) for law in candidates) <= MOVED_TOL:
                 units.vectors += candidates
                 units.moved += 1
             else:
                 rest.append(coords)
         if head_laws:
-            units.add(_search(samples, rest, degree, "", reached))
+            units.add(block_laws(samples, rest, degree, "", reached))
         else:
             later += rest
     if later and not (reached is not None and reached([])):
-        units.add(_search(samples, later, degree, "", reached))
+        units.add(block_laws(samples, later, degree, "", reached))
     return units
 
 
-def _residual(samples: _Samples, law: dict) -> float:
-    """``max |⟨g, ∇h(θ)⟩| / (‖g‖ ‖∇h(θ)‖)`` over the samples, on the law's coordinates: 0 for a law, about 1/√n
-    for a random polynomial of n coordinates."""
-    support = sorted({j for mono in law for j in mono})
-    where = {j: n for n, j in enumerate(support)}
-    theta, g = samples.theta[:, support], samples.g[:, :, support]  # (P, n), (P, m, n)
-    grad = torch.zeros_like(theta)
-    for mono, c in law.items():
-        if len(mono) == 2:
-            j, k = where[mono[0]], where[mono[1]]
-            grad[:, j] += c * theta[:, k]
-            grad[:, k] += c * theta[:, j]
-        else:
-            grad[:, where[mono[0]]] += c
-    dots = torch.einsum("pmn,pn->pm", g, grad).abs()
-    sizes = g.norm(dim=2) * grad.norm(dim=1, keepdim=True)
-    return float((dots / sizes.clamp_min(1e-300)).max())
+def _pair_laws(samples: Samples, layout: Layout, pairs: list, degree: int, enough: Callable) -> _Units:
+    """Axis by axis: its first pair of unit slices solved, each of its laws moved to the axis's other pairs
+    (``swapped_pair``) and kept where conserved (``MOVED_TOL``); then the pairs where one failed, solved while
+    ``PAIR_SECONDS`` last (:func:`~conslaw_lite.law_blocks.pair_seconds`), until the laws found reach the count."""
+    axes: dict[tuple, list] = {}
+    for axis, u, v, coords in pairs:
+        axes.setdefault(axis, []).append(((u, v), coords))
+    units, work, rest = _Units([], math.inf, 0.0, 0, 0), [0.0], []
+
+    def solve(blocks: list[list[int]]) -> list[dict]:
+        affordable = []
+        for coords in blocks:
+            work[0] += pair_seconds(unknowns(len(coords), degree))
+            if work[0] <= PAIR_SECONDS:
+                affordable.append(coords)
+        units.over_budget += len(blocks) - len(affordable)
+        return units.add(block_laws(samples, affordable, degree, "", lambda v: enough(units.vectors + v)))
+
+    for axis, ((first, head), *others) in axes.items():
+        if enough(units.vectors):
+            break
+        laws = solve([head]) if axis[2] > 0 else []  # a flattened axis: its pairs are solved one by one
+        for to, coords in others:
+            moved = [swapped_pair(law, layout, axis[2], first, to) for law in laws]
+            conserved = [law for law, r in zip(moved, residuals(samples, moved)) if r <= MOVED_TOL]
+            units.vectors += conserved
+            if conserved and len(conserved) == len(moved):
+                units.moved += 1
+            else:
+                rest.append(coords)
+        if axis[2] < 0:
+            rest.append(head)
+    if rest and not enough(units.vectors):
+        solve(rest)
+    return units
 
 
 def _layout(problem: Problem) -> Layout:
     return Layout(tuple(problem.shapes), tuple(tuple(s) for s in problem.shapes.values()))
-
-
-def _dicts(search: _Search) -> list[dict]:
-    """The search's null vectors back as ``{monomial: coefficient}``."""
-    return [{search.columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in search.vectors]
 
 
 def _rounded(model, problem: Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list:

@@ -28,11 +28,12 @@ COEFFICIENT_TOL = 1e-9  # relative size under which a coefficient of the echelon
 ADDS_TOL = 1e-5
 
 
-def echelon(vectors: np.ndarray) -> np.ndarray:
-    """A basis of the rows' span in reduced row-echelon form: pivot columns chosen left to right."""
+def echelon(vectors: np.ndarray, orthonormal: bool = False) -> np.ndarray:
+    """A basis of the rows' span in reduced row-echelon form: pivot columns chosen left to right (``orthonormal``:
+    the rows are an orthonormal basis already, and no SVD is taken to find one)."""
     if vectors.shape[0] == 0:
         return vectors
-    span = _span(vectors)
+    span = vectors if orthonormal else _span(vectors)
     pivots = _pivots(span, 1e-6 * np.abs(span).max())
     basis = np.linalg.solve(span[:, pivots], span)  # identity on the pivot columns
     basis[np.abs(basis) < COEFFICIENT_TOL * np.abs(basis).max(axis=1, keepdims=True)] = 0.0
@@ -99,8 +100,9 @@ def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> 
     return _shortened([law if law in linear else _sparsest(law, products) for law in kept])
 
 
-def law_count(vectors: np.ndarray, columns: list[Monomial], degree: int) -> int:
-    """How many laws the null vectors hold: :func:`reduced_basis`'s length (ℓ, ℓ² and ℓ·ℓ' are one law).
+def law_count(vectors: np.ndarray, columns: list[Monomial], degree: int, orthonormal: bool = False) -> int:
+    """How many laws the null vectors hold: :func:`reduced_basis`'s length (ℓ, ℓ² and ℓ·ℓ' are one law);
+    ``orthonormal``: the vectors are an orthonormal basis of their span already.
 
     Examples
     ========
@@ -108,14 +110,16 @@ def law_count(vectors: np.ndarray, columns: list[Monomial], degree: int) -> int:
     >>> law_count(np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]), columns, 2)  # θ₀, θ₀², θ₁
     2
     """
-    return len(_kept(vectors, columns, degree)[0])
+    return len(_kept(vectors, columns, degree, orthonormal)[0])
 
 
-def _kept(vectors: np.ndarray, columns: list[Monomial], degree: int) -> tuple[list[dict], list[dict], list[dict]]:
+def _kept(
+    vectors: np.ndarray, columns: list[Monomial], degree: int, orthonormal: bool = False
+) -> tuple[list[dict], list[dict], list[dict]]:
     """The echelon basis's laws that are no product of linear laws, the linear laws, and their products."""
     order = sorted(range(len(columns)), key=lambda c: (len(columns[c]) == 1, columns[c]))
     columns = [columns[c] for c in order]
-    basis = echelon(vectors[:, order]) if len(columns) else vectors
+    basis = echelon(vectors[:, order], orthonormal) if len(columns) else vectors
     laws = [{columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in basis]
     linear = [law for law in laws if all(len(m) == 1 for m in law)]
     if degree == 1 or not linear:

@@ -22,8 +22,9 @@ So the search runs over
 3. the linear laws ``bᵀθ`` of each layer too large for step 1 (up to ``MAX_LINEAR`` coordinates: one unknown
    each), whole: a law such as ``Σ_i b[i]`` of a ``Linear`` whose output a LayerNorm centres lies in no slice;
 4. if still short of the count, *pairs of unit slices* (u, v) of one such axis (the entries
-   ``(u, v)`` of a per-head matrix law), within a budget of ``PAIR_SECONDS`` (about a minute of work on 2
-   cores), the axes whose unit slices have laws first.
+   ``(u, v)`` of a per-head matrix law), the axes whose unit slices have laws first. The laws of an axis's first
+   pair are moved to its other pairs (two swaps: u₀ → u, v₀ → v) and kept where conserved; the pairs where one
+   fails are solved, within a budget of ``PAIR_SECONDS`` (about a minute of work on 2 cores).
 
 A law found in a block is a law of the model (it is conserved by every sampled field); a law
 that lies in no block is missed, and the comparison with the count says so.
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 
 import numpy as np
@@ -202,25 +204,22 @@ def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tup
 
 
 def slice_pairs(
-    slices: list[tuple[Key, list[int]]], degree: int, lawful: frozenset[tuple] = frozenset()
-) -> tuple[list[list[int]], int]:
-    """Unions of two unit slices of one axis within ``PAIR_SECONDS`` (:func:`pair_seconds`), and how many were left
-    out: first those of the axes in ``lawful`` (``key[:3]`` of axes whose unit slices have laws, as a head's diagonal
-    entries ``‖Q[u, :]‖² − ‖K[u, :]‖²`` are, whose off-diagonal ones a pair holds), smallest first within each."""
-    by_key: dict[tuple, list[list[int]]] = {}
+    slices: list[tuple[Key, list[int]]], lawful: frozenset[tuple] = frozenset()
+) -> tuple[list[tuple[tuple, int, int, list[int]]], int]:
+    """Unions of two unit slices u < v of one axis, as ``(axis, u, v, coordinates)``, and how many were over
+    ``MAX_SLICE`` coordinates (left out): first those of the axes in ``lawful`` (``key[:3]`` of axes whose unit slices
+    have laws, as a head's diagonal entries ``‖Q[u, :]‖² − ‖K[u, :]‖²`` are, whose off-diagonal ones a pair holds),
+    axis by axis, smallest first within each."""
+    by_key: dict[tuple, list[tuple[int, list[int]]]] = {}
     for key, coords in slices:
-        by_key.setdefault(key[:3], []).append(coords)
+        by_key.setdefault(key[:3], []).append((key[3], coords))
     unions = sorted(
-        ((axis not in lawful, len(union)), union)
-        for axis, group in by_key.items()
-        for union in (sorted(set(a) | set(b)) for a, b in combinations(group, 2))
+        ((axis not in lawful, order, len(union)), (axis, u, v, union))
+        for order, (axis, group) in enumerate(by_key.items())
+        for (u, a), (v, b) in combinations(group, 2)
+        for union in [sorted(set(a) | set(b))]
     )
-    kept, work = [], 0.0
-    for _, block in unions:
-        cost = pair_seconds(unknowns(len(block), degree))
-        if len(block) <= MAX_SLICE and work + cost <= PAIR_SECONDS:
-            kept.append(block)
-            work += cost
+    kept = [pair for _, pair in unions if len(pair[3]) <= MAX_SLICE]
     return kept, len(unions) - len(kept)
 
 
@@ -248,19 +247,44 @@ def swapped(law: dict, layout: Layout, n: int, u: int, v: int) -> dict:
     >>> swapped({(0, 0): 1.0, (2, 2): -1.0}, layout, 2, 0, 1)
     {(1, 1): 1.0, (3, 3): -1.0}
     """
+    perm = _permutation(layout, n, u, v)
     out: dict = {}
     for mono, c in law.items():
-        moved = tuple(sorted(_moved(layout, j, n, u, v) for j in mono))
+        moved = tuple(sorted(perm[j] for j in mono))
         out[moved] = out.get(moved, 0.0) + c
     return out
 
 
-def _moved(layout: Layout, j: int, n: int, u: int, v: int) -> int:
-    t, index = layout.where(j)
-    shape = layout.shapes[t]
-    swap = {u: v, v: u}
-    moved = [swap.get(i, i) if size == n else i for i, size in zip(index, shape)]
-    return layout.offset(t) + int(np.ravel_multi_index(moved, shape)) if shape else layout.offset(t)
+def swapped_pair(law: dict, layout: Layout, n: int, first: tuple[int, int], to: tuple[int, int]) -> dict:
+    """The law of the pair of units ``first = (u₀, v₀)`` moved to the pair ``to = (u, v)``: u₀ swapped with u, then
+    where v₀ went swapped with v (a head's entry (0, 1) moved to (4, 5)).
+
+    Examples
+    ========
+    >>> layout = Layout(("Q",), ((3, 1),))  # Q[0, 0] Q[1, 0] moved to Q[2, 0] Q[0, 0]
+    >>> swapped_pair({(0, 1): 1.0}, layout, 3, (0, 1), (2, 0))
+    {(0, 2): 1.0}
+    """
+    (u0, v0), (u, v) = first, to
+    once = swapped(law, layout, n, u0, u)
+    at = u0 if v0 == u else v0
+    return swapped(once, layout, n, at, v) if at != v else once
+
+
+@lru_cache(maxsize=4096)
+def _permutation(layout: Layout, n: int, u: int, v: int) -> tuple[int, ...]:
+    """Where each coordinate of θ goes when u and v are exchanged along every axis of size n (a search moves laws to
+    thousands of pairs of units: one table per swap instead of an index computed per coordinate)."""
+    swap = np.arange(n)
+    swap[[u, v]] = swap[[v, u]]
+    parts = []
+    for t, shape in enumerate(layout.shapes):
+        index = np.arange(math.prod(shape)).reshape(shape)
+        for axis, size in enumerate(shape):
+            if size == n:
+                index = index.take(swap, axis=axis)
+        parts.append(layout.offset(t) + index.reshape(-1))
+    return tuple(int(j) for j in np.concatenate(parts)) if parts else ()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,290 @@
+"""The null-space machinery of :func:`~conslaw_lite.find_laws.find_laws`: sampled rows, one block's laws, their span.
+
+A quadratic law over coordinates ``coords`` is a vector of coefficients over the monomials θ_jθ_k (j ≤ k) and θ_j;
+it is conserved when ``⟨∇h(θ), g⟩ = 0`` for every sampled θ and g ∈ W(θ), one linear row per sample
+(:func:`block_laws`). :class:`Samples` draws the θ and the g, :class:`Span` says how many independent laws the
+vectors found so far hold, :func:`residual` checks a candidate law (one moved to another unit) on the samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from itertools import combinations_with_replacement
+
+import numpy as np
+import torch
+from torch.func import vjp, vmap
+
+from conslaw_lite.counting import GAP
+from conslaw_lite.counting.count import outputs_over_pieces
+from conslaw_lite.counting.problem import Problem, checked_outputs, sample_inputs
+from conslaw_lite.law_basis import COEFFICIENT_TOL, law_count
+from conslaw_lite.law_blocks import unknowns
+from conslaw_lite.null_space import null_space
+from conslaw_lite.polynomial_laws import Monomial
+from conslaw_lite.seeding import Stream, generator
+
+INDEPENDENT_TOL = 1e-7  # a null vector whose part outside the span of those before is below this adds to none
+RANK_CUT = 1e-6  # singular values of W(θ)'s samples below RANK_CUT·σ_max add no row (more θ are drawn, never fewer)
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Random θ (P, D) and, per θ, m random elements of W(θ): g (P, m, D)."""
+
+    theta: torch.Tensor
+    g: torch.Tensor
+    points: dict[tuple[int, ...], int] = field(default_factory=dict)  # θ each block needs (the first P, default all)
+
+    @classmethod
+    def draw(
+        cls, problem: Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int, tier: int = 0
+    ) -> Samples:
+        """Enough θ that each block's system gets twice as many *independent* rows as unknowns.
+
+        One θ gives at most rank W(θ) independent rows on a block (fewer on its coordinates
+        alone), however many elements of W(θ) are drawn: a deep linear net has rank W(θ) ≤ d·m
+        whatever its D. Counting m = (largest block) rows per θ left the pair systems short
+        of rows, and the missing rank came out as spurious "laws" that a gap could not flag
+        (their singular values are exactly 0). So the first θ measures each block's rank r_b,
+        P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements (at most the largest
+        block's size: more add no rank on any block); block b's rows come from the first ⌈2 U_b / r_b⌉ + 4
+        (``points``). ``tier``: each kind of block gets its own θ.
+        """
+        gen = generator(seed, Stream.LAW_SEARCH, tier)  # not the counter's θ and inputs
+        n_max = max(map(len, blocks))
+        first_theta, first_g = cls._point(problem, input_shape, inputs, gen, n_max)
+        ranks = [_rank(first_g[:, coords]) for coords in blocks]
+        m = max(_rank(first_g), 1)
+        needs = {tuple(c): math.ceil(2 * unknowns(len(c), degree) / r) + 4 for c, r in zip(blocks, ranks) if r}
+        points = max(needs.values(), default=5)
+        thetas, gs = [first_theta], [first_g[:m]]
+        for _ in range(points - 1):
+            theta, g = cls._point(problem, input_shape, inputs, gen, m)
+            thetas.append(theta)
+            gs.append(g)
+        return cls(torch.stack(thetas), torch.stack(gs), needs)
+
+    @staticmethod
+    def _point(problem: Problem, input_shape, inputs, gen: torch.Generator, m: int):
+        """A random θ and m random unit elements of W(θ) there."""
+        D = problem.num_params
+        theta = problem.random_theta(gen)
+        probe = sample_inputs(input_shape, inputs, 1, gen, spread=False)
+        per_input = max(checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
+        # standard-normal inputs: the null space is solved without the counter's per-input weights; the pieces
+        # of a cap that other scales reach come from random θ' of many decades, as in the count
+        x = sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen, spread=False)
+        out, pullback = vjp(outputs_over_pieces(problem, theta, x, gen), theta)
+        g = _pull(pullback, torch.randn(m, out.numel(), generator=gen, dtype=torch.float64))
+        return theta, g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)  # unit rows over all of θ
+
+
+def _rank(g: torch.Tensor) -> int:
+    """Numerical rank of g's rows; an overestimate would draw too few θ, so the cut is generous (RANK_CUT)."""
+    s = torch.linalg.svdvals(g)
+    return int((s > RANK_CUT * s[0]).sum()) if len(s) and float(s[0]) > 0 else 0
+
+
+def _pull(pullback: Callable, cotangents: torch.Tensor) -> torch.Tensor:
+    """``aᵀ ∂f/∂θ`` for each row a: random elements of W(θ), vectorized unless the model's control flow forbids it."""
+    try:
+        return vmap(pullback)(cotangents)[0]
+    except RuntimeError:  # data-dependent control flow (top-k routing, .item()): one at a time
+        return torch.stack([pullback(a)[0] for a in cotangents])
+
+
+@dataclass(frozen=True)
+class Search:
+    """Null vectors (k, U) over ``columns`` (monomials, global coordinates) and the evidence."""
+
+    vectors: np.ndarray
+    columns: list[Monomial]
+    conclusive: bool
+    reason: str
+    searched: str
+    sigma_kept: float
+    sigma_dropped: float
+    blocks: int = 0  # blocks searched (the search stops once the laws found reach the count)
+
+
+def _columns(coords: list[int], degree: int) -> list[Monomial]:
+    """The monomials over ``coords``: θ_jθ_k (j ≤ k), then θ_j."""
+    quad = [(j, k) for j, k in combinations_with_replacement(coords, 2)] if degree == 2 else []
+    return quad + [(j,) for j in coords]
+
+
+def _rows(samples: Samples, coords: list[int], degree: int) -> torch.Tensor:
+    """The condition's rows for laws in ``coords``: (g_jθ_k + g_kθ_j for j ≤ k, g_j), one per sample g."""
+    idx, P = torch.tensor(coords), samples.points.get(tuple(coords), len(samples.theta))
+    theta = samples.theta[:P, idx]  # (P, n): the θ this block needs (a small pair needs fewer than the largest)
+    g = samples.g[:P, :, idx]  # (P, m, n)
+    parts = []
+    if degree == 2:
+        j, k = torch.triu_indices(len(coords), len(coords))
+        parts.append(g[:, :, j] * theta[:, None, k] + g[:, :, k] * theta[:, None, j])
+    parts.append(g)
+    return torch.cat(parts, dim=2).reshape(-1, unknowns(len(coords), degree))
+
+
+def block_laws(
+    samples: Samples, blocks: list[list[int]], degree: int, searched: str, enough: Callable[[list], bool] | None = None
+) -> Search:
+    """The null space of the condition on each block of coordinates, all in one list of global monomials.
+
+    ``enough(vectors)``: checked after each block once there are as many vectors as needed; the
+    remaining blocks are then left out (the laws found already reach the count).
+    """
+    vectors, kept, dropped, done = [], math.inf, 0.0, 0
+    for coords in blocks:
+        done += 1
+        null, sigma_kept, sigma_dropped = null_space(_rows(samples, coords, degree))
+        kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)
+        names = _columns(coords, degree)
+        for v in null.numpy():
+            vectors.append({names[i]: c for i, c in enumerate(v) if abs(c) > COEFFICIENT_TOL * np.abs(v).max()})
+        if enough is not None and len(null) and enough(vectors):
+            break
+    return replace(assembled(vectors, kept, dropped, searched), blocks=done)
+
+
+def assembled(vectors: list[dict], kept: float, dropped: float, searched: str) -> Search:
+    """The null vectors as one dense matrix over the monomials they use, with the verdict on the gap."""
+    columns: dict[Monomial, int] = {}
+    for v in vectors:
+        for mono in v:
+            columns.setdefault(mono, len(columns))
+    dense = np.zeros((len(vectors), len(columns)))
+    for row, v in zip(dense, vectors):
+        for mono, c in v.items():
+            row[columns[mono]] = c
+    reason = ""
+    if not kept >= GAP * dropped:  # NaN bounds too
+        reason = (
+            f"no clear gap in the null space: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
+        )
+    return Search(dense, list(columns), not reason, reason, searched, kept, dropped)
+
+
+class Span:
+    """How many of the null vectors found so far are independent, grown with each new vector (Gram–Schmidt twice)
+    instead of an echelon form of all of them after every block: a pair of slices re-finds its two units' laws, so a
+    search of a thousand pairs holds thousands of vectors. An upper bound on the laws they hold (ℓ² counts here), so
+    the echelon form is computed only once it reaches the count. ``enough`` passes the vectors found so far, a list
+    that only grows at its end; a shorter one starts the span again."""
+
+    def __init__(self) -> None:
+        self.columns: dict[Monomial, int] = {}
+        self._store = np.zeros((16, 256))  # the basis in its first rows and columns, grown by doubling (no copy a row)
+        self.size = 0  # rows of the basis
+        self.seen = 0
+        self.counted = (-1, 0)  # (rank, laws) at the last law count
+        self.kept: list[int] = []  # the vectors that added a direction
+
+    @property
+    def basis(self) -> np.ndarray:
+        """The orthonormal basis found so far, over ``columns``."""
+        return self._store[: self.size, : len(self.columns)]
+
+    def _fit(self, rows: int, columns: int) -> None:
+        if rows > self._store.shape[0] or columns > self._store.shape[1]:
+            grown = np.zeros((max(rows, 2 * self._store.shape[0]), max(columns, 2 * self._store.shape[1])))
+            grown[: self._store.shape[0], : self._store.shape[1]] = self._store
+            self._store = grown
+
+    def reaches(self, vectors: list[dict], degree: int, target: int) -> bool:
+        """Whether the vectors hold ``target`` laws (:func:`.law_basis.law_count`), read off their span's basis (the
+        vectors repeat each law: an LM's thousands took minutes), counted again only once the span has grown enough
+        to reach ``target``: one more direction adds at most one law."""
+        rank = self.rank(vectors)
+        last_rank, last_laws = self.counted
+        if rank < target or (last_rank >= 0 and last_laws + rank - last_rank < target):
+            return False
+        if last_rank != rank:
+            basis = self.basis
+            self.counted = (rank, law_count(basis, list(self.columns), degree, orthonormal=True) if len(basis) else 0)
+        return self.counted[1] >= target
+
+    def independent(self, vectors: list[dict]) -> list[dict]:
+        """The vectors that each add a direction to those before them: their span is all the vectors' (an echelon form
+        of the thousands of repeats a search of many pairs holds took minutes).
+
+        Examples
+        ========
+        >>> Span().independent([{(0,): 1.0}, {(0,): 2.0}, {(1,): 1.0}])
+        [{(0,): 1.0}, {(1,): 1.0}]
+        """
+        self.rank(vectors)
+        return [vectors[n] for n in self.kept]
+
+    def rank(self, vectors: list[dict]) -> int:
+        if len(vectors) < self.seen:
+            self.__init__()
+        for n, v in enumerate(vectors[self.seen :], self.seen):
+            for mono in v:
+                self.columns.setdefault(mono, len(self.columns))
+            index, values = [self.columns[mono] for mono in v], np.array(list(v.values()))
+            self._fit(self.size + 1, len(self.columns))
+            basis = self.basis
+            on = basis[:, index] @ values  # the vector is sparse: most are re-found laws, and this says so
+            size = np.linalg.norm(values)
+            if values @ values - on @ on < (INDEPENDENT_TOL * size) ** 2 / 4:  # round-off: ~10⁻¹⁵ of size²
+                continue
+            x = np.zeros(len(self.columns))
+            x[index] = values
+            for _ in range(2):
+                x = x - basis.T @ (basis @ x)
+            if np.linalg.norm(x) > INDEPENDENT_TOL * size:
+                self._store[self.size, : len(x)] = x / np.linalg.norm(x)
+                self.size += 1
+                self.kept.append(n)
+        self.seen = len(vectors)
+        return self.size
+
+
+def residual(samples: Samples, law: dict) -> float:
+    """``max |⟨g, ∇h(θ)⟩| / (‖g‖ ‖∇h(θ)‖)`` over the samples, on the law's coordinates: 0 for a law, about 1/√n
+    for a random polynomial of n coordinates."""
+    return residuals(samples, [law])[0]
+
+
+def residuals(samples: Samples, laws: list[dict]) -> list[float]:
+    """:func:`residual` of each law, on the coordinates of all of them (a unit pair's moved laws: one gather of the
+    samples instead of one per law, which took minutes on an LM's thousands of pairs).
+
+    Examples
+    ========
+    >>> theta = torch.tensor([[1.0, 2.0]], dtype=torch.float64)
+    >>> g = torch.tensor([[[2.0, -1.0]]], dtype=torch.float64)  # g ⊥ ∇(θ₀² + θ₁²) = (2, 4), not ⊥ ∇θ₀ = (1, 0)
+    >>> [round(r, 6) for r in residuals(Samples(theta, g), [{(0, 0): 1.0, (1, 1): 1.0}, {(0,): 1.0}])]
+    [0.0, 0.894427]
+    """
+    if not laws:
+        return []
+    support = sorted({j for law in laws for mono in law for j in mono})
+    where = {j: n for n, j in enumerate(support)}
+    theta, g = samples.theta[:, support], samples.g[:, :, support]  # (P, n), (P, m, n)
+    rows, partners, coefficients = [], [], []  # ∂h_l/∂θ_a gains c·θ_b (b = −1: the constant c)
+    for l, law in enumerate(laws):
+        for mono, c in law.items():
+            a = [where[j] for j in mono]
+            pairs = [(a[0], a[1]), (a[1], a[0])] if len(a) == 2 else [(a[0], -1)]
+            for j, k in pairs:
+                rows.append(l * len(support) + j)
+                partners.append(k)
+                coefficients.append(c)
+    ones = torch.ones(len(theta), 1, dtype=theta.dtype)
+    values = torch.cat([theta, ones], 1)[:, partners] * torch.tensor(coefficients, dtype=theta.dtype)  # (P, terms)
+    grad = torch.zeros(len(laws) * len(support), len(theta), dtype=theta.dtype)
+    grad.index_add_(0, torch.tensor(rows), values.T)
+    grad = grad.reshape(len(laws), len(support), len(theta)).permute(0, 2, 1)  # (L, P, n)
+    dots = torch.einsum("pmn,lpn->lpm", g, grad).abs()
+    sizes = g.norm(dim=2)[None] * grad.norm(dim=2, keepdim=True)
+    return (dots / sizes.clamp_min(1e-300)).amax(dim=(1, 2)).tolist()
+
+
+def as_dicts(search: Search) -> list[dict]:
+    """The search's null vectors back as ``{monomial: coefficient}``."""
+    return [{search.columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in search.vectors]
