@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 import torch
@@ -583,7 +585,60 @@ def test_a_clamp_a_million_times_above_the_activations_is_met() -> None:
     assert count.num_laws == 0
 
 
+class PositiveInputs(nn.Module):
+    """f(x) = U act(w softplus(a x + b)): unit j's input has w_j's sign for every x, so a θ puts each unit on one
+    piece for all inputs. Where all are on, f = (U·w) s(x) keeps 5 laws; a unit switched off breaks 2 of them (the
+    product laws (w_1 + U_1)(w_2 − U_2), ...): the whole space keeps the 3 ‖w_j‖² − ‖U_j‖²."""
+
+    def __init__(self, act: Callable) -> None:
+        super().__init__()
+        self.act, self.a = act, nn.Linear(1, 1)
+        self.w, self.U = nn.Linear(1, 3, bias=False), nn.Linear(3, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.U(self.act(self.w(F.softplus(self.a(x)))))
+
+
+@pytest.mark.parametrize(
+    "act",
+    [lambda z: torch.where(z > 0, z, 0.0), lambda z: torch.maximum(z, torch.zeros_like(z)), lambda z: z * (z > 0),
+     lambda z: F.threshold(z, 0.0, 0.0), lambda z: torch.where(0 >= z, 0.0, z)],
+    ids=["where", "maximum", "mask", "threshold", "reflected comparison"],
+)  # fmt: skip
+def test_a_relu_written_with_a_comparison_or_a_select_takes_every_pattern(act) -> None:
+    """Counted with the pieces the random θ realized only, these gave N = 5 (conclusive) where F.relu gives 3."""
+    for seed in range(3):
+        torch.manual_seed(seed)
+        count = count_laws(PositiveInputs(act).double(), (1,), seed=seed)
+        assert count.conclusive and count.patterns == "realizable", count.reason
+        assert count.num_laws == 3
+
+
 def test_a_count_of_another_model_is_refused_by_check_laws() -> None:
     count = count_laws(relu_net(3, 2, 2), (3,))
     with pytest.raises(ValueError, match="count is that of a model of 10 parameters, and this one has"):
         check_laws(relu_net(3, 4, 2), {}, (3,), count=count)
+
+
+def test_glu_and_a_weight_norm_parametrization_are_counted() -> None:
+    """Their fused kernels have no forward-mode derivative: refused before (exact_ops routes them now)."""
+    from torch.nn.utils import parametrizations
+
+    torch.manual_seed(0)
+    glu = nn.Sequential(nn.Linear(3, 8, bias=False), nn.GLU(), nn.Linear(4, 2, bias=False)).double()
+    by_hand = lambda p, x: (lambda a, b: a * torch.sigmoid(b))(*(x @ p["0.weight"].T).chunk(2, -1)) @ p["2.weight"].T  # noqa: E731
+    assert count_laws(glu, (3,)).num_laws == count_laws(by_hand, (3,), params=dict(glu.named_parameters())).num_laws
+    # ‖v_i‖² per row (v_i's scale leaves W₁ = g v/‖v‖ as it is) and g_i² − ‖W₂[:, i]‖² per ReLU unit: 4 + 4
+    normed = parametrizations.weight_norm(nn.Linear(3, 4, bias=False))
+    count = count_laws(nn.Sequential(normed, nn.ReLU(), nn.Linear(4, 2, bias=False)).double(), (3,))
+    assert_clear_gap(count)
+    assert count.num_laws == 8
+
+
+def test_a_law_that_reads_a_frozen_parameter_is_named_as_such() -> None:
+    net = relu_net(3, 4, 2)
+    first = next(net.parameters())
+    first.requires_grad_(False)
+    name = next(n for n, p in net.named_parameters() if p is first)
+    with pytest.raises(ValueError, match=f"'{name}' is frozen \\(requires_grad=False\\)"):
+        check_laws(net, {"a": lambda p: p[name].sum()}, (3,))

@@ -256,3 +256,24 @@ def test_token_ids_that_leave_embedding_rows_unread_are_warned_of() -> None:
         warnings.simplefilter("error")
         full = count_laws(net, inputs=torch.arange(64).reshape(16, 4) % 6)
     assert count.num_laws == full.num_laws + 2 * 3
+
+
+class PythonBranch(nn.Module):
+    """``if c.item() > 0``: a·b·c·x (N = 2) or a polynomial with no law, as the random θ decides."""
+
+    def __init__(self, read) -> None:
+        super().__init__()
+        self.read = read
+        self.a, self.b, self.c = (nn.Parameter(torch.randn(1, dtype=torch.float64)) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.read(self.c) > 0:
+            return self.a * self.b * self.c * x
+        return self.a * x + self.b * x**2 + self.c * x**3
+
+
+@pytest.mark.parametrize("read", [lambda c: c.item(), float, bool], ids=["item", "float", "bool"])
+def test_a_value_of_the_parameters_read_into_python_is_refused(read) -> None:
+    """The count was N = 0 at seed 0 and N = 2 at seed 5, both conclusive."""
+    with pytest.raises(ValueError, match=r"reads a value computed from the parameters into Python \(Tensor\."):
+        count_laws(PythonBranch(read), (1,))

@@ -46,10 +46,21 @@ def _law_entries(laws: Mapping[str, Law], problem: Problem) -> Callable:
             try:
                 values.append(torch.as_tensor(law(p)).reshape(-1))
             except (KeyError, IndexError, RuntimeError, TypeError) as err:
-                raise ValueError(f"law {name!r} cannot be evaluated on the model's parameters: {err}") from err
+                why = f"{err}{_frozen(err, problem)}"
+                raise ValueError(f"law {name!r} cannot be evaluated on the model's parameters: {why}") from err
         return torch.cat(values)
 
     return h
+
+
+def _frozen(err: Exception, problem: Problem) -> str:
+    """Why a parameter a law reads is not in θ, when it is one of the module's with ``requires_grad=False``."""
+    module = problem.module
+    if not isinstance(err, KeyError) or module is None:
+        return ""
+    named = dict(module.named_parameters())
+    frozen = err.args[0] in named and not named[err.args[0]].requires_grad
+    return " is frozen (requires_grad=False): no coordinate of θ, and gradient flow does not move it" if frozen else ""
 
 
 def _law_sizes(laws: Mapping[str, Law], problem: Problem, theta: torch.Tensor):

@@ -158,7 +158,7 @@ def _draw(
     n_out_one = checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
     outputs = max(OUTPUTS_PER_PARAM * theta.numel(), MIN_OUTPUTS)
     batch = num_samples or min(MAX_SAMPLES, math.ceil(outputs / max(n_out_one, 1)))
-    calls, per_input = kinked_calls(lambda x: forward(theta, x), torch.cat([probe[:1]] * 3))
+    calls, per_input = kinked_calls(lambda x: forward(theta, x), probe)
     own = calls > 0 and (at is not None or not per_input)  # ranked with the patterns θ realizes itself
     if own and num_samples is None:
         batch *= PIECEWISE_SAMPLES
@@ -208,7 +208,7 @@ def outputs_over_pieces(problem: Problem, theta: torch.Tensor, x: torch.Tensor, 
     the plain outputs otherwise (for :func:`~conslaw_lite.counting.check_laws` and :func:`~conslaw_lite.find_laws`:
     a law of ``relu`` that ``relu6``'s cap breaks fails there as it does in the count)."""
     forward = lambda inputs: problem.apply(problem.unflatten(theta), inputs)  # noqa: E731
-    calls, per_input = kinked_calls(forward, torch.cat([x[:1]] * 3))
+    calls, per_input = kinked_calls(forward, x)
     return realizable_outputs(problem, x, None, gen) if calls and per_input else problem.outputs(x)
 
 

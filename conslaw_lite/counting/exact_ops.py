@@ -17,6 +17,8 @@ derivative. In torch 2.14 (float64; checked on CPU) these do not have one:
 * ``hardsigmoid`` and ``hardswish``: their backward kernels have no forward-mode derivative
   (``NotImplementedError``), so brackets of ``nn.Hardsigmoid`` and ``nn.Hardswish`` (MobileNetV3's
   gate and activation) could not be taken at all.
+* ``glu`` (``nn.GLU``) and ``_weight_norm`` (``nn.utils.parametrizations.weight_norm``): no forward-mode
+  derivative of their derivative kernels (``glu_jvp``, ``_weight_norm_interface``).
 * ``scaled_dot_product_attention`` on CPU dispatches to a flash kernel that has no
   forward-mode derivative at all (``NotImplementedError``).
 
@@ -149,19 +151,46 @@ def hardswish(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     return input * (input + 3).clamp(0, 6) / 6
 
 
+def glu(input: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """``a ⊙ σ(b)``, ``(a, b)`` the halves of the input along ``dim`` (``F.glu``, whose ``glu_jvp`` has no
+    forward-mode derivative of its own: ``nn.GLU`` could not be counted).
+
+    Examples
+    ========
+    >>> z = torch.randn(4, 6, dtype=torch.float64)
+    >>> torch.allclose(glu(z), F.glu(z)), torch.allclose(glu(z, 0), F.glu(z, 0))
+    (True, True)
+    """
+    a, b = input.chunk(2, dim)
+    return a * torch.sigmoid(b)
+
+
+def weight_norm(v: torch.Tensor, g: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """``g · v / ‖v‖``, the norm over every axis but ``dim`` (all of them for ``dim = −1``): ``torch._weight_norm``,
+    which ``nn.utils.parametrizations.weight_norm`` calls, and whose fused kernel has no forward-mode derivative.
+
+    Examples
+    ========
+    >>> v, g = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 1, dtype=torch.float64)
+    >>> torch.allclose(weight_norm(v, g, 0), torch._weight_norm(v, g, 0))
+    True
+    """
+    axes = [a for a in range(v.dim()) if a != dim % v.dim()] if dim != -1 else list(range(v.dim()))
+    return v * (g / v.square().sum(axes, keepdim=True).sqrt())
+
+
 _TORCH = {"layer_norm": F.layer_norm, "batch_norm": F.batch_norm, "instance_norm": F.instance_norm}
 _ROUTES = [(F, "layer_norm", layer_norm), (torch, "layer_norm", layer_norm), (F, "batch_norm", batch_norm),
            (F, "instance_norm", instance_norm), (F, "hardsigmoid", hardsigmoid),
-           (F, "hardswish", hardswish)]  # fmt: skip
+           (F, "hardswish", hardswish), (F, "glu", glu), (torch, "_weight_norm", weight_norm)]  # fmt: skip
 
 
 @contextmanager
 def exact_derivatives() -> Iterator[None]:
     """Within the block, the ops listed in the module docstring have exact derivatives of every order.
 
-    ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm``, ``F.instance_norm``, ``F.hardsigmoid`` and
-    ``F.hardswish`` are
-    replaced by the elementary formulas of this module, and
+    ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm``, ``F.instance_norm``, ``F.hardsigmoid``,
+    ``F.hardswish``, ``F.glu`` and ``torch._weight_norm`` are replaced by the elementary formulas of this module, and
     ``F.scaled_dot_product_attention`` runs torch's composite ``MATH`` backend
     (``softmax(QKᵀ/√k + mask) V`` in elementary ops). Everything is restored on exit.
 

@@ -20,6 +20,9 @@ one-line ``ValueError`` naming the layer (its name in ``named_modules`` and its 
   (a BatchNorm makes the rows before it scale-invariant: other laws), so neither is counted silently.
 * **Batch coupling.** The outputs of the first k inputs must not change when the batch is cut to
   those k: the counter's W is spanned by per-input gradients ∇_θ f_i(x; θ).
+* **A value of θ read into Python.** ``c.item() > 0``, ``float(c)``, ``bool(c)`` of a tensor computed from the
+  parameters: a branch on it is taken as the θ drawn decides (the count changed with the seed), and a number read
+  out of autograd has no derivative in θ. Found with a function mode on a forward whose parameters require grad.
 * **No derivative.** An output whose gradient in θ is zero at every θ tried, behind an op whose
   derivative is zero wherever it exists (``round``, ``floor``, ``sign``, a comparison, ``argmax``),
   has no gradient flow to count.
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from conslaw_lite.config import evaluating
@@ -234,19 +238,48 @@ class _Watch(TorchDispatchMode):
         return out
 
 
+_TO_PYTHON = frozenset(
+    {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__float__, torch.Tensor.__int__,
+     torch.Tensor.__index__}
+)  # fmt: skip
+
+
+class _PythonValues(TorchFunctionMode):
+    """Notes the first value of a tensor that depends on θ (it requires grad) read into Python: (module, method)."""
+
+    def __init__(self, where: Callable[[], str | None]) -> None:
+        super().__init__()
+        self.where = where
+        self.read: tuple[str | None, str] | None = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _TO_PYTHON and self.read is None and args[0].requires_grad:
+            self.read = (self.where(), func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
 def _run(
     apply: Callable, params: Params, inputs: torch.Tensor, module: nn.Module | None, dispatch: bool = False
 ) -> _Run:
     calls = _Calls(module)
     watch = _Watch(calls.where)
+    values = _PythonValues(calls.where)
     try:
         if dispatch:
-            with watch:
+            with watch, values, warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Converting a tensor with requires_grad=True to a scalar")
                 out = apply(params, inputs)
         else:
             out = apply(params, inputs)
     finally:
         calls.remove()
+    if values.read is not None:
+        name, method = values.read
+        raise ValueError(
+            f"{_where(name, module)} reads a value computed from the parameters into Python (Tensor.{method}): a "
+            "branch on it follows the θ drawn, and the number has no derivative in θ; write it with tensor "
+            "operations (torch.where, a mask) to count the function"
+        )
     return _Run(out, calls.calls, watch.downcast, watch.flat)
 
 

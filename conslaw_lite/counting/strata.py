@@ -17,7 +17,10 @@ to a tensor whose first dimension is the batch of inputs. The laws of the whole
 parameter space are also taken with the pieces of ``|z|`` and of every clamp at
 number bounds (``torch.clamp``/``clip``, ``clamp_min``, ``clamp_max``, ``F.hardtanh``,
 ``F.relu6``, hence ``nn.ReLU6``, ``nn.Hardtanh`` and ``nn.Hardsigmoid``): a unit that
-one θ leaves below its cap for every input is capped for others (:data:`PIECEWISE`). A unit is an index of
+one θ leaves below its cap for every input is capped for others (:data:`PIECEWISE`). So are the branches a
+forward takes on the batch of inputs (:func:`_branch`): a comparison's result (``torch.where(z > 0, z, 0)``,
+``z * (z > 0)``) and the operand a select keeps (``torch.maximum``/``minimum``, ``F.threshold``): a ReLU written
+that way counted the laws of the pieces one θ realized (5 instead of 3). A unit is an index of
 the last dimension (a feature in ``nn.Linear`` layout); the other dimensions
 (inputs, tokens) are its samples.
 
@@ -59,6 +62,17 @@ CLAMPS = frozenset(
 # Every piecewise-linear primitive whose pattern the counter records and forces: units kinked at 0 (their pieces
 # z and αz), |z| (z and −z), and clamps at any bounds (lo, z, hi; hardsigmoid is routed to a clamp by exact_ops).
 PIECEWISE = KINKED_AT_ZERO | ABS | CLAMPS
+# Branches on the batch of inputs: a comparison's result (torch.where(z > 0, z, 0), z * (z > 0)) and which operand a
+# select takes (torch.maximum(z, 0): a ReLU written another way) are pieces too, recorded and forced as a ReLU's are.
+COMPARISONS = frozenset(
+    {torch.gt, torch.lt, torch.ge, torch.le, torch.greater, torch.less, torch.greater_equal, torch.less_equal,
+     torch.Tensor.gt, torch.Tensor.lt, torch.Tensor.ge, torch.Tensor.le, torch.Tensor.greater, torch.Tensor.less,
+     torch.Tensor.greater_equal, torch.Tensor.less_equal, torch.Tensor.__gt__, torch.Tensor.__lt__,
+     torch.Tensor.__ge__, torch.Tensor.__le__}
+)  # fmt: skip
+LARGER = frozenset({torch.maximum, torch.Tensor.maximum, torch.fmax, torch.Tensor.fmax, torch.max, torch.Tensor.max})
+SMALLER = frozenset({torch.minimum, torch.Tensor.minimum, torch.fmin, torch.Tensor.fmin, torch.min, torch.Tensor.min})
+BRANCHES = COMPARISONS | LARGER | SMALLER | {F.threshold}
 
 
 def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None] | None:
@@ -88,9 +102,39 @@ def _is_piecewise(func, args: tuple, kwargs: dict) -> bool:
     return func not in CLAMPS or _bounds(func, args, kwargs) is not None
 
 
-def _piece(func, args: tuple, kwargs: dict) -> torch.Tensor | None:
+def _branch(func, args: tuple, kwargs: dict, batch: int | None) -> tuple | None:
+    """``(taken, first, second)`` of a comparison or select whose result has the batch of inputs first: the boolean
+    the branch takes (a comparison's result; whether a select takes ``first``), and a select's operands; ``None`` for
+    any other call (a mask of the weights alone, a causal mask, ``torch.max(z, dim)``)."""
+    if batch is None or not args or func not in BRANCHES:
+        return None
+    if func is F.threshold:
+        z, at, value = (*args, None, None)[:3]
+        first, second, taken = z, kwargs.get("value", value), lambda: z.detach() > kwargs.get("threshold", at)
+    else:
+        first, second = args[0], args[1] if len(args) > 1 else kwargs.get("other")
+        if func not in COMPARISONS and not isinstance(second, torch.Tensor):
+            return None  # torch.max(z, dim): a reduction
+        larger = func in LARGER
+
+        def taken():
+            a, b = (t.detach() if isinstance(t, torch.Tensor) else t for t in (first, second))
+            return func(a, b) if func in COMPARISONS else (a >= b if larger else a <= b)
+
+    tensors = [t for t in (first, second) if isinstance(t, torch.Tensor)]
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()
+    if not shape or shape[0] != batch:
+        return None
+    return taken(), first, second
+
+
+def _piece(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch.Tensor | None:
     """The piece each entry of a piecewise-linear call's input is on: ``z > 0`` for a kink at 0 or |z|,
-    0/1/2 (below lo, between, above hi) for a clamp; ``None`` for any other call."""
+    0/1/2 (below lo, between, above hi) for a clamp, the branch taken for a comparison or select on the ``batch`` of
+    inputs (:func:`_branch`); ``None`` for any other call."""
+    branch = _branch(func, args, kwargs, batch)
+    if branch is not None:
+        return branch[0]
     if not _is_piecewise(func, args, kwargs):
         return None
     z = args[0]
@@ -105,8 +149,12 @@ def _piece(func, args: tuple, kwargs: dict) -> torch.Tensor | None:
     return code
 
 
-def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor) -> torch.Tensor:
+def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor, batch: int | None = None) -> torch.Tensor:
     """The call's output with each entry on its recorded piece ``m`` (0/1 or 0/1/2, as :func:`_piece` gives)."""
+    branch = _branch(func, args, kwargs, batch)
+    if branch is not None:
+        _, first, second = branch
+        return m.bool() if func in COMPARISONS else torch.where(m.bool(), first, second)
     z = args[0]
     if func in ABS:
         return z * (2 * m - 1)
@@ -252,47 +300,56 @@ def _pieces(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
 
 
 class _Signs(TorchFunctionMode):
-    """Keeps the piece of every entry of every piecewise-linear call's input (:func:`_piece`), in call order, the
-    pieces each call has, and whether every input entry was finite."""
+    """Keeps the piece of every entry of every piecewise-linear call's input (:func:`_piece`; branches on a ``batch``
+    of inputs too), in call order, the pieces each call has, and whether every input entry was finite."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch: int | None = None) -> None:
         super().__init__()
+        self.batch = batch
         self.on: list[torch.Tensor] = []
         self.pieces: list[tuple[int, ...]] = []
         self.finite = True
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        piece = _piece(func, args, kwargs or {})
+        piece = _piece(func, args, kwargs or {}, self.batch)
         if piece is not None:
             self.on.append(piece)
             self.pieces.append(_pieces(func, args, kwargs or {}))
-            self.finite = self.finite and bool(torch.isfinite(args[0]).all())
+            operand = args[0] if isinstance(args[0], torch.Tensor) else args[1]
+            self.finite = self.finite and bool(torch.isfinite(operand.detach()).all())
         return func(*args, **(kwargs or {}))
 
 
-def kinked_calls(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> tuple[int, bool]:
-    """``(calls, per_input)``: how many activations kinked at 0 ``forward(x)`` applies, and whether each acts per input.
+PROBE_BATCHES = (11, 13)  # batch sizes kinked_calls runs: a tensor of θ alone rarely has that many rows, so a mask
+# of the weights is not taken for a branch on the inputs (a weight with 2 rows was, at a batch of 2)
 
-    *Per input*: the activation's input has the batch of inputs as its first dimension,
-    for ``x[:2]`` and for ``x[:3]`` alike (``x`` holds 3 inputs or more), so a pattern
-    can be paired with each input (:func:`realized_patterns`); a ReLU of the weights
-    alone has no such dimension.
+
+def kinked_calls(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> tuple[int, bool]:
+    """``(calls, per_input)``: how many piecewise-linear calls ``forward`` applies to copies of the input ``x[0]``,
+    and whether each acts per input.
+
+    *Per input*: the call's input has the batch of inputs as its first dimension, at each of the
+    ``PROBE_BATCHES``, so a pattern can be paired with each input (:func:`realized_patterns`); a ReLU of the
+    weights alone has no such dimension (and a comparison or select of them is no branch: :func:`_branch`).
 
     Examples
     ========
     >>> import torch
-    >>> x = torch.ones(3, 2)
+    >>> x = torch.ones(1, 2)
     >>> kinked_calls(lambda x: torch.relu(x) + torch.tanh(x), x)
     (1, True)
     >>> kinked_calls(lambda x: x @ torch.relu(torch.ones(2, 2)), x)
     (1, False)
+    >>> kinked_calls(lambda x: torch.where(x > 0, x, 0.0) + (torch.ones(2, 2) > 0).sum(), x)  # a mask of θ: no branch
+    (1, True)
     """
     calls, per_input = set(), True
-    for part in (x[:2], x[:3]):
-        with _Signs() as signs:
+    for batch in PROBE_BATCHES:
+        part = torch.cat([x[:1]] * batch)
+        with _Signs(batch) as signs:
             forward(part)
         calls.add(len(signs.on))
-        per_input = per_input and all(on.dim() > 0 and on.shape[0] == len(part) for on in signs.on)
+        per_input = per_input and all(on.dim() > 0 and on.shape[0] == batch for on in signs.on)
     if len(calls) > 1:
         raise ValueError("the model applies a different number of ReLUs to different batches of inputs")
     return calls.pop(), per_input
@@ -321,7 +378,7 @@ def realized_patterns(
 
 
 def _signs(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, chunk: torch.Tensor) -> _Signs:
-    with _Signs() as signs:
+    with _Signs(len(chunk)) as signs:
         forward(theta, chunk)
     if any(on.dim() == 0 or on.shape[0] != len(chunk) for on in signs.on):
         raise ValueError("a ReLU acts on a tensor without the inputs' batch first: see kinked_calls")
@@ -393,20 +450,23 @@ class _Forced(TorchFunctionMode):
     def __init__(self, patterns: Sequence[torch.Tensor]) -> None:
         super().__init__()
         self.patterns, self.calls = patterns, 0
+        self.batch = patterns[0].shape[0] if patterns and patterns[0].dim() else None  # branches: on the inputs' batch
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if not _is_piecewise(func, args, kwargs):
+        branch = _branch(func, args, kwargs, self.batch)
+        if branch is None and not _is_piecewise(func, args, kwargs):
             return func(*args, **kwargs)
         if self.calls == len(self.patterns):
             raise ValueError(f"the model applies more than the {len(self.patterns)} ReLUs whose patterns were recorded")
-        z, m = args[0], self.patterns[self.calls]
+        m = self.patterns[self.calls]
         self.calls += 1
-        if tuple(z.shape) != tuple(m.shape):
+        shape = branch[0].shape if branch is not None else args[0].shape
+        if tuple(shape) != tuple(m.shape):
             raise ValueError(
-                f"ReLU #{self.calls}: input of shape {tuple(z.shape)}, pattern recorded for {tuple(m.shape)}"
+                f"ReLU #{self.calls}: input of shape {tuple(shape)}, pattern recorded for {tuple(m.shape)}"
             )
-        return _on_piece(func, args, kwargs, m)
+        return _on_piece(func, args, kwargs, m, self.batch)
 
 
 @contextmanager
