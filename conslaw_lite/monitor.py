@@ -53,7 +53,7 @@ from torch import nn
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
 from conslaw_lite.counting.module_checks import describe_layer, is_mode_dependent
-from conslaw_lite.law_stacks import Source, stack_sources
+from conslaw_lite.law_stacks import Recorder, Source, stack_sources
 from conslaw_lite.laws import Group, Law, find_blocks, groups
 from conslaw_lite.outside_reads import read_outside
 from conslaw_lite.own_laws import OwnLaws, example_inputs, missing_input_message, own_laws, uncovered
@@ -212,6 +212,8 @@ def optimizer_breaks_laws(optimizer: torch.optim.Optimizer) -> list[str]:
     >>> optimizer_breaks_laws(torch.optim.SGD(params, lr=0.1, weight_decay=0.01))[0][:68]
     'weight_decay=0.01 shrinks θ at every step: the laws decay at first o'
     """
+    while isinstance(getattr(optimizer, "optimizer", None), torch.optim.Optimizer):  # accelerate's wrapper
+        optimizer = optimizer.optimizer
     why = []
     decay = max((group.get("weight_decay", 0.0) or 0.0 for group in optimizer.param_groups), default=0.0)
     if decay > 0:
@@ -225,6 +227,46 @@ def optimizer_breaks_laws(optimizer: torch.optim.Optimizer) -> list[str]:
             "laws, and ε measures how far it moves them (SGD, with or without momentum, keeps them to O(τ²k))"
         )
     return why
+
+
+def without_frozen(grouped: dict[Group, dict[str, Law]], model: nn.Module) -> dict[Group, dict[str, Law]]:
+    """The laws that read no frozen parameter (``requires_grad=False``), a line printed per group that loses some.
+
+    A law of the block holds when gradient flow moves every parameter it reads: with V frozen and O trained,
+    ``VᵀV − OᵀO`` drifts at first order.
+
+    Examples
+    ========
+    >>> from conslaw_lite.laws import Group
+    >>> net = nn.Linear(2, 1)
+    >>> _ = net.bias.requires_grad_(False)
+    >>> laws = {"w": lambda p: p["weight"].sum(), "b": lambda p: p["bias"].sum()}
+    >>> list(without_frozen({Group("found", "law"): laws}, net)[Group("found", "law")])
+    Monitor: 1 law of group `found` not watched: it reads frozen parameters (requires_grad=False: bias)
+    ['w']
+    """
+    named = dict(model.named_parameters())
+    frozen = {n for n, p in named.items() if not p.requires_grad}
+    if not frozen:
+        return grouped
+    values = {n: p.detach().double() for n, p in named.items()}
+    kept = {}
+    for group, laws in grouped.items():
+        reads = {}
+        for key, law in laws.items():
+            recorder = Recorder(values)
+            with torch.no_grad():
+                law(recorder)
+            reads[key] = frozen.intersection(recorder.order)
+        dropped = {key for key, names in reads.items() if names}
+        if dropped:
+            names = ", ".join(sorted(set().union(*reads.values())))
+            many = len(dropped) > 1
+            print(f"Monitor: {len(dropped)} law{'s' if many else ''} of group `{group.key}` not watched: "
+                  f"{'they read' if many else 'it reads'} frozen parameters (requires_grad=False: {names})")
+        if len(dropped) < len(laws):
+            kept[group] = {key: law for key, law in laws.items() if key not in dropped}
+    return kept
 
 
 def check_every(every: int) -> int:
@@ -321,6 +363,11 @@ class Monitor:
             grouped = {FOUND: checked_laws(laws, model)}
         else:
             grouped = self._registered_and_own(model, input_shape, inputs)
+        grouped = without_frozen(grouped, model)
+        if not grouped:
+            raise ValueError(
+                f"Monitor: no conservation law to watch in {type(model).__name__}: every law reads a frozen parameter"
+            )
         # Group g owns laws bounds[g]:bounds[g+1] of the one flat vector.
         self._groups = list(grouped)
         self._keys = [group.key for group in self._groups]
@@ -336,6 +383,7 @@ class Monitor:
             self._snapshots = Snapshots(plan, read, slots)
         self.stacked_layers = plan.layers
         self.evaluate_every = slots
+        self._model, self._read = model, read
         self._theta = [named[n] for n in read]  # copied into a snapshot at each record
         self._steps = [0]
         self._relative = list(self._laws.relative_drift(self._laws.h0[None]))  # per record: each law's (0 or NaN)
@@ -412,6 +460,7 @@ class Monitor:
         numbers (a step size too large, a NaN in the loss), and no drift can be measured from there on.
         """
         if self._snapshots.pending:
+            self._check_parameters()
             with torch.inference_mode():
                 h = self._snapshots.evaluate().cpu().numpy()
             bad = ~np.isfinite(h).all(axis=1)
@@ -419,6 +468,33 @@ class Monitor:
                 step = self._steps[len(self._relative) + int(np.argmax(bad))]
                 raise Diverged(step, "the laws are NaN or infinite there (a step size too large, or a NaN in the loss)")
             self._relative.extend(self._laws.relative_drift(h))
+
+    def _check_parameters(self) -> None:
+        """A ``ValueError`` naming the parameters the model no longer holds: the records read the tensors it had."""
+        now = dict(self._model.named_parameters())
+        replaced = [name for name, p in zip(self._read, self._theta) if now.get(name) is not p]
+        if replaced:
+            names = ", ".join(map(repr, replaced[:3])) + (f" and {len(replaced) - 3} more" if len(replaced) > 3 else "")
+            raise ValueError(
+                f"Monitor: {names} of the model {'is' if len(replaced) == 1 else 'are'} no longer the parameter the "
+                "monitor started with (replaced by a new nn.Parameter, load_state_dict(assign=True), or deleted), "
+                "so its records read the old tensor: start a new Monitor after replacing parameters"
+            )
+
+    def optimizer_warnings(self, *optimizers: torch.optim.Optimizer) -> list[str]:
+        """Why the watched laws are not those of training with ``optimizers``: :func:`optimizer_breaks_laws`, and
+        parameters the laws read that no optimizer updates (then they are not conserved)."""
+        why = [reason for optimizer in optimizers for reason in optimizer_breaks_laws(optimizer)]
+        stepped = {id(p) for optimizer in optimizers for group in optimizer.param_groups for p in group["params"]}
+        missed = [name for name, p in zip(self._read, self._theta) if id(p) not in stepped]
+        if missed:
+            names = ", ".join(missed[:4]) + (f" and {len(missed) - 4} more" if len(missed) > 4 else "")
+            why.append(
+                f"the optimizer does not update {names}, which the laws read: they are not conserved by this "
+                "training (ε measures how far it moves them); give it every parameter, or freeze these "
+                "(requires_grad_(False)) before starting the Monitor, which then leaves their laws out"
+            )
+        return why
 
     def attach(self, optimizer: torch.optim.Optimizer) -> torch.utils.hooks.RemovableHandle:
         """Call :meth:`step` after every ``optimizer.step()``; returns the handle (``.remove()`` detaches).
@@ -430,7 +506,7 @@ class Monitor:
         hooks = getattr(optimizer, "_optimizer_step_post_hooks", {})  # where a removed handle is no longer
         if any(handle.id in hooks for handle in self._handles.get(id(optimizer), [])):
             raise ValueError("Monitor.attach: already attached to this optimizer; each step would count twice")
-        for why in optimizer_breaks_laws(optimizer):
+        for why in self.optimizer_warnings(optimizer):
             warnings.warn(f"Monitor: {why}", stacklevel=2)
         handle = optimizer.register_step_post_hook(lambda *_: self.step())
         self._handles.setdefault(id(optimizer), []).append(handle)

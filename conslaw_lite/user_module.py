@@ -132,7 +132,7 @@ def load_module(spec: str) -> UserModule:
     else:
         raise ValueError(f"--module: {path} has no function or nn.Module {factory_name!r}")
     if not isinstance(model, nn.Module):
-        raise TypeError(f"--module: {factory_name}() returned a {type(model).__name__}, not an nn.Module")
+        raise TypeError(f"--module: {factory_name}() returned {type(model).__name__!r}, not an nn.Module")
     make_inputs = getattr(source, INPUTS, None)
     return UserModule(model, path, make_inputs if callable(make_inputs) else None)
 
@@ -146,6 +146,7 @@ def _import(path: Path) -> ModuleType:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     source = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = source  # as import does: dataclasses and inspect look the module up there
     _run(path, "", lambda: module_spec.loader.exec_module(source))
     return source
 

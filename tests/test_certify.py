@@ -314,3 +314,20 @@ def test_cli_json_stays_json_when_the_module_file_prints(run_cli, tmp_path: Path
     )
     code, out, err = run_cli("--module", f"{tmp_path}/noisy.py:make", "--input-shape", "3", "--json")
     assert code == 0 and json.loads(out)["num_laws"] == 4 and "building" in err
+
+
+def test_cli_module_file_with_a_dataclass_config_and_string_annotations(run_cli, tmp_path: Path) -> None:
+    """``from __future__ import annotations`` + ``@dataclass``: dataclasses looks the file up in sys.modules (it was
+    refused as an error of the file), and a class needing arguments is named at its line."""
+    (tmp_path / "config.py").write_text(
+        "from __future__ import annotations\nfrom dataclasses import dataclass\nfrom torch import nn\n\n"
+        "@dataclass\nclass Config:\n    hidden: int = 4\n\n"
+        "class Net(nn.Sequential):\n    def __init__(self, config: Config):\n"
+        "        super().__init__(nn.Linear(3, config.hidden, bias=False), nn.ReLU(), "
+        "nn.Linear(config.hidden, 2, bias=False))\n\n"
+        "def make():\n    return Net(Config())\n"
+    )
+    code, out, _ = run_cli("--module", f"{tmp_path}/config.py:make", "--input-shape", "3", "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == 4
+    code, _, err = run_cli("--module", f"{tmp_path}/config.py:Net", "--input-shape", "3")
+    assert code == 4 and err.startswith(f"error: {tmp_path}/config.py:9: TypeError: ")

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from torch import nn
 
 INSTALL = "transformers is not installed: pip install 'conslaw_lite[hf]'"
 transformers = pytest.importorskip("transformers", reason=INSTALL)
@@ -245,6 +246,38 @@ def test_lightning_callback_logs_epsilon_per_block_kind(tmp_path) -> None:
     trainer.fit(LM(), data)
     _check_epsilon({k: float(v) for k, v in trainer.logged_metrics.items()}, {"gqa-rope", "swiglu", "network"})
     assert callback.monitor.steps.tolist() == list(range(7))
+
+
+@pytest.mark.slow
+def test_the_lightning_callback_finds_the_laws_of_a_module_outside_the_registry(tmp_path) -> None:
+    """``input_shape`` goes to the Monitor: a plain MLP's laws are found (without it: no registered block, an error)."""
+    pl = pytest.importorskip("pytorch_lightning", reason="pytorch-lightning is not installed")
+    from conslaw_lite.families.hf.lightning import ConservationLightningCallback
+
+    class Regression(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).double()
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, _):
+            return (self(batch) ** 2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    torch.manual_seed(0)
+    data = torch.utils.data.DataLoader(torch.randn(16, 3, dtype=torch.float64), batch_size=4)
+    callback = ConservationLightningCallback(input_shape=(3,))
+    trainer = pl.Trainer(
+        max_steps=4, accelerator="cpu", logger=pl.loggers.CSVLogger(tmp_path), callbacks=[callback],
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(Regression(), data)
+    assert [g.key for g in callback.monitor.groups] == ["found"]
+    assert 0 < float(trainer.logged_metrics["epsilon/found"]) < 1e-3
 
 
 def test_monitor_takes_a_transformers_model() -> None:

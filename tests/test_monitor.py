@@ -220,3 +220,48 @@ def test_laws_given_are_evaluated_once_and_a_bad_one_is_named() -> None:
         Monitor(model, laws={"x": 1.0})
     with pytest.raises(ValueError, match="laws= is empty"):
         Monitor(model, laws={})
+
+
+def test_a_parameter_replaced_after_the_start_is_named_not_read_stale() -> None:
+    # load_state_dict(assign=True) puts new Parameters in the model: the monitor's records would read the old ones
+    model = MultiHeadAttention(4, 2, 2).double()
+    monitor = Monitor(model, evaluate_every=1)
+    monitor.step()
+    model.load_state_dict({k: v.clone() for k, v in model.state_dict().items()}, assign=True)
+    with pytest.raises(ValueError, match="'K.weight', 'O.weight', 'Q.weight' and 1 more of the model are no longer"):
+        monitor.step()
+
+
+def test_laws_that_read_a_frozen_parameter_are_left_out(capsys: pytest.CaptureFixture) -> None:
+    # V frozen, O trained: VᵀV − OᵀO moves at first order (a kept law drifted like its controls); Q, K still train
+    model = MultiHeadAttention(4, 2, 2).double()
+    model.V.weight.requires_grad_(False)
+    monitor = Monitor(model)
+    printed = capsys.readouterr().out
+    assert "laws of group `mha` not watched: they read frozen parameters (requires_grad=False: V.weight)" in printed
+    assert monitor.relative_drift("mha").shape[1] == 2  # the two heads' QᵀQ − KᵀK; of 4 laws with VᵀV − OᵀO
+    assert Monitor(MultiHeadAttention(4, 2, 2).double()).relative_drift("mha").shape[1] == 4
+    model.requires_grad_(False)
+    with pytest.raises(ValueError, match="every law reads a frozen parameter"):
+        Monitor(model)
+
+
+def test_an_optimizer_that_leaves_out_a_parameter_the_laws_read_is_warned_of() -> None:
+    model = MultiHeadAttention(4, 2, 2).double()
+    monitor = Monitor(model)
+    partial = torch.optim.SGD([p for n, p in model.named_parameters() if n != "V.weight"], lr=0.1)
+    with pytest.warns(UserWarning, match="the optimizer does not update V.weight, which the laws read"):
+        monitor.attach(partial)
+
+
+def test_an_optimizer_inside_a_wrapper_is_judged_by_what_it_wraps() -> None:
+    # accelerate's AcceleratedOptimizer (what a Trainer hands its callbacks) is an Optimizer holding the real one
+    from conslaw_lite.monitor import optimizer_breaks_laws
+
+    class Wrapper(torch.optim.Optimizer):
+        def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+            self.optimizer, self.param_groups = optimizer, optimizer.param_groups
+
+    sgd = torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1)
+    assert optimizer_breaks_laws(Wrapper(sgd)) == []
+    assert "Adam rescales" in optimizer_breaks_laws(Wrapper(torch.optim.Adam(sgd.param_groups[0]["params"])))[0]

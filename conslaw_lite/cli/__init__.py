@@ -24,6 +24,10 @@ from conslaw_lite.user_module import UserCodeError
 USER_CODE = 4  # the exit code of an error raised by the user's --module file
 INTERRUPTED = 130  # Ctrl-C, as a shell reports a process that SIGINT ended
 
+EXIT_CODES = (
+    "exit codes: 0 success (a conclusive count), 1 inconclusive, 2 bad input, 3 internal error, "
+    f"{USER_CODE} the --module file raised, {INTERRUPTED} interrupted"
+)
 SUBCOMMANDS = {
     "certify": ("conslaw_lite.cli.certify", "count the conservation laws of a block and check the known list"),
     "drift": ("conslaw_lite.cli.drift", "measure how far the laws drift under discrete training"),
@@ -91,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)  # the subcommand, when one is named
     module = None
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        subparser = sub.add_parser(name, help=help_text, description=help_text)
+        subparser = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES)
         if name == chosen:  # import only the subcommand that runs: certify never loads the experiment stack
             module = importlib.import_module(module_name)
             module.add_arguments(subparser)

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     ValueError: give an architecture name (certify --list names them) or --module FILE.py:FACTORY
     """
     if args.list:
-        return _print_archs()
+        return _print_archs(args.json)
     if args.arch is not None and args.module is not None:
         hint = "; --input-shape takes one argument, commas between sizes: 3,4" if args.arch.isdigit() else ""
         raise ValueError(f"give either an architecture name or --module FILE.py:FACTORY, not both{hint}")
@@ -132,19 +132,26 @@ def _vocab(args: argparse.Namespace) -> int | None:
     return args.vocab
 
 
-def _print_archs() -> int:
-    """``certify --list``: each named architecture and its one-line summary.
+def _print_archs(as_json: bool = False) -> int:
+    """``certify --list``: each named architecture and its one-line summary (``--json``: as one JSON object).
 
     Examples
     ========
-    >>> import contextlib, io
+    >>> import contextlib, io, json
     >>> with contextlib.redirect_stdout(io.StringIO()) as out:
     ...     code = _print_archs()
     >>> lines = out.getvalue().splitlines()
     >>> code, len(lines) == len(list_archs()), lines[-1].split()[0]  # one line each, in alphabetical order
     (0, True, 'toy')
+    >>> with contextlib.redirect_stdout(io.StringIO()) as out:
+    ...     code = _print_archs(as_json=True)
+    >>> sorted(json.loads(out.getvalue())) == list_archs()
+    True
     """
     names = list_archs()
+    if as_json:
+        print(json_text({name: get_arch(name).summary for name in names}))
+        return 0
     width = max(len(name) for name in names)
     for name in names:
         print(f"{name:<{width}}  {get_arch(name).summary}")

@@ -15,7 +15,7 @@ import warnings
 from torch import nn
 
 from conslaw_lite.families.hf.epsilon_log import latest_epsilon
-from conslaw_lite.monitor import Monitor, check_every, optimizer_breaks_laws
+from conslaw_lite.monitor import Monitor, check_every
 
 try:
     from transformers import TrainerCallback
@@ -26,7 +26,8 @@ except ModuleNotFoundError:  # the class below then says what to install when it
 class ConservationCallback(TrainerCallback):
     """ε_block per block kind of the trained model, added to the Trainer's logs (see the module docstring).
 
-    ``monitor`` is the :class:`~conslaw_lite.Monitor`, from the start of training on.
+    ``monitor`` is the :class:`~conslaw_lite.Monitor`, from the start of training on; ``options`` are its own
+    (``input_shape=``/``inputs=`` to find the laws of parts outside the registered blocks, ``laws=``, ``device=``).
 
     Examples
     ========
@@ -36,16 +37,19 @@ class ConservationCallback(TrainerCallback):
     ValueError: every must be a positive integer, got 0
     """
 
-    def __init__(self, every: int = 1) -> None:
+    def __init__(self, every: int = 1, **options) -> None:
         if TrainerCallback is object:
             raise ModuleNotFoundError("transformers is not installed: pip install 'conslaw_lite[hf]'")
         self.every = check_every(every)
+        self.options = options
         self.monitor: Monitor | None = None
 
     def on_train_begin(self, args, state, control, model: nn.Module | None = None, **kwargs):
-        """Record h(θ₀) of every law of ``model``; warn when the optimizer does not follow gradient flow."""
-        self.monitor = Monitor(model, every=self.every)
-        for why in optimizer_breaks_laws(kwargs["optimizer"]) if kwargs.get("optimizer") is not None else ():
+        """Record h(θ₀) of every law of ``model``; warn when the optimizer does not follow gradient flow or leaves
+        out parameters the laws read."""
+        self.monitor = Monitor(model, every=self.every, **self.options)
+        optimizer = kwargs.get("optimizer")
+        for why in self.monitor.optimizer_warnings(optimizer) if optimizer is not None else ():
             warnings.warn(f"Monitor: {why}", stacklevel=2)
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -62,8 +66,9 @@ class ConservationCallback(TrainerCallback):
             state.log_history[-1].update(values)
 
 
-def watch(trainer, every: int = 1) -> ConservationCallback:
-    """Add a :class:`ConservationCallback` to ``trainer`` ahead of its reporting callbacks; return it.
+def watch(trainer, every: int = 1, **options) -> ConservationCallback:
+    """Add a :class:`ConservationCallback` (``options``: the :class:`~conslaw_lite.Monitor`'s) to ``trainer`` ahead
+    of its reporting callbacks; return it.
 
     Examples
     ========
@@ -75,6 +80,6 @@ def watch(trainer, every: int = 1) -> ConservationCallback:
     handler = getattr(trainer, "callback_handler", None)
     if handler is None:
         raise TypeError(f"watch needs a transformers Trainer, got {type(trainer).__name__}")
-    callback = ConservationCallback(every)
+    callback = ConservationCallback(every, **options)
     handler.callbacks.insert(0, callback)
     return callback

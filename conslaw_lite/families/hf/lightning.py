@@ -9,6 +9,8 @@ Either ``lightning`` (``lightning.pytorch``) or ``pytorch_lightning`` provides t
 
 from __future__ import annotations
 
+import warnings
+
 from conslaw_lite.families.hf.epsilon_log import latest_epsilon
 from conslaw_lite.monitor import Monitor, check_every
 
@@ -23,6 +25,8 @@ except ModuleNotFoundError:
 
 class ConservationLightningCallback(Callback):
     """ε_block per block kind of the ``LightningModule``, logged after each optimizer step (module docstring).
+    ``options`` are the :class:`~conslaw_lite.Monitor`'s (``input_shape=``/``inputs=`` to find the laws of a
+    module outside the registered blocks, ``laws=``, ``device=``).
 
     Examples
     ========
@@ -32,16 +36,20 @@ class ConservationLightningCallback(Callback):
     ValueError: every must be a positive integer, got -1
     """
 
-    def __init__(self, every: int = 1) -> None:
+    def __init__(self, every: int = 1, **options) -> None:
         if Callback is object:
             raise ModuleNotFoundError("PyTorch Lightning is not installed: pip install 'conslaw_lite[hf]'")
         self.every = check_every(every)
+        self.options = options
         self.monitor: Monitor | None = None
         self._step = 0
 
     def on_train_start(self, trainer, pl_module) -> None:
-        """Record h(θ₀) of every law of the module."""
-        self.monitor = Monitor(pl_module, every=self.every)
+        """Record h(θ₀) of every law of the module; warn when the optimizers do not follow gradient flow or leave
+        out parameters the laws read."""
+        self.monitor = Monitor(pl_module, every=self.every, **self.options)
+        for why in self.monitor.optimizer_warnings(*trainer.optimizers):
+            warnings.warn(f"Monitor: {why}", stacklevel=2)
         self._step = trainer.global_step
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
