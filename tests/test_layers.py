@@ -100,7 +100,7 @@ def _reachable(start: str, graph: dict[str, set[str]]) -> set[str]:
 
 ENGINES = ("conslaw_lite.laws", "conslaw_lite.counting", "conslaw_lite.symbolic", "conslaw_lite.find_laws",
            "conslaw_lite.law_search", "conslaw_lite.flows", "conslaw_lite.monitor",
-           "conslaw_lite.exact_linalg")  # fmt: skip
+           "conslaw_lite.exact_linalg", "conslaw_lite.watch_conditions")  # fmt: skip
 FAMILY = "conslaw_lite.families."  # a family's own modules; the registry (conslaw_lite.families) is no family
 
 

@@ -1,0 +1,155 @@
+"""What training must do for the laws a :class:`~conslaw_lite.monitor.Monitor` watches to be its laws.
+
+A law is conserved by the gradient flow of *every* parameter it reads, in the mode the model trains in. So
+the monitor leaves out laws that read a frozen parameter (:func:`without_frozen`), refuses or warns of layers
+whose train mode breaks the watched symmetry (:func:`mode_conflicts`), says why an optimizer does not follow
+gradient flow (:func:`optimizer_breaks_laws`), and checks the laws a user gives (:func:`checked_laws`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from conslaw_lite.counting.module_checks import describe_layer, is_mode_dependent
+from conslaw_lite.law_stacks import Recorder
+from conslaw_lite.laws import Group, Law, find_blocks
+
+
+def mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, str]]:
+    """Layers (name, module, why) that, in train mode, make the watched laws not laws of the training that runs."""
+    if given:
+        why = "laws given are those find_laws found for the eval-mode function, and train-mode training keeps others"
+        return [(name, m, why) for name, m in model.named_modules() if is_mode_dependent(m)]
+    conflicts = []
+    for block in find_blocks(model):
+        for name, m in model.get_submodule(block.path).named_modules():
+            full = f"{block.path}.{name}".strip(".")
+            if name and is_mode_dependent(m) and "BatchNorm" in type(m).__name__:
+                conflicts.append(
+                    (full, m, f"it sits inside the {block.kind} block and breaks the symmetry of its laws")
+                )
+            elif name and is_mode_dependent(m) and block.kind == "ffn-linear":
+                why = "it masks the hidden units of a linear block, whose laws AᵀA − BBᵀ need every rotation of them"
+                conflicts.append((full, m, why))
+    return conflicts
+
+
+def conflict_message(name: str, layer: nn.Module, why: str) -> str:
+    """The refusal (or warning) for a layer of :func:`mode_conflicts`, naming it."""
+    return (
+        f"Monitor: {describe_layer(name, layer)} is in train mode, and the {why}; train in eval mode (model.eval()) "
+        "to watch laws of what trains"
+    )
+
+
+def checked_laws(laws: Mapping[str, Law], model: nn.Module) -> dict[str, Law]:
+    """``laws`` (``laws=`` of :class:`Monitor`) after evaluating each once on the model's θ: an error names the law.
+
+    Examples
+    ========
+    >>> checked_laws({"x": lambda p: p["nope.weight"].sum()}, nn.Linear(2, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: laws=: law 'x' reads a parameter the model does not have ('nope.weight'); its parameters: weight, bias
+    """
+    if not laws:
+        raise ValueError("laws= is empty: give at least one law h(θ), e.g. find_laws(model, input_shape).laws")
+    named = {n: p.detach().double() for n, p in model.named_parameters()}
+    for key, law in laws.items():
+        if not callable(law):
+            raise TypeError(f"laws=: law {key!r} is a {type(law).__name__}, not a function of the parameters")
+        try:
+            torch.as_tensor(law(named))
+        except KeyError as err:
+            raise ValueError(
+                f"laws=: law {key!r} reads a parameter the model does not have ({err}); its parameters: "
+                + ", ".join(list(named)[:8])
+                + (", …" if len(named) > 8 else "")
+            ) from None
+    return dict(laws)
+
+
+def optimizer_breaks_laws(optimizer: torch.optim.Optimizer) -> list[str]:
+    """Why ``optimizer`` does not follow the gradient flow whose laws are watched (none for SGD, with momentum too).
+
+    Examples
+    ========
+    >>> params = [nn.Parameter(torch.ones(2))]
+    >>> optimizer_breaks_laws(torch.optim.SGD(params, lr=0.1, momentum=0.9))
+    []
+    >>> optimizer_breaks_laws(torch.optim.SGD(params, lr=0.1, weight_decay=0.01))[0][:68]
+    'weight_decay=0.01 shrinks θ at every step: the laws decay at first o'
+    """
+    while isinstance(getattr(optimizer, "optimizer", None), torch.optim.Optimizer):  # accelerate's wrapper
+        optimizer = optimizer.optimizer
+    why = []
+    decay = max((group.get("weight_decay", 0.0) or 0.0 for group in optimizer.param_groups), default=0.0)
+    if decay > 0:
+        why.append(
+            f"weight_decay={decay:g} shrinks θ at every step: the laws decay at first order in τ (ε is not O(τ²k)); "
+            "set it to 0 to watch gradient flow's laws"
+        )
+    if not isinstance(optimizer, torch.optim.SGD):
+        why.append(
+            f"{type(optimizer).__name__} rescales each coordinate's step: the laws of gradient flow are not its "
+            "laws, and ε measures how far it moves them (SGD, with or without momentum, keeps them to O(τ²k))"
+        )
+    return why
+
+
+def without_frozen(grouped: dict[Group, dict[str, Law]], model: nn.Module) -> dict[Group, dict[str, Law]]:
+    """The laws that read no frozen parameter (``requires_grad=False``), a line printed per group that loses some.
+
+    A law of the block holds when gradient flow moves every parameter it reads: with V frozen and O trained,
+    ``VᵀV − OᵀO`` drifts at first order.
+
+    Examples
+    ========
+    >>> from conslaw_lite.laws import Group
+    >>> net = nn.Linear(2, 1)
+    >>> _ = net.bias.requires_grad_(False)
+    >>> laws = {"w": lambda p: p["weight"].sum(), "b": lambda p: p["bias"].sum()}
+    >>> list(without_frozen({Group("found", "law"): laws}, net)[Group("found", "law")])
+    Monitor: 1 law of group `found` not watched: it reads frozen parameters (requires_grad=False: bias)
+    ['w']
+    """
+    named = dict(model.named_parameters())
+    frozen = {n for n, p in named.items() if not p.requires_grad}
+    if not frozen:
+        return grouped
+    values = {n: p.detach().double() for n, p in named.items()}
+    kept = {}
+    for group, laws in grouped.items():
+        reads = {}
+        for key, law in laws.items():
+            recorder = Recorder(values)
+            with torch.no_grad():
+                law(recorder)
+            reads[key] = frozen.intersection(recorder.order)
+        dropped = {key for key, names in reads.items() if names}
+        if dropped:
+            names = ", ".join(sorted(set().union(*reads.values())))
+            many = len(dropped) > 1
+            print(f"Monitor: {len(dropped)} law{'s' if many else ''} of group `{group.key}` not watched: "
+                  f"{'they read' if many else 'it reads'} frozen parameters (requires_grad=False: {names})")
+        if len(dropped) < len(laws):
+            kept[group] = {key: law for key, law in laws.items() if key not in dropped}
+    return kept
+
+
+def check_every(every: int) -> int:
+    """``every`` if it is a positive integer (record every ``every``-th step), else a ``ValueError`` naming it.
+
+    Examples
+    ========
+    >>> check_every(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: every must be a positive integer, got 0
+    """
+    if not isinstance(every, int) or every < 1:
+        raise ValueError(f"every must be a positive integer, got {every!r}")
+    return every
