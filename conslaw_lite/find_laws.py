@@ -71,7 +71,7 @@ from conslaw_lite.law_blocks import (
     swapped_pair,
     unknowns,
 )
-from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residual, residuals
+from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residuals
 from conslaw_lite.laws import Params
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
 
@@ -360,7 +360,7 @@ def _unit_laws(
         rest = []
         for u, coords in others:
             candidates = [swapped(law, layout, n, u0, u) for law in head_laws] if n > 0 else []  # n < 0: flattened
-            if candidates and max(residual(samples, law) for law in candidates) <= MOVED_TOL:
+            if candidates and max(residuals(samples, candidates)) <= MOVED_TOL:
                 units.vectors += candidates
                 units.moved += 1
             else:

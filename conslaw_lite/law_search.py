@@ -3,7 +3,7 @@
 A quadratic law over coordinates ``coords`` is a vector of coefficients over the monomials θ_jθ_k (j ≤ k) and θ_j;
 it is conserved when ``⟨∇h(θ), g⟩ = 0`` for every sampled θ and g ∈ W(θ), one linear row per sample
 (:func:`block_laws`). :class:`Samples` draws the θ and the g, :class:`Span` says how many independent laws the
-vectors found so far hold, :func:`residual` checks a candidate law (one moved to another unit) on the samples.
+vectors found so far hold, :func:`residuals` checks candidate laws (moved to another unit) on the samples.
 """
 
 from __future__ import annotations
@@ -244,15 +244,10 @@ class Span:
         return self.size
 
 
-def residual(samples: Samples, law: dict) -> float:
-    """``max |⟨g, ∇h(θ)⟩| / (‖g‖ ‖∇h(θ)‖)`` over the samples, on the law's coordinates: 0 for a law, about 1/√n
-    for a random polynomial of n coordinates."""
-    return residuals(samples, [law])[0]
-
-
 def residuals(samples: Samples, laws: list[dict]) -> list[float]:
-    """:func:`residual` of each law, on the coordinates of all of them (a unit pair's moved laws: one gather of the
-    samples instead of one per law, which took minutes on an LM's thousands of pairs).
+    """``max |⟨g, ∇h(θ)⟩| / (‖g‖ ‖∇h(θ)‖)`` over the samples for each law h, on the coordinates of all of them: 0 for
+    a law, about 1/√n for a random polynomial of n coordinates (the laws moved to a unit or a pair: one gather of the
+    samples for all of them, where one per law took minutes on an LM's thousands of pairs).
 
     Examples
     ========

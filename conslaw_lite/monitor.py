@@ -155,6 +155,17 @@ class Diverged(RuntimeError):
         self.reason = reason
 
 
+def _listed(names: list[str], shown: int) -> str:
+    """The first ``shown`` names, and how many more.
+
+    Examples
+    ========
+    >>> _listed(["a", "b", "c"], 2)
+    'a, b and 1 more'
+    """
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 class Monitor:
     """ε_block per block kind (and per kind of control) along any training loop.
 
@@ -345,10 +356,10 @@ class Monitor:
         now = dict(self._model.named_parameters())
         replaced = [name for name, p in zip(self._read, self._theta) if now.get(name) is not p]
         if replaced:
-            names = ", ".join(map(repr, replaced[:3])) + (f" and {len(replaced) - 3} more" if len(replaced) > 3 else "")
+            verb = "is" if len(replaced) == 1 else "are"
             raise ValueError(
-                f"Monitor: {names} of the model {'is' if len(replaced) == 1 else 'are'} no longer the parameter the "
-                "monitor started with (replaced by a new nn.Parameter, load_state_dict(assign=True), or deleted), "
+                f"Monitor: {_listed([repr(name) for name in replaced], 3)} of the model {verb} no longer the parameter "
+                "the monitor started with (replaced by a new nn.Parameter, load_state_dict(assign=True), or deleted), "
                 "so its records read the old tensor: start a new Monitor after replacing parameters"
             )
 
@@ -359,10 +370,9 @@ class Monitor:
         stepped = {id(p) for optimizer in optimizers for group in optimizer.param_groups for p in group["params"]}
         missed = [name for name, p in zip(self._read, self._theta) if id(p) not in stepped]
         if missed:
-            names = ", ".join(missed[:4]) + (f" and {len(missed) - 4} more" if len(missed) > 4 else "")
             why.append(
-                f"the optimizer does not update {names}, which the laws read: they are not conserved by this "
-                "training (ε measures how far it moves them); give it every parameter, or freeze these "
+                f"the optimizer does not update {_listed(missed, 4)}, which the laws read: they are not conserved by "
+                "this training (ε measures how far it moves them); give it every parameter, or freeze these "
                 "(requires_grad_(False)) before starting the Monitor, which then leaves their laws out"
             )
         return why

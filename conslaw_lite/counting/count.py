@@ -147,7 +147,7 @@ def _draw(
     ``factor`` scales the random θ (:func:`_ranks_at_points` shrinks it where a tensor's gradient vanished).
 
     A model with ReLUs is ranked with the patterns random θ' realize on the inputs
-    (:func:`conslaw_lite.counting.strata.realized_patterns`), or with its own, on ``PIECEWISE_SAMPLES``
+    (:func:`conslaw_lite.counting.strata.covering_patterns`), or with its own, on ``PIECEWISE_SAMPLES``
     times more inputs (so that small activation regions are met): at a given θ, and where a
     ReLU acts on a tensor without the inputs' batch (its pattern cannot be paired with an input).
     """

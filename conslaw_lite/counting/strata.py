@@ -30,7 +30,7 @@ the polynomial ``f_m(x; θ)`` (every ReLU replaced by multiplication with m). h 
 analytic (the laws of these models are polynomials), so ``⟨∇h, ∇f_m(x; θ)⟩ = 0``,
 zero on an open set, is zero at every θ: each law is conserved by the fields of
 *every* pattern that some θ realizes on some input, not only of those the θ at
-hand realizes. :func:`realized_patterns` collects such patterns (each realized by
+hand realizes. :func:`covering_patterns` collects such patterns (each realized by
 a random θ' on its input) and :func:`forced_patterns` evaluates the model with
 them, so the counter sees all these fields at one θ. Near a particular θ there
 can be more laws, which hold only there: a dead unit's weights, or a rank that
@@ -103,9 +103,10 @@ def _is_piecewise(func, args: tuple, kwargs: dict) -> bool:
 
 
 def _branch(func, args: tuple, kwargs: dict, batch: int | None) -> tuple | None:
-    """``(taken, first, second)`` of a comparison or select whose result has the batch of inputs first: the boolean
-    the branch takes (a comparison's result; whether a select takes ``first``), and a select's operands; ``None`` for
-    any other call (a mask of the weights alone, a causal mask, ``torch.max(z, dim)``)."""
+    """``(taken, first, second, shape)`` of a comparison or select whose result has the batch of inputs first:
+    ``taken()`` computes the boolean the branch takes (a comparison's result; whether a select takes ``first``),
+    ``first`` and ``second`` are a select's operands, ``shape`` the result's; ``None`` for any other call (a mask of
+    the weights alone, a causal mask, ``torch.max(z, dim)``)."""
     if batch is None or not args or func not in BRANCHES:
         return None
     if func is F.threshold:
@@ -125,7 +126,7 @@ def _branch(func, args: tuple, kwargs: dict, batch: int | None) -> tuple | None:
     shape = torch.broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()
     if not shape or shape[0] != batch:
         return None
-    return taken(), first, second
+    return taken, first, second, shape
 
 
 def _piece(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch.Tensor | None:
@@ -134,7 +135,7 @@ def _piece(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch.T
     inputs (:func:`_branch`); ``None`` for any other call."""
     branch = _branch(func, args, kwargs, batch)
     if branch is not None:
-        return branch[0]
+        return branch[0]()
     if not _is_piecewise(func, args, kwargs):
         return None
     z = args[0]
@@ -149,11 +150,11 @@ def _piece(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch.T
     return code
 
 
-def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor, batch: int | None = None) -> torch.Tensor:
-    """The call's output with each entry on its recorded piece ``m`` (0/1 or 0/1/2, as :func:`_piece` gives)."""
-    branch = _branch(func, args, kwargs, batch)
+def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor, branch: tuple | None = None) -> torch.Tensor:
+    """The call's output with each entry on its recorded piece ``m`` (0/1 or 0/1/2, as :func:`_piece` gives);
+    ``branch``: the call's :func:`_branch`, when it is one."""
     if branch is not None:
-        _, first, second = branch
+        _, first, second, _ = branch
         return m.bool() if func in COMPARISONS else torch.where(m.bool(), first, second)
     z = args[0]
     if func in ABS:
@@ -329,7 +330,7 @@ def kinked_calls(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> 
     and whether each acts per input.
 
     *Per input*: the call's input has the batch of inputs as its first dimension, at each of the
-    ``PROBE_BATCHES``, so a pattern can be paired with each input (:func:`realized_patterns`); a ReLU of the
+    ``PROBE_BATCHES``, so a pattern can be paired with each input (:func:`covering_patterns`); a ReLU of the
     weights alone has no such dimension (and a comparison or select of them is no branch: :func:`_branch`).
 
     Examples
@@ -353,28 +354,6 @@ def kinked_calls(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> 
     if len(calls) > 1:
         raise ValueError("the model applies a different number of ReLUs to different batches of inputs")
     return calls.pop(), per_input
-
-
-def realized_patterns(
-    forward: Callable[[torch.Tensor, torch.Tensor], object], thetas: Sequence[torch.Tensor], x: torch.Tensor
-) -> list[torch.Tensor]:
-    """Activation patterns ``m = [z > 0]`` of every kinked call, input ``x[s]`` taking its pattern from θ'_{k(s)}.
-
-    The inputs are split into ``len(thetas)`` consecutive chunks; chunk k runs
-    ``forward(θ'_k, x_chunk)``, so every pattern returned is realized by some θ
-    on its input (the only ones the laws of the whole parameter space must
-    respect: see the module docstring). Returns one 0/1 float tensor per call,
-    of the shape that call's input has for the whole batch ``x``.
-
-    Examples
-    ========
-    >>> import torch
-    >>> thetas = [torch.tensor([1.0]), torch.tensor([-1.0])]
-    >>> [m.tolist() for m in realized_patterns(lambda t, x: torch.relu(t * x), thetas, torch.ones(4, 1))]
-    [[[1.0], [1.0], [0.0], [0.0]]]
-    """
-    chunks = torch.tensor_split(x, len(thetas))
-    return _joined([_signs(forward, theta, chunk) for theta, chunk in zip(thetas, chunks)], x)
 
 
 def _signs(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, chunk: torch.Tensor) -> _Signs:
@@ -415,13 +394,18 @@ def covering_patterns(
     draws: int,
     rounds: int,
 ) -> list[torch.Tensor]:
-    """:func:`realized_patterns` of ``draws`` θ', redrawn until each unit of each call meets all its pieces.
+    """The pieces of every piecewise-linear call, input ``x[s]`` taking them from the θ' of its chunk, redrawn until
+    each unit of each call meets all its pieces.
 
-    ``thetas_at(r, n)`` gives n θ' of round r, wider in scale as r grows. Round 0 gives every chunk of inputs its
-    θ'; each later round redraws the odd chunks' only (the even ones keep the pieces near the model's scale), for at
-    most ``rounds`` rounds. A chunk whose activations overflow at its new θ' keeps the pattern it had. A cap that
-    θ' of the model's scale never reach (``relu6`` after a layer initialized at 10⁻⁶) is met this way; a unit
-    that no θ' brings to a piece (a cap above a bounded input) leaves the patterns of the last round.
+    The inputs are split into ``draws`` consecutive chunks and chunk k runs ``forward(θ'_k, x_chunk)``, so every
+    pattern returned is realized by some θ on its input (the only ones the laws of the whole parameter space must
+    respect: see the module docstring); one float tensor of codes per call (:func:`_piece`), of the shape that
+    call's input has for the whole batch ``x``. ``thetas_at(r, n)`` gives n θ' of round r, wider in scale as r
+    grows. Round 0 gives every chunk of inputs its θ'; each later round redraws the odd chunks' only (the even ones
+    keep the pieces near the model's scale), for at most ``rounds`` rounds. A chunk whose activations overflow at
+    its new θ' keeps the pattern it had. A cap that θ' of the model's scale never reach (``relu6`` after a layer
+    initialized at 10⁻⁶) is met this way; a unit that no θ' brings to a piece (a cap above a bounded input) leaves
+    the patterns of the last round.
 
     Examples
     ========
@@ -461,12 +445,12 @@ class _Forced(TorchFunctionMode):
             raise ValueError(f"the model applies more than the {len(self.patterns)} ReLUs whose patterns were recorded")
         m = self.patterns[self.calls]
         self.calls += 1
-        shape = branch[0].shape if branch is not None else args[0].shape
+        shape = branch[3] if branch is not None else args[0].shape
         if tuple(shape) != tuple(m.shape):
             raise ValueError(
                 f"ReLU #{self.calls}: input of shape {tuple(shape)}, pattern recorded for {tuple(m.shape)}"
             )
-        return _on_piece(func, args, kwargs, m, self.batch)
+        return _on_piece(func, args, kwargs, m, branch)
 
 
 @contextmanager
@@ -474,7 +458,7 @@ def forced_patterns(patterns: Sequence[torch.Tensor]) -> Iterator[None]:
     """While active, every activation kinked at 0 multiplies by its recorded pattern instead of testing signs.
 
     The model becomes the polynomial ``f_m`` of the patterns m (one per ReLU call, in
-    order, as :func:`realized_patterns` returns them); torch's derivatives in θ are then
+    order, as :func:`covering_patterns` returns them); torch's derivatives in θ are then
     those of ``f_m``, at any θ.
 
     Examples
