@@ -8,6 +8,10 @@ A builder takes :class:`ArchOptions`, fills in its own defaults for the sizes le
 unset, and returns a :class:`Built`: the module, the shape of one input (no batch
 dimension), and the number of laws the theory predicts (the formula is what the
 computed count is checked against, never where the count comes from).
+
+Each :class:`Arch` declares the sizes its builder reads (``sizes``); the builder ignores the others, so
+that one :class:`ArchOptions` can size several architectures, and the command line refuses them
+(:func:`check_sizes`): a ``--heads`` given to ``swiglu`` is a mistake to name, not an option to drop.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ class ArchOptions:
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name != "seed" and v is not None and v < 1:
-                raise ValueError(f"--{f.name.replace('_', '-')} must be a positive integer, got {v}")
+                raise ValueError(f"{size_flag(f.name)} must be a positive integer, got {v}")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,17 @@ Builder = Callable[[ArchOptions], Built]
 SIZE_OPTIONS = ("dim", "hidden", "out", "heads", "head_dim", "seq", "experts", "top_k", "depth")  # ArchOptions' sizes
 
 
+def size_flag(size: str) -> str:
+    """The command-line option of the size ``size`` of :class:`ArchOptions`.
+
+    Examples
+    ========
+    >>> size_flag("head_dim")
+    '--head-dim'
+    """
+    return f"--{size.replace('_', '-')}"
+
+
 def add_size_arguments(parser: argparse.ArgumentParser) -> None:
     """``--dim``, ``--hidden``, ... (one per name in ``SIZE_OPTIONS``), each an int defaulting to ``None``.
 
@@ -83,7 +98,7 @@ def add_size_arguments(parser: argparse.ArgumentParser) -> None:
     (4, None)
     """
     for size in SIZE_OPTIONS:
-        parser.add_argument(f"--{size.replace('_', '-')}", type=int, help=f"architecture size {size} (default: arch's)")
+        parser.add_argument(size_flag(size), type=int, help=f"architecture size {size} (default: arch's)")
 
 
 def size_options(args: argparse.Namespace, seed: int = 0) -> ArchOptions:
@@ -93,11 +108,38 @@ def size_options(args: argparse.Namespace, seed: int = 0) -> ArchOptions:
 
 @dataclass(frozen=True)
 class Arch:
-    """A CLI architecture: its ``name``, a one-line ``summary`` with the law count, and its builder."""
+    """A CLI architecture: its ``name``, a one-line ``summary`` with the law count, its builder, and the
+    ``sizes`` of :class:`ArchOptions` the builder reads (``tests/test_certify.py`` checks them against the build).
+
+    Examples
+    ========
+    >>> Arch("toy", "a·b·x", lambda options: None, ("dim", "width"))
+    Traceback (most recent call last):
+    ...
+    ValueError: toy declares unknown sizes width; ArchOptions has dim, hidden, out, heads, head_dim, seq, ...
+    """
 
     name: str
     summary: str
     build: Builder
+    sizes: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        unknown = [size for size in self.sizes if size not in SIZE_OPTIONS]
+        if unknown:
+            raise ValueError(f"{self.name} declares unknown sizes {', '.join(unknown)}; "
+                             f"ArchOptions has {', '.join(SIZE_OPTIONS)}")
+
+    @property
+    def flags(self) -> list[str]:
+        """The command-line options of :attr:`sizes`, in the order of ``--help``.
+
+        Examples
+        ========
+        >>> get_arch("swiglu").flags
+        ['--dim', '--hidden', '--out']
+        """
+        return [size_flag(size) for size in SIZE_OPTIONS if size in self.sizes]
 
 
 def _by_name() -> dict[str, Arch]:
@@ -136,4 +178,26 @@ def get_arch(name: str) -> Arch:
     return archs[name]
 
 
-__all__ = ["Arch", "ArchOptions", "Builder", "Built", "add_size_arguments", "get_arch", "list_archs", "size_options"]
+def check_sizes(name: str, options: ArchOptions) -> None:
+    """``ValueError`` naming each size set in ``options`` that architecture ``name`` does not read, and those it reads.
+
+    A size left ``None`` (an option not given) is never an error.
+
+    Examples
+    ========
+    >>> check_sizes("swiglu", ArchOptions(dim=5))
+    >>> check_sizes("swiglu", ArchOptions(dim=5, heads=7, seq=9))
+    Traceback (most recent call last):
+    ...
+    ValueError: swiglu takes no --heads, --seq (its size options: --dim, --hidden, --out)
+    """
+    arch = get_arch(name)
+    unread = [size_flag(size) for size in SIZE_OPTIONS if getattr(options, size) is not None and size not in arch.sizes]
+    if unread:
+        raise ValueError(f"{name} takes no {', '.join(unread)} (its size options: {', '.join(arch.flags)})")
+
+
+__all__ = [
+    "Arch", "ArchOptions", "Builder", "Built", "add_size_arguments", "check_sizes", "get_arch", "list_archs",
+    "size_flag", "size_options",
+]

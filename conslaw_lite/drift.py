@@ -9,7 +9,9 @@ so ``|h_k − h_0| ≤ ‖M‖ Σ_i τ_i² ‖g_i‖²``. This module measures, 
 :func:`conslaw_lite.flows.train` runs, the drift ``‖h(θ_k) − h(θ_0)‖`` (all
 laws of the model together), ``normalized_drift = drift / Σ_i τ_i² ‖g_i‖²``
 and the exponents ``slope_lr`` (log drift against log τ at fixed k) and
-``slope_steps`` (log drift against log k). The command line:
+``slope_steps`` (log drift against log k). A τ at which training diverges is reported
+(:class:`DivergedPoint`: the step, the seed, the loss's growth) and left out of the fits;
+only a sweep in which every τ diverges is an error (:class:`conslaw_lite.flows.Diverged`). The command line:
 
     python -m conslaw_lite drift ARCH --lr τ1 τ2 ... --steps K --schedule constant|decay
         --optimizer gd|sgd|momentum|adam [--batch SIZE] [--seeds N] [--device cuda] [--dtype float32] [--json]
@@ -17,8 +19,9 @@ and the exponents ``slope_lr`` (log drift against log τ at fixed k) and
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -26,7 +29,7 @@ from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.flows import Diverged, LossFn, Run, mse_loss, train
-from conslaw_lite.laws import Group, Kind, Quantity, groups, law_functions
+from conslaw_lite.laws import Group, Kind, Quantity, groups, law_functions, user_stacklevel
 from conslaw_lite.monitor import epsilon_block, relative_drift
 
 Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, loss); drift and the widget take these
@@ -169,8 +172,19 @@ class DriftPoint:
 
 
 @dataclass
+class DivergedPoint:
+    """A step size τ at which training diverged: the first seed that did, the step, and why (e.g. the loss's growth)."""
+
+    lr: float
+    seed: int
+    step: int
+    reason: str  # the message of :class:`conslaw_lite.flows.Diverged`, e.g. "the loss grew from 0.96 to 8.8e+14; ..."
+
+
+@dataclass
 class DriftReport:
-    """What ``drift`` prints: one :class:`DriftPoint` per τ and the exponent in τ at the last step."""
+    """What ``drift`` prints: one :class:`DriftPoint` per stable τ, the exponent in τ at the last step fitted over
+    them (nan with fewer than two), and one :class:`DivergedPoint` per τ at which some seed diverged."""
 
     arch: str
     optimizer: str
@@ -180,6 +194,7 @@ class DriftReport:
     seeds: int
     points: list[DriftPoint]
     slope_lr: float
+    diverged: list[DivergedPoint] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """Plain types, for ``--json``."""
@@ -212,11 +227,23 @@ def measure(
     while θ barely moves (the identity), and change once the loss converges.
     ``device`` and ``dtype`` go to :func:`trajectory`.
 
+    A τ diverges when any of its seeds does: it goes to ``diverged`` (the first such seed, the step,
+    the loss's growth), not to ``points``, and ``slope_lr`` fits the stable τ alone. When every τ
+    diverges there is nothing to report: :class:`conslaw_lite.flows.Diverged` names the step (of the
+    smallest τ), as :func:`trajectory` does.
+
     Examples
     ========
     >>> report = measure(arch_setup("toy", samples=1), [0.001, 0.002, 0.004], steps=4)  # θ moves < 1 %
     >>> round(report.slope_lr, 1), round(report.points[0].slope_steps, 1)
     (2.0, 1.0)
+    >>> report = measure(arch_setup("toy", samples=1), [0.001, 0.002, 1e6], steps=4)
+    >>> [p.lr for p in report.points], [(d.lr, d.seed, d.step) for d in report.diverged], round(report.slope_lr, 1)
+    ([0.001, 0.002], [(1000000.0, 0, 1)], 2.0)
+    >>> measure(arch_setup("toy", samples=1), [1e6], steps=4)
+    Traceback (most recent call last):
+    ...
+    conslaw_lite.monitor.Diverged: training diverged at step 1: the loss grew from ...; the step size τ = 1e+06 ...
     """
     if not lrs:
         raise ValueError("give at least one step size (--lr)")
@@ -224,33 +251,52 @@ def measure(
         raise ValueError(f"seeds must be at least 1, got {seeds}")
     if not law_functions(setup(0)[0]):  # fail before training, naming the block
         raise ValueError(f"{name or 'this model'} has no conservation laws; drift needs a block with laws")
-    ks = log_spaced_steps(steps)
-    points = []
+    points, diverged = [], []
     for lr in lrs:
-        runs = [
-            trajectory(setup, s, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, device=device, dtype=dtype)
-            for s in range(seeds)
-        ]
-        drifts = np.stack([t.drift() for t in runs])  # (seeds, K+1)
-        mean_drift = drifts.mean(axis=0)
-        points.append(
-            DriftPoint(
-                lr=float(lr),
-                drift=float(mean_drift[-1]),
-                drift_std=float(drifts[:, -1].std()),
-                epsilon=float(np.mean([_epsilon_all(t, "law") for t in runs])),
-                control_epsilon=float(np.mean([_epsilon_all(t, "control") for t in runs])),
-                normalized_drift=float(np.mean([t.normalized_drift()[-1] for t in runs])),
-                step_budget=float(np.mean([t.run.step_budget()[-1] for t in runs])),
-                slope_steps=slope(ks, mean_drift[ks]),
-                identity_error=max(t.identity_error() for t in runs),
-                param_change=max(t.run.param_change for t in runs),
-                loss_start=float(np.mean([t.run.loss[0] for t in runs])),
-                loss_end=float(np.mean([t.run.loss[-1] for t in runs])),
-            )
+        runs = []
+        for s in range(seeds):
+            try:
+                runs.append(trajectory(
+                    setup, s, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, device=device, dtype=dtype
+                ))
+            except Diverged as err:
+                diverged.append(DivergedPoint(float(lr), s, err.step, err.reason))
+                break
+        else:  # every seed trained to step K
+            points.append(_point(float(lr), runs, log_spaced_steps(steps)))
+    if not points:
+        first = min(diverged, key=lambda d: d.lr)
+        others = "" if len(diverged) == 1 else "; every τ diverged: " + ", ".join(
+            f"τ = {d.lr:g} at step {d.step} (seed {d.seed})" for d in diverged
         )
+        raise Diverged(first.step, first.reason + others)
+    if diverged:
+        which = ", ".join(f"τ = {d.lr:g} at step {d.step} (seed {d.seed})" for d in diverged)
+        fit = f"slope_lr fits the {len(points)} stable ones" if len(points) > 1 else "slope_lr needs 2 stable ones"
+        message = f"{len(diverged)} of {len(lrs)} step sizes diverged: {which}; {fit}"
+        warnings.warn(message, stacklevel=user_stacklevel())
     slope_lr = slope([p.lr for p in points], [p.drift for p in points])
-    return DriftReport(name, optimizer, schedule, steps, batch, seeds, points, slope_lr)
+    return DriftReport(name, optimizer, schedule, steps, batch, seeds, points, slope_lr, diverged)
+
+
+def _point(lr: float, runs: list[Trajectory], ks: np.ndarray) -> DriftPoint:
+    """The :class:`DriftPoint` of the runs of one τ (one per seed); ``slope_steps`` is fitted at the steps ``ks``."""
+    drifts = np.stack([t.drift() for t in runs])  # (seeds, K+1)
+    mean_drift = drifts.mean(axis=0)
+    return DriftPoint(
+        lr=lr,
+        drift=float(mean_drift[-1]),
+        drift_std=float(drifts[:, -1].std()),
+        epsilon=float(np.mean([_epsilon_all(t, "law") for t in runs])),
+        control_epsilon=float(np.mean([_epsilon_all(t, "control") for t in runs])),
+        normalized_drift=float(np.mean([t.normalized_drift()[-1] for t in runs])),
+        step_budget=float(np.mean([t.run.step_budget()[-1] for t in runs])),
+        slope_steps=slope(ks, mean_drift[ks]),
+        identity_error=max(t.identity_error() for t in runs),
+        param_change=max(t.run.param_change for t in runs),
+        loss_start=float(np.mean([t.run.loss[0] for t in runs])),
+        loss_end=float(np.mean([t.run.loss[-1] for t in runs])),
+    )
 
 
 def batch_size(optimizer: str, batch: int | None, samples: int) -> int | None:

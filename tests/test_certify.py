@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import conslaw_lite.cli as cli
-from conslaw_lite.archs import ArchOptions
+from conslaw_lite.archs import SIZE_OPTIONS, ArchOptions, Built, get_arch, list_archs, size_flag
 from conslaw_lite.certify import certify
 
 KEYS = {"arch", "num_params", "rank_lie", "num_laws", "known_laws", "max_residual", "complete", "seconds", "formula"}
@@ -152,6 +153,10 @@ def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> N
         (("toy", "--vocab", "4"), "are for --module"),
         ((), "give an architecture name"),
         (("--module", "{dir}/mine.py:relu_net", "--input-shape", "2", "2"), "commas between sizes: 3,4"),
+        (("swiglu", "--heads", "7", "--seq", "9"), "error: swiglu takes no --heads, --seq (its size options: --dim, "
+                                                    "--hidden, --out)\n"),
+        (("toy", "--dim", "3", "--depth", "2"), "toy takes no --depth (its size options: --dim)"),
+        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "4", "--hidden", "3"), "leave out --hidden"),
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(run_cli, factories: Path, argv: tuple[str, ...], words: str) -> None:
@@ -214,6 +219,30 @@ def test_cli_takes_the_inputs_function_of_the_module_file(run_cli, tmp_path: Pat
     assert code == 0 and json.loads(out)["num_laws"] == EMBEDDING_LAWS
 
 
+UNREAD = "\n\ndef inputs(n):\n    return torch.arange(2 * n).reshape(n, 2) % 5\n"  # ids 0..4 of the 10 rows
+UNREAD_LINE = (
+    "warning: `0` (Embedding) reads rows 0..4 of 10 on the given inputs: rows 5..9 get no gradient, and each of "
+    "their 15 entries counts as a law\n"
+)
+
+
+def test_cli_names_unread_embedding_rows_in_one_line(run_cli, tmp_path: Path) -> None:
+    """Not Python's ``FILE:LINE: UnreadRows: ...`` and the source line: on the command line that location is ours."""
+    (tmp_path / "emb.py").write_text(EMBEDDING + UNREAD)
+    code, out, err = run_cli("--module", f"{tmp_path}/emb.py:make", "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == EMBEDDING_LAWS + 5 * 3
+    assert UNREAD_LINE in err.splitlines(keepends=True) and "UnreadRows" not in err
+
+
+@pytest.mark.slow
+def test_python_dash_m_names_unread_embedding_rows_without_runpy(tmp_path: Path) -> None:
+    (tmp_path / "emb.py").write_text(EMBEDDING + UNREAD)
+    argv = [sys.executable, "-m", "conslaw_lite", "certify", "--module", f"{tmp_path}/emb.py:make"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and UNREAD_LINE in done.stderr.splitlines(keepends=True)
+    assert "runpy" not in done.stderr
+
+
 @pytest.mark.parametrize(
     "source, factory, where, words",
     [
@@ -244,6 +273,69 @@ def test_cli_lists_the_named_architectures(run_cli) -> None:
 
     code, out, _ = run_cli("--list")
     assert code == 0 and [line.split()[0] for line in out.splitlines()] == list_archs()
+    assert next(line for line in out.splitlines() if line.startswith("swiglu ")).endswith("[--dim --hidden --out]")
+    code, out, _ = run_cli("--list", "--json")
+    listed = json.loads(out)
+    assert code == 0 and listed["mha"]["options"] == ["--dim", "--heads", "--head-dim", "--seq"]
+    assert listed["mha"]["summary"] == get_arch("mha").summary
+
+
+def test_cli_takes_the_size_options_an_architecture_declares(run_cli) -> None:
+    """The refusal of an undeclared size leaves the declared ones alone (here all of mla's)."""
+    sizes = ("--dim", "4", "--heads", "1", "--head-dim", "1", "--hidden", "2", "--seq", "3")
+    code, out, _ = run_cli("mla", *sizes, "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == json.loads(out)["formula"]
+
+
+def _shape(built: Built) -> tuple:
+    """What a size can change in an architecture: its parameters' shapes, its input's, its formula and note."""
+    params = {name: tuple(p.shape) for name, p in built.model.named_parameters()}
+    return built.input_shape, params, built.formula_text, built.note
+
+
+def _output(built: Built) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """θ and f(x) at fixed inputs: what a size that leaves every shape alone (--top-k) changes."""
+    x = torch.randn(4, *built.input_shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    with torch.no_grad():
+        return [p.detach().clone() for p in built.model.parameters()], built.model(x)
+
+
+def _reads(built: Built, base: Built) -> bool:
+    """Whether ``built`` differs from ``base`` by what a size changes: a shape, or f at the same θ."""
+    if _shape(built) != _shape(base):
+        return True
+    (theta, y), (theta0, y0) = _output(built), _output(base)
+    return all(torch.equal(a, b) for a, b in zip(theta, theta0)) and not torch.allclose(y, y0)
+
+
+@pytest.mark.parametrize("name", list_archs())
+def test_each_architecture_declares_exactly_the_sizes_its_build_reads(name: str) -> None:
+    """The CLI refuses the sizes an architecture does not declare (``Arch.sizes``), so the declaration must be what
+    the build reads: an undeclared size changes neither a shape nor f at the same θ (or the build refuses it, naming
+    it); a declared one changes one of them for some value. (transformers' blocks are cut from a whole model: a size
+    of another part may shift the random θ, never the block.)"""
+    arch = get_arch(name)
+    try:
+        base = arch.build(ArchOptions())
+    except ModuleNotFoundError as err:  # a family of an optional extra (hf: transformers) says what to install
+        pytest.skip(str(err))
+    for size in SIZE_OPTIONS:
+        if size in arch.sizes:
+            changed = []
+            for value in range(1, 9):
+                try:
+                    changed.append(_reads(arch.build(ArchOptions(**{size: value})), base))
+                except Exception:  # noqa: BLE001 - a value the block refuses, building or running (top-k > experts)
+                    continue
+            assert any(changed), f"{name} declares {size_flag(size)} but no value of it changes the block"
+        else:
+            for value in (3, 6):
+                try:
+                    built = arch.build(ArchOptions(**{size: value}))
+                except ValueError as err:
+                    assert size_flag(size) in str(err), f"{name} refuses {size_flag(size)}={value} without naming it"
+                    continue
+                assert not _reads(built, base), f"{name} reads {size_flag(size)}: declare it in its Arch"
 
 
 @pytest.mark.slow

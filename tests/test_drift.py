@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
+import torch
 
+from conslaw_lite import mse_loss
 from conslaw_lite.cli import main
-from conslaw_lite.drift import arch_setup, measure, trajectory
+from conslaw_lite.drift import arch_setup, measure, slope, trajectory
+from conslaw_lite.families.toy.block import ToyProduct
+from conslaw_lite.flows import Diverged
 
 BLOCKS = ["swiglu", "mha", "mha-rope", "moe-softmax"]  # every block family with laws
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -87,9 +92,73 @@ def test_cli_unknown_optimizer_lists_the_valid_ones(capsys: pytest.CaptureFixtur
 
 
 def test_cli_diverging_step_names_the_step(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["drift", "swiglu", "--lr", "0.01", "1e6", "--steps", "20"]) == 2
-    err = capsys.readouterr().err
-    assert "diverged at step" in err and "τ = 1e+06" in err
+    """One τ, diverging: nothing to report, an error naming the step (exit 2)."""
+    assert main(["drift", "swiglu", "--lr", "1e6", "--steps", "20"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: training diverged at step ") and "τ = 1e+06" in err
+
+
+def test_a_diverging_tau_is_reported_and_left_out_of_the_fit() -> None:
+    setup = block_setup("swiglu", "gd")
+    with pytest.warns(UserWarning, match=r"^1 of 3 step sizes diverged: τ = 50 at step 2 \(seed 0\)") as warned:
+        report = measure(setup, [0.01, 0.02, 50], steps=20)
+    assert warned[0].filename == __file__  # the caller's line, not one inside the package
+    stable = measure(setup, [0.01, 0.02], steps=20)
+    assert [p.lr for p in report.points] == [0.01, 0.02]
+    assert [(d.lr, d.seed, d.step) for d in report.diverged] == [(50.0, 0, 2)]
+    assert report.diverged[0].reason.startswith("the loss grew from ")
+    assert report.slope_lr == stable.slope_lr == slope([0.01, 0.02], [p.drift for p in stable.points])
+    assert stable.diverged == []
+
+
+def test_a_tau_diverges_when_any_seed_does_and_names_that_seed() -> None:
+    """Seed 1 sees 10× larger inputs (100× the curvature): τ = 0.5 diverges there, not on seed 0."""
+    one = torch.ones(1, 1, dtype=torch.float64)
+
+    def setup(seed: int):
+        return ToyProduct(a=1.0, b=0.5), mse_loss(one * (1 + 9 * seed), one)
+
+    assert measure(setup, [0.5], steps=20).diverged == []  # seed 0 alone is stable at τ = 0.5
+    with pytest.warns(UserWarning, match="seed 1"):
+        report = measure(setup, [0.01, 0.02, 0.5], steps=20, seeds=2)
+    assert [p.lr for p in report.points] == [0.01, 0.02]
+    assert [(d.lr, d.seed) for d in report.diverged] == [(0.5, 1)] and "seed 1" in report.diverged[0].reason
+
+
+def test_every_tau_diverging_is_an_error_naming_each() -> None:
+    """The message of the smallest τ first (the one closest to stable), then every τ with its step."""
+    every = r"every τ diverged: τ = 100 at step 2 \(seed 0\), τ = 50 at step 2 \(seed 0\)$"
+    with pytest.raises(Diverged, match=r"^training diverged at step 2: .* τ = 50 is too large .*" + every):
+        measure(block_setup("swiglu", "gd"), [100, 50], steps=20)
+
+
+def test_cli_keeps_the_table_of_the_stable_taus(capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 1 (the sweep is partial): every stable row, a row naming the step of the diverged τ, the fit over
+    the stable ones, and one warning line on stderr."""
+    assert main(["drift", "swiglu", "--lr", "0.01", "0.02", "50", "--steps", "20"]) == 1
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines[2:5]] == ["0.01", "0.02", "50"]
+    assert lines[4].split()[1:5] == ["diverged", "at", "step", "2:"] and "the loss grew from 0.96 to" in lines[4]
+    assert re.fullmatch(r"slope_lr = 1\.\d{3} \(log drift at k = K against log tau, over the 2 stable tau\)", lines[5])
+    assert err == "warning: 1 of 3 step sizes diverged: τ = 50 at step 2 (seed 0); slope_lr fits the 2 stable ones\n"
+    assert main(["drift", "swiglu", "--lr", "0.01", "50", "--steps", "20"]) == 1
+    assert "slope_lr: cannot be fitted with fewer than 2 stable tau (1 stable, 1 diverged)" in capsys.readouterr().out
+
+
+def test_cli_json_lists_the_diverged_taus(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["drift", "swiglu", "--lr", "0.01", "0.02", "50", "--steps", "20", "--seeds", "2", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [p["lr"] for p in report["points"]] == [0.01, 0.02] and abs(report["slope_lr"] - 2) < 0.15
+    assert [(d["lr"], d["seed"], d["step"]) for d in report["diverged"]] == [(50.0, 0, 2)]
+    assert main(["drift", "swiglu", "--lr", "0.01", "50", "--steps", "20", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["slope_lr"] is None  # strict JSON: nan is null
+
+
+def test_cli_refuses_a_size_the_architecture_does_not_take(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["drift", "swiglu", "--lr", "0.01", "--heads", "7", "--seq", "9"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "error: swiglu takes no --heads, --seq (its size options: --dim, --hidden, --out)\n"
 
 
 def test_cli_block_without_laws_is_named(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,9 @@ import math
 import os
 import sys
 import traceback
+import warnings
 from importlib.metadata import version
+from typing import TextIO
 
 from conslaw_lite.flows import Diverged
 from conslaw_lite.user_module import UserCodeError
@@ -56,6 +58,27 @@ def json_text(value: object) -> str:
         return v
 
     return json.dumps(finite(value), indent=2)
+
+
+def one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """Show a warning as ``warning: message``, one line on stderr, as the CLI's other warnings are.
+
+    Python's own form starts with the line that warned and echoes its source: on the command line that is a line
+    of the package or ``<frozen runpy>``, which says nothing to the user (the message names the layer).
+
+    Examples
+    ========
+    >>> one_line_warning(UserWarning("rows 5..9 get no gradient"), UserWarning, "<frozen runpy>", 88, sys.stdout)
+    warning: rows 5..9 get no gradient
+    """
+    print(f"warning: {message}", file=sys.stderr if file is None else file)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
             module.add_arguments(subparser)
     args = parser.parse_args(argv)  # --help and --version exit with 0, a usage error with 2
     try:
-        return module.run(args)
+        with warnings.catch_warnings():  # restores the caller's showwarning (main runs in-process in tests too)
+            warnings.showwarning = one_line_warning
+            return module.run(args)
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for it, not a traceback and not 1
         print("interrupted", file=sys.stderr)
         return INTERRUPTED

@@ -3,11 +3,12 @@
 Exit codes: 0 a conclusive count (and, with ``--laws``, conclusive laws), 1 inconclusive
 (no clear singular-value gap, or the random θ disagree: no number is printed as the count;
 or the laws found are no certificate: :attr:`conslaw_lite.find_laws.FoundLaws.conclusive`),
-2 bad input, 3 an internal error, 4 the ``--module`` file raised (syntax, import, factory, ``inputs(n)``),
-130 interrupted. ``--list`` prints the named architectures. A model of token ids: ``--input-dtype long
---vocab V``, or a function ``inputs(n)`` in the module file that returns its n inputs. A count of a
-``--module`` over a few seconds shows its progress on stderr (rank so far, bracket depth); with ``--json``,
-what the file prints goes to stderr too.
+2 bad input (a size option the architecture does not take, e.g. ``swiglu --heads 2``, or any with
+``--module``, among them), 3 an internal error, 4 the ``--module`` file raised (syntax, import, factory,
+``inputs(n)``), 130 interrupted. ``--list`` prints the named architectures and the size options of each.
+A model of token ids: ``--input-dtype long --vocab V``, or a function ``inputs(n)`` in the module file that
+returns its n inputs. A count of a ``--module`` over a few seconds shows its progress on stderr (rank so far,
+bracket depth); with ``--json``, what the file prints goes to stderr too.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ import argparse
 import contextlib
 import sys
 
-from conslaw_lite.archs import add_size_arguments, get_arch, list_archs, size_options
+from conslaw_lite.archs import (
+    SIZE_OPTIONS,
+    add_size_arguments,
+    check_sizes,
+    get_arch,
+    list_archs,
+    size_flag,
+    size_options,
+)
 from conslaw_lite.certify import certify, certify_module, table
 from conslaw_lite.cli import json_text
 from conslaw_lite.config import device as default_device
@@ -60,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--vocab", type=int, metavar="V", help="with --input-dtype long: the number of token ids")
     parser.add_argument("--device", help="with --module: count on this device (cuda: in float64 on the GPU)")
-    parser.add_argument("--list", action="store_true", help="print the named architectures and exit")
+    parser.add_argument("--list", action="store_true", help="print the named architectures and their size options")
     add_size_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -71,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     """Certify what ``args`` names, print the table (or JSON), and return the exit code.
 
     0 when the count ``N = D − dim Lie(W)(θ)`` is conclusive (and so are the laws found, with
-    ``--laws``), 1 when either is not; bad input raises ``ValueError`` (the CLI turns it into exit code 2).
+    ``--laws``), 1 when either is not; bad input raises ``ValueError`` (the CLI turns it into exit code 2),
+    a size option the architecture does not read too, since it would change nothing.
 
     Examples
     ========
@@ -91,6 +101,10 @@ def run(args: argparse.Namespace) -> int:
     Traceback (most recent call last):
     ...
     ValueError: give an architecture name (certify --list names them) or --module FILE.py:FACTORY
+    >>> run(parser.parse_args(["swiglu", "--heads", "7", "--seq", "9"]))
+    Traceback (most recent call last):
+    ...
+    ValueError: swiglu takes no --heads, --seq (its size options: --dim, --hidden, --out)
     """
     if args.list:
         return _print_archs(args.json)
@@ -99,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"give either an architecture name or --module FILE.py:FACTORY, not both{hint}")
     if args.arch is None and args.module is None:
         raise ValueError("give an architecture name (certify --list names them) or --module FILE.py:FACTORY")
+    options = size_options(args, seed=args.seed)
     if args.module is not None:
+        given = [size_flag(size) for size in SIZE_OPTIONS if getattr(options, size) is not None]
+        if given:
+            raise ValueError(f"--module FILE.py:FACTORY builds its model at its sizes: leave out {', '.join(given)}")
         shape = None if args.input_shape is None else parse_shape(args.input_shape)
         device = None if args.device is None else str(default_device(args.device))
         with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():  # the file's prints
@@ -111,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--input-shape, --input-dtype and --vocab are for --module; an arch knows its inputs")
         if args.device is not None:
             raise ValueError("--device is for --module; a named architecture is counted on the cpu")
-        options = size_options(args, seed=args.seed)
+        check_sizes(args.arch, options)
         result = certify(args.arch, options, laws=args.laws)
     print(json_text(result.to_dict()) if args.json else table(result))
     if not result.conclusive:
@@ -133,7 +151,8 @@ def _vocab(args: argparse.Namespace) -> int | None:
 
 
 def _print_archs(as_json: bool = False) -> int:
-    """``certify --list``: each named architecture and its one-line summary (``--json``: as one JSON object).
+    """``certify --list``: each named architecture, its one-line summary and its size options (``--json``: as one
+    JSON object, ``{name: {"summary": ..., "options": ["--dim", ...]}}``).
 
     Examples
     ========
@@ -145,14 +164,15 @@ def _print_archs(as_json: bool = False) -> int:
     (0, True, 'toy')
     >>> with contextlib.redirect_stdout(io.StringIO()) as out:
     ...     code = _print_archs(as_json=True)
-    >>> sorted(json.loads(out.getvalue())) == list_archs()
-    True
+    >>> listed = json.loads(out.getvalue())
+    >>> sorted(listed) == list_archs(), listed["toy"]["options"]
+    (True, ['--dim'])
     """
-    names = list_archs()
+    archs = [get_arch(name) for name in list_archs()]
     if as_json:
-        print(json_text({name: get_arch(name).summary for name in names}))
+        print(json_text({arch.name: {"summary": arch.summary, "options": arch.flags} for arch in archs}))
         return 0
-    width = max(len(name) for name in names)
-    for name in names:
-        print(f"{name:<{width}}  {get_arch(name).summary}")
+    width = max(len(arch.name) for arch in archs)
+    for arch in archs:
+        print(f"{arch.name:<{width}}  {arch.summary}  [{' '.join(arch.flags)}]")
     return 0

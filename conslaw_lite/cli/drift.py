@@ -1,4 +1,10 @@
-"""``python -m conslaw_lite drift``: the options of :func:`conslaw_lite.drift.measure` and its report as a table."""
+"""``python -m conslaw_lite drift``: the options of :func:`conslaw_lite.drift.measure` and its report as a table.
+
+Exit codes: 0 every τ trained to step K, 1 some τ diverged (the table still has the stable ones, a row per
+diverged τ with its step and seed, and ``slope_lr`` fitted over the stable τ; one line on stderr says so),
+2 bad input, a size option the architecture does not take, or every τ diverged (one ``error:`` line naming
+the step), 3 an internal error, 130 interrupted.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,19 @@ from collections.abc import Callable
 
 import torch
 
-from conslaw_lite.archs import add_size_arguments, size_options
-from conslaw_lite.cli import json_text
+from conslaw_lite.archs import add_size_arguments, check_sizes, size_options
+from conslaw_lite.cli import INTERRUPTED, json_text
 from conslaw_lite.config import device as default_device
 from conslaw_lite.drift import DriftReport, arch_setup, batch_size, measure
 from conslaw_lite.early_warning import DIVERGENCE, SweepPoint, sweep
 from conslaw_lite.flows import OPTIMIZERS, SCHEDULES
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}  # training dtypes of the command line
+PARTIAL = 1  # the exit code when some τ diverged: the report is there, but not for every τ asked
+EXIT_CODES = (
+    f"exit codes: 0 every tau trained to step K, {PARTIAL} some tau diverged (their rows name the step; slope_lr fits "
+    f"the stable ones), 2 bad input or every tau diverged, 3 internal error, {INTERRUPTED} interrupted"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     >>> args = parser.parse_args(["mha-rope", "--lr", "0.01", "0.02", "--optimizer", "sgd"])
     >>> args.lr, args.steps, args.schedule, args.batch
     ([0.01, 0.02], 100, 'constant', None)
+    >>> parser.epilog
+    'exit codes: 0 every tau trained to step K, 1 some tau diverged ...'
     """
+    parser.epilog = EXIT_CODES  # drift's own: 1 is a partial sweep here, and there is no --module to fail
     parser.add_argument("arch", help="architecture name, as in `certify` (e.g. swiglu, mha-rope)")
     parser.add_argument("--lr", type=float, nargs="+", required=True, help="step sizes τ to compare")
     parser.add_argument("--steps", type=int, default=100, help="number of steps K (default 100)")
@@ -45,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Measure and print; exit code 0 (bad input raises, and the CLI turns it into exit code 2).
+    """Measure and print; exit code 0, or 1 when some τ diverged (bad input raises, as does a sweep in which
+    every τ diverged, and the CLI turns it into exit code 2).
 
     Examples
     ========
@@ -55,6 +70,16 @@ def run(args: argparse.Namespace) -> int:
     Traceback (most recent call last):
     ...
     ValueError: gd is full batch; use --optimizer sgd for mini-batches of 4
+    >>> run(parser.parse_args(["toy", "--lr", "0.01", "--heads", "2"]))
+    Traceback (most recent call last):
+    ...
+    ValueError: toy takes no --heads (its size options: --dim)
+    >>> run(parser.parse_args(["toy", "--lr", "0.001", "1e6", "--steps", "2"]))  # stderr: 1 of 2 step sizes diverged...
+    toy: gd, constant step, K = 2, full batch, 1 seed(s)
+    ...
+         1e+06  diverged at step 1: the loss grew from ...
+    slope_lr: cannot be fitted with fewer than 2 stable tau (1 stable, 1 diverged)
+    1
     """
     if args.steps < 1:
         raise ValueError(f"--steps must be at least 1, got {args.steps}")
@@ -62,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
     batch = batch_size(args.optimizer, args.batch, args.samples)
     options = size_options(args)
+    check_sizes(args.arch, options)
     setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
     if args.alarm:
         return run_alarm(args, setup)
@@ -70,11 +96,13 @@ def run(args: argparse.Namespace) -> int:
         seeds=args.seeds, name=args.arch, batch=batch, device=default_device(args.device), dtype=DTYPES[args.dtype],
     )
     print(json_text(report.to_dict()) if args.json else format_report(report))
+    if report.diverged:  # measure warned, one line on stderr
+        return PARTIAL
     return 0
 
 
 def format_report(report: DriftReport) -> str:
-    """The human-readable table of :func:`run`: one row per τ, then ``slope_lr``.
+    """The human-readable table of :func:`run`: one row per stable τ, one per diverged τ, then ``slope_lr``.
 
     Examples
     ========
@@ -82,6 +110,12 @@ def format_report(report: DriftReport) -> str:
     toy: gd, constant step, K = 2, full batch, 1 seed(s)
     ...
     slope_lr = 1.992 (log drift at k = K against log tau)
+    >>> print(format_report(measure(arch_setup("toy", samples=1), [0.001, 0.002, 1e6], steps=2, name="toy")))
+    toy: gd, constant step, K = 2, full batch, 1 seed(s)
+    ...
+         0.002 ...
+         1e+06  diverged at step 1: the loss grew from ... (run with τ = 1e+06, gd, seed 0)
+    slope_lr = 1.992 (log drift at k = K against log tau, over the 2 stable tau)
     """
     head = (
         f"{report.arch}: {report.optimizer}, {report.schedule} step, K = {report.steps}"
@@ -96,7 +130,14 @@ def format_report(report: DriftReport) -> str:
         f"{p.loss_start:>8.3g}→{p.loss_end:<8.3g}"
         for p in report.points
     ]
-    return "\n".join([head, cols, *rows, f"slope_lr = {report.slope_lr:.3f} (log drift at k = K against log tau)"])
+    rows += [f"{d.lr:>10.4g}  diverged at step {d.step}: {d.reason}" for d in report.diverged]
+    stable, diverged = len(report.points), len(report.diverged)
+    if diverged and stable < 2:
+        fit = f"slope_lr: cannot be fitted with fewer than 2 stable tau ({stable} stable, {diverged} diverged)"
+    else:
+        over = f", over the {stable} stable tau" if diverged else ""
+        fit = f"slope_lr = {report.slope_lr:.3f} (log drift at k = K against log tau{over})"
+    return "\n".join([head, cols, *rows, fit])
 
 
 

@@ -74,7 +74,8 @@ def build_mha(
 
 
 def _mha(name: str, summary: str, **kwargs) -> Arch:
-    return Arch(name, summary, lambda options: build_mha(options, **kwargs))
+    # position encoding, norms and biases are fixed per name: every variant reads the same sizes
+    return Arch(name, summary, lambda options: build_mha(options, **kwargs), ("dim", "heads", "head_dim", "seq"))
 
 
 ARCHITECTURES = (

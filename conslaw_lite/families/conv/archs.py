@@ -8,6 +8,7 @@ from conslaw_lite.families.conv.laws import formula
 from conslaw_lite.seeding import seeded
 
 KERNEL = 3
+SIZES = ("dim", "hidden", "out", "seq")  # channels in, hidden, out; the input's length (side)
 
 
 def _build(options: ArchOptions, dims: int, **defaults: int) -> Built:
@@ -45,6 +46,8 @@ def build_conv2d_relu(options: ArchOptions) -> Built:
 
 
 ARCHITECTURES = (
-    Arch("conv-relu", "Conv1d → ReLU → Conv1d: ‖W2[:,c]‖² − ‖W1[c]‖², one law per hidden channel", build_conv_relu),
-    Arch("conv2d-relu", "Conv2d → ReLU → Conv2d: ‖W2[:,c]‖² − ‖W1[c]‖², one law per hidden channel", build_conv2d_relu),
+    Arch("conv-relu", "Conv1d → ReLU → Conv1d: ‖W2[:,c]‖² − ‖W1[c]‖², one law per hidden channel", build_conv_relu,
+         SIZES),
+    Arch("conv2d-relu", "Conv2d → ReLU → Conv2d: ‖W2[:,c]‖² − ‖W1[c]‖², one law per hidden channel", build_conv2d_relu,
+         SIZES),
 )

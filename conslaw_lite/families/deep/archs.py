@@ -7,6 +7,7 @@ from conslaw_lite.families.deep.block import DeepFFN
 from conslaw_lite.families.deep.laws import formula
 from conslaw_lite.seeding import seeded
 
+SIZES = ("dim", "hidden", "out", "depth")
 NOTE = "--depth hidden layers of --hidden units each; the formula is a conjecture (chapter 16), not a theorem"
 
 
@@ -52,11 +53,12 @@ def build_deep_swiglu(options: ArchOptions) -> Built:
 
 
 ARCHITECTURES = (
-    Arch("deep-relu", "L ReLU layers: one law per hidden unit, Σ_l r_l (conjectured complete)", build_deep_relu),
-    Arch("deep-gelu", "L GELU layers: no law (conjectured from counts at every size tried)", build_deep_gelu),
+    Arch("deep-relu", "L ReLU layers: one law per hidden unit, Σ_l r_l (conjectured complete)", build_deep_relu, SIZES),
+    Arch("deep-gelu", "L GELU layers: no law (conjectured from counts at every size tried)", build_deep_gelu, SIZES),
     Arch(
         "deep-swiglu",
         "L SwiGLU layers: ‖B_{l+1}[:,i]‖² + ‖C_{l+1}[:,i]‖² − ‖C_l[i]‖², Σ_l r_l (conjectured)",
         build_deep_swiglu,
+        SIZES,
     ),
 )

@@ -7,6 +7,8 @@ from conslaw_lite.families.ffn.block import FFN, SwiGLU
 from conslaw_lite.families.ffn.laws import formula
 from conslaw_lite.seeding import seeded
 
+SIZES = ("dim", "hidden", "out")  # d, r, m of every feed-forward block
+
 
 def _ffn_arch(activation: str, options: ArchOptions) -> Built:
     o = options.with_defaults(dim=3, hidden=4, out=2)
@@ -47,9 +49,9 @@ def _swiglu_arch(options: ArchOptions) -> Built:
 
 
 ARCHITECTURES = (
-    Arch("ffn-gelu", "A·gelu(Bx): no law", _ffn_gelu),
-    Arch("ffn-silu", "A·silu(Bx): no law", _ffn_silu),
-    Arch("ffn-relu", "A·relu(Bx): ‖A_{:,i}‖² − ‖B_{i,:}‖², r laws", _ffn_relu),
-    Arch("ffn-linear", "A·Bx: AᵀA − BBᵀ, r(r+1)/2 laws (r ≤ min(m, d))", _ffn_linear),
-    Arch("swiglu", "A·(silu(Bx) ⊙ Cx): ‖A_{:,i}‖² − ‖C_{i,:}‖², r laws", _swiglu_arch),
+    Arch("ffn-gelu", "A·gelu(Bx): no law", _ffn_gelu, SIZES),
+    Arch("ffn-silu", "A·silu(Bx): no law", _ffn_silu, SIZES),
+    Arch("ffn-relu", "A·relu(Bx): ‖A_{:,i}‖² − ‖B_{i,:}‖², r laws", _ffn_relu, SIZES),
+    Arch("ffn-linear", "A·Bx: AᵀA − BBᵀ, r(r+1)/2 laws (r ≤ min(m, d))", _ffn_linear, SIZES),
+    Arch("swiglu", "A·(silu(Bx) ⊙ Cx): ‖A_{:,i}‖² − ‖C_{i,:}‖², r laws", _swiglu_arch, SIZES),
 )

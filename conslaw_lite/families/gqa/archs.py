@@ -62,7 +62,7 @@ def build_gqa(
 
 
 def _gqa(name: str, summary: str, **kwargs) -> Arch:
-    return Arch(name, summary, lambda options: build_gqa(options, **kwargs))
+    return Arch(name, summary, lambda options: build_gqa(options, **kwargs), ("dim", "heads", "head_dim", "seq"))
 
 
 ARCHITECTURES = (

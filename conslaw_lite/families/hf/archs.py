@@ -16,6 +16,7 @@ from conslaw_lite.families.hf.exact import countable
 from conslaw_lite.seeding import seeded
 
 QUERIES_PER_GROUP = 2
+ATTENTION_SIZES = ("dim", "heads", "head_dim", "seq")  # one layer's attention: the vocabulary and MLP are not in it
 INSTALL = "transformers is not installed: pip install 'conslaw_lite[hf]'"
 
 
@@ -84,8 +85,11 @@ def _moe(options: ArchOptions) -> Built:
 
 
 ARCHITECTURES = (
-    Arch("qwen3-attention", "Qwen3 attention: GQA, RoPE, QK-norm: k/2 + n_kv·k(k+1)/2", _attention("qwen3", True)),
-    Arch("llama-attention", "Llama attention: GQA, RoPE: n_kv·k/2 + n_kv·k(k+1)/2", _attention("llama", False)),
-    Arch("qwen3-mlp", "Qwen3 MLP (SwiGLU: down, gate, up): r", _mlp),
-    Arch("qwen3-moe", "Qwen3-MoE block (router softmax, top-k, fused SwiGLU experts): n_E·r + d", _moe),
+    Arch("qwen3-attention", "Qwen3 attention: GQA, RoPE, QK-norm: k/2 + n_kv·k(k+1)/2", _attention("qwen3", True),
+         ATTENTION_SIZES),
+    Arch("llama-attention", "Llama attention: GQA, RoPE: n_kv·k/2 + n_kv·k(k+1)/2", _attention("llama", False),
+         ATTENTION_SIZES),
+    Arch("qwen3-mlp", "Qwen3 MLP (SwiGLU: down, gate, up): r", _mlp, ("dim", "hidden", "seq")),
+    Arch("qwen3-moe", "Qwen3-MoE block (router softmax, top-k, fused SwiGLU experts): n_E·r + d", _moe,
+         ("dim", "hidden", "experts", "top_k", "seq")),
 )

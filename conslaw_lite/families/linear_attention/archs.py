@@ -30,5 +30,6 @@ ARCHITECTURES = (
         "linear-attention",
         "attention without softmax: the MHA laws per head and ‖Q_i‖² − ‖V_i‖²",
         build_linear_attention,
+        ("dim", "heads", "head_dim", "seq"),
     ),
 )

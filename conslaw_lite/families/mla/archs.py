@@ -65,7 +65,8 @@ def build_mla(options: ArchOptions, *, latent_norm: bool = False, norm_eps: floa
 
 
 def _mla(name: str, summary: str, **kwargs) -> Arch:
-    return Arch(name, summary, lambda options: build_mla(options, **kwargs))
+    sizes = ("dim", "heads", "head_dim", "hidden", "seq")  # --hidden: the rank of both latents
+    return Arch(name, summary, lambda options: build_mla(options, **kwargs), sizes)
 
 
 ARCHITECTURES = (

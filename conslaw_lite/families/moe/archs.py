@@ -8,6 +8,7 @@ from conslaw_lite.families.moe.laws import formula
 from conslaw_lite.seeding import seeded
 
 TOKENS = 64  # default tokens per input under top-k routing: the experts share them, each needs enough for its count
+ROUTED = ("dim", "hidden", "out", "seq", "experts", "top_k")  # the sizes of a block that --top-k may route
 
 
 def _build(options: ArchOptions, gating: str, top_k: int | None, **defaults: int) -> Built:
@@ -72,15 +73,22 @@ def build_moe_sigmoid(options: ArchOptions) -> Built:
 
 
 ARCHITECTURES = (
-    Arch("moe-softmax", "mixture of SwiGLU experts, dense softmax gating: n_E·r + d laws", build_moe_softmax),
+    Arch(
+        "moe-softmax",
+        "mixture of SwiGLU experts, dense softmax gating: n_E·r + d laws",
+        build_moe_softmax,
+        ("dim", "hidden", "out", "seq", "experts"),  # no --top-k: dense (moe-topk routes)
+    ),
     Arch(
         "moe-topk",
         "mixture of SwiGLU experts, softmax top-k routing: n_E·r + d (k ≥ 2), n_E·r + n_E·d (k = 1)",
         build_moe_topk,
+        ROUTED,
     ),
     Arch(
         "moe-sigmoid",
         "mixture of SwiGLU experts, normalized sigmoid gating: n_E·r laws (no gate law)",
         build_moe_sigmoid,
+        ROUTED,
     ),
 )

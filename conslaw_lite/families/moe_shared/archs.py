@@ -11,6 +11,7 @@ from conslaw_lite.seeding import seeded
 
 TOKENS = 64  # tokens per input: the routed experts share them, each needs enough for its count
 SHARED = 1  # shared experts (no size option: --experts counts the routed ones)
+SIZES = ("dim", "hidden", "out", "seq", "experts", "top_k")
 
 
 def _build(options: ArchOptions, routing_bias: bool) -> Built:
@@ -53,11 +54,15 @@ def build_moe_shared_bias(options: ArchOptions) -> Built:
 
 ARCHITECTURES = (
     Arch(
-        "moe-shared", "DeepSeek-MoE: shared + routed SwiGLU experts, softmax top-k: (n_s + n_r)·r + d", build_moe_shared
+        "moe-shared",
+        "DeepSeek-MoE: shared + routed SwiGLU experts, softmax top-k: (n_s + n_r)·r + d",
+        build_moe_shared,
+        SIZES,
     ),
     Arch(
         "moe-shared-bias",
         "moe-shared with a routing bias (DeepSeek-V3): the same (n_s + n_r)·r + d",
         build_moe_shared_bias,
+        SIZES,
     ),
 )

@@ -20,5 +20,10 @@ def _tiny_transformer(options: ArchOptions) -> Built:
 
 
 ARCHITECTURES = (
-    Arch("tiny-transformer", "embedding, RMSNorm, attention, SwiGLU, head: n·k(k+1) + r + 3d laws", _tiny_transformer),
+    Arch(
+        "tiny-transformer",
+        "embedding, RMSNorm, attention, SwiGLU, head: n·k(k+1) + r + 3d laws",
+        _tiny_transformer,
+        ("dim", "hidden", "out", "heads", "head_dim", "seq"),  # --out is the vocabulary
+    ),
 )

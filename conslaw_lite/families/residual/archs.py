@@ -7,6 +7,8 @@ from conslaw_lite.families.residual.block import ResidualFFN
 from conslaw_lite.families.residual.laws import formula
 from conslaw_lite.seeding import seeded
 
+SIZES = ("dim", "hidden")  # the stream width d is the output's too: no --out
+
 
 def _build(options: ArchOptions, activation: str, bias: bool = False) -> Built:
     o = options.with_defaults(dim=3, hidden=4)
@@ -49,9 +51,17 @@ def build_residual_gelu(options: ArchOptions) -> Built:
 
 
 ARCHITECTURES = (
-    Arch("residual-relu", "x + A·relu(Bx): ‖A_{:,i}‖² − ‖B_{i,:}‖², r laws; the skip adds none", build_residual_relu),
     Arch(
-        "residual-relu-bias", "x + A·relu(Bx + b) + a: ‖A_{:,i}‖² − ‖[B_{i,:}, b_i]‖², r laws", build_residual_relu_bias
+        "residual-relu",
+        "x + A·relu(Bx): ‖A_{:,i}‖² − ‖B_{i,:}‖², r laws; the skip adds none",
+        build_residual_relu,
+        SIZES,
     ),
-    Arch("residual-gelu", "x + A·gelu(Bx): no law, as without the skip", build_residual_gelu),
+    Arch(
+        "residual-relu-bias",
+        "x + A·relu(Bx + b) + a: ‖A_{:,i}‖² − ‖[B_{i,:}, b_i]‖², r laws",
+        build_residual_relu_bias,
+        SIZES,
+    ),
+    Arch("residual-gelu", "x + A·gelu(Bx): no law, as without the skip", build_residual_gelu, SIZES),
 )

@@ -29,5 +29,10 @@ def build_toy(options: ArchOptions) -> Built:
 
 
 ARCHITECTURES = (
-    Arch("toy", "θ_1·θ_2·…·θ_D·x with D = --dim factors (default 2: a·b·x; --dim 3: a·b·c·x): D − 1 laws", build_toy),
+    Arch(
+        "toy",
+        "θ_1·θ_2·…·θ_D·x with D = --dim factors (default 2: a·b·x; --dim 3: a·b·c·x): D − 1 laws",
+        build_toy,
+        ("dim",),
+    ),
 )
