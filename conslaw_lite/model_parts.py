@@ -75,8 +75,8 @@ class Cut:
         return [c for cut in self.instead for c in cut.finest()] if self.held else [self]
 
 
-def cuts(model: nn.Module) -> list[Cut]:
-    """The cuts of ``model`` (module docstring), from the top.
+def cuts(model: nn.Module, under: str = "") -> list[Cut]:
+    """The cuts of ``model`` (module docstring), from the top, or from its module ``under`` (named as in ``model``).
 
     Examples
     ========
@@ -87,8 +87,10 @@ def cuts(model: nn.Module) -> list[Cut]:
     >>> (whole,) = cuts(layer)
     >>> whole.held, [c.label for c in whole.instead]
     (('self_attn',), ['linear1', 'linear2', 'norm1', 'norm2'])
+    >>> [c.members for c in cuts(nn.Sequential(nn.Linear(4, 5), nn.Sequential(nn.Linear(5, 2))), under="1")]
+    [('1',)]
     """
-    return _walk(model, "", [block.path for block in find_blocks(model)])
+    return _walk(model, under, [block.path for block in find_blocks(model)])
 
 
 def _has_params(module: nn.Module, recurse: bool = True) -> bool:
@@ -120,6 +122,28 @@ def _walk(model: nn.Module, name: str, known: list[str]) -> list[Cut]:
         return found
     held = tuple(path for path in known if inside(path, name) and path != name)
     return [Cut((name,), held=held, instead=tuple(found))]
+
+
+def lacks_forward(model: nn.Module, err: BaseException) -> bool:
+    """Whether ``err`` is torch's for ``model`` itself having no forward: ``nn.Module``'s placeholder ran for it, not
+    for a module it calls (a ``LightningModule`` whose ``training_step`` calls ``self.model(x)`` has none).
+
+    Examples
+    ========
+    >>> holder, x = nn.Module(), torch.ones(1, 2)
+    >>> holder.net = nn.Linear(2, 1)
+    >>> try:
+    ...     holder(x)
+    ... except NotImplementedError as err:
+    ...     lacks_forward(holder, err), lacks_forward(holder.net, err)
+    (True, False)
+    """
+    tb = err.__traceback__ if isinstance(err, NotImplementedError) else None
+    while tb is not None:
+        if tb.tb_frame.f_code is nn.Module.forward.__code__ and tb.tb_frame.f_locals.get("self") is model:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def layers(model: nn.Module, cut: Cut) -> str:

@@ -20,6 +20,18 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from conslaw_lite.config import evaluating
+from conslaw_lite.model_parts import lacks_forward
+
+
+def _children_on(model: nn.Module, x: torch.Tensor) -> None:
+    """A model with no forward of its own (a ``LightningModule``): each child called on ``x``, so that the reads of
+    those that take it are seen. One that takes other inputs (a decoder's) is passed over here:
+    :func:`conslaw_lite.own_laws.own_laws` names it, and raises when no child takes ``x``."""
+    for child in model.children():
+        try:
+            child(x)
+        except Exception:  # noqa: BLE001 - a child that takes other inputs: no read of it is seen on x
+            continue
 
 
 def _inside(name: str, path: str) -> bool:
@@ -110,5 +122,10 @@ def read_outside(model: nn.Module, paths: Sequence[str], x: torch.Tensor | None 
             owner.setdefault(id(p), (path, f"{path}.{name}" if path else name))
     active: list[str] = []
     with evaluating(model), _running(model, paths, active), _Reads(owner, active) as reads, torch.no_grad():
-        model(x)  # eval mode: no dropout, no running statistics updated
+        try:
+            model(x)  # eval mode: no dropout, no running statistics updated
+        except NotImplementedError as err:
+            if not lacks_forward(model, err):
+                raise
+            _children_on(model, x)
     return why | {path: text for path, text in reads.found.items() if path not in why}

@@ -34,8 +34,11 @@ input: ``|⟨∇h, ∇_P⟨a, f⟩⟩| ≤ MODEL_TOL ‖∇h‖ ‖∇_P⟨a, f�
 on the part's coordinates P. A part whose laws fail is reported and none of its laws are watched.
 
 **Inputs.** One forward of the model on the example input (in eval mode: no running statistic moves)
-records each part's input. A part is searched on standard-normal inputs of that shape, over every
-scale (:func:`~conslaw_lite.counting.count_laws`' draws), or, on token ids, on every id of its first
+records each part's input. A model with no forward of its own (a ``LightningModule`` whose ``training_step``
+calls ``self.model(x)``) is not called: each child that takes the example input is, and searched as above; its
+laws are laws of training as long as ``training_step`` reads its parameters only by calling it.
+A part is searched on standard-normal inputs of that shape, over every scale
+(:func:`~conslaw_lite.counting.count_laws`' draws), or, on token ids, on every id of its first
 ``nn.Embedding`` (:func:`~conslaw_lite.user_inputs.token_inputs`). Only a conclusive search's laws,
 each of which passed :func:`~conslaw_lite.counting.check_laws`, are watched; laws that are no quadratic
 polynomial are counted, not found, and the report says how many.
@@ -58,7 +61,7 @@ from conslaw_lite.counting.check import cosine_residuals
 from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import Law
-from conslaw_lite.model_parts import Cut, cuts, layers, part_module
+from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module
 from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.user_inputs import inputs_needed, token_inputs
 
@@ -113,6 +116,7 @@ class OwnLaws:
     parts: tuple[Part, ...]
     seconds: float
     searched: bool  # False when no input was given: the parts are listed, not searched
+    note: str = ""  # for a model with no forward of its own: which of its children were searched
 
     @property
     def laws(self) -> dict[str, Law]:
@@ -126,7 +130,7 @@ class OwnLaws:
     def __str__(self) -> str:
         parts = f"{len(self.parts)} part{'' if len(self.parts) == 1 else 's'} outside the registered blocks"
         head = f"searched {parts} for their laws, in {self.seconds:.1f} s" if self.searched else parts
-        lines = [f"{head}:", *(f"  {part}" for part in self.parts)]
+        lines = [*([self.note] if self.note else []), f"{head}:", *(f"  {part}" for part in self.parts)]
         if self.searched and len(self.parts) > 1:
             lines.append("  (each part alone: laws that couple two parts, or a part and a block, are not searched)")
         return "\n".join(lines)
@@ -153,6 +157,20 @@ def own_laws(
     `1` (Linear, 2 parameters): not searched: no input_shape or inputs given
     >>> print(own_laws(model, input_shape=(1,)).parts[0])
     `1` (Linear, 2 parameters): no laws (N = 0: none exist)
+
+    A module with no forward of its own (a ``LightningModule`` whose ``training_step`` calls ``self.net(x)``): the
+    laws of its children that take the input.
+
+    >>> class Lit(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.net = nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 1))
+    >>> own = own_laws(Lit(), input_shape=(3,))
+    >>> print(own.note)
+    `Lit` has no forward of its own: searched its child `net`, which takes inputs of shape (3,) (its laws are \
+laws of training as long as the training step reads its parameters only by calling it)
+    >>> print(own.parts[0])
+    `net` (Linear-ReLU-Linear, 11 parameters): 2 quadratic laws found; N = 2: the list is complete
     """
     start = time.perf_counter()
     top = cuts(model)
@@ -163,11 +181,19 @@ def own_laws(
     if all(c.own for c in finest):  # nothing outside the registered blocks but their modules' own parameters
         return OwnLaws(tuple(_own_parameters(model, c) for c in finest), 0.0, searched=True)
     example = example_inputs(model, input_shape, inputs)
-    recorded = _record(model, example)
-    found = sorted((p for cut in top for p in _search(model, cut, recorded, example, seed)), key=lambda p: p.cut.own)
-    alone = [p for p in found if not p.cut.held]  # a part with blocks held was checked when it was searched
-    checked = dict(zip(map(id, alone), _on_the_model(model, alone, example, seed)))
-    return OwnLaws(tuple(checked.get(id(p), p) for p in found), time.perf_counter() - start, True)
+    try:
+        entries, skipped, note = {"": (model, _record(model, example))}, [], ""
+    except NotImplementedError:  # the model's own forward is missing (_record turns any other error into ValueError)
+        entries, skipped, note = _children_taking(model, example)
+    parts = []
+    for entry, (host, recorded) in entries.items():  # host: the entry, named as in the model (the model for "")
+        below = cuts(model, entry) if entry else top
+        searched = [p for cut in below for p in _search(host, cut, recorded, example, seed)]
+        searched.sort(key=lambda p: p.cut.own)
+        alone = [p for p in searched if not p.cut.held]  # a part with blocks held was checked when it was searched
+        checked = dict(zip(map(id, alone), _on_the_model(host, alone, example, seed)))
+        parts += [checked.get(id(p), p) for p in searched]
+    return OwnLaws(tuple(parts + skipped), time.perf_counter() - start, True, note)
 
 
 def uncovered(model: nn.Module) -> list[str]:
@@ -232,8 +258,11 @@ def example_inputs(model: nn.Module, input_shape: tuple[int, ...] | None, inputs
     return torch.randn(2, *shape, dtype=dtype, device=param.device)
 
 
-def _record(model: nn.Module, x: torch.Tensor) -> dict[str, _Call]:
-    """Each module's calls in one forward on ``x`` (eval mode, no gradient) and the arguments of its first call."""
+def _record(model: nn.Module, x: torch.Tensor, what: str = "the model") -> dict[str, _Call]:
+    """Each module's calls in one forward on ``x`` (eval mode, no gradient) and the arguments of its first call.
+
+    A model that fails on ``x`` is bad input (``ValueError``, naming it as ``what``), except one that has no forward
+    of its own: torch's ``NotImplementedError``, for the caller to search its children instead."""
     each = {id(m): _Call() for m in model.modules()}  # a module used in two places is one module, called twice
     calls = {name: each[id(m)] for name, m in model.named_modules(remove_duplicate=False)}
 
@@ -250,14 +279,47 @@ def _record(model: nn.Module, x: torch.Tensor) -> dict[str, _Call]:
         with evaluating(model), torch.no_grad():
             model(x)
     except Exception as err:  # the user's model: its error is bad input, named with the shape that caused it
+        if lacks_forward(model, err):
+            raise
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         batch = " (the first dimension of inputs= counts the inputs)" if x.dim() == 1 else ""
         failed = f"{type(err).__name__}: {first_line}"
-        raise ValueError(f"the model fails on inputs of shape {tuple(x.shape[1:])}{batch} ({failed})") from err
+        raise ValueError(f"{what} fails on inputs of shape {tuple(x.shape[1:])}{batch} ({failed})") from err
     finally:
         for handle in handles:
             handle.remove()
     return calls
+
+
+def _children_taking(model: nn.Module, x: torch.Tensor) -> tuple[dict[str, tuple[nn.Module, dict]], list[Part], str]:
+    """For a model with no forward of its own: each child with parameters that takes ``x`` (as a module named as in
+    the model, and its calls on ``x``), the others as parts not searched, and the note that says so; a
+    ``ValueError`` when no child takes ``x``."""
+    entries, skipped, why = {}, [], []
+    for name, child in model.named_children():
+        if not any(True for _ in child.parameters()):
+            continue
+        host = part_module(model, Cut((name,)))
+        try:
+            entries[name] = (host, _record(host, x, "it"))
+        except ValueError as err:  # a child that takes other inputs (a decoder's), or has no forward either
+            skipped.append(_unsearched(model, Cut((name,)), f"not searched: {err}"))
+            why.append(f"`{name}`: {err}")
+    kind, shape = type(model).__name__, tuple(x.shape[1:])
+    if not entries:
+        children = "; ".join(why) if why else "it has no child with parameters"
+        raise ValueError(
+            f"`{kind}` has no forward of its own, and no child of it takes inputs of shape {shape}, so no laws can be "
+            f"found for it: {children}"
+        )
+    names = ", ".join(f"`{name}`" for name in entries)
+    one = len(entries) == 1
+    child, takes, its, it = ("child", "takes", "its", "it") if one else ("children", "take", "their", "them")
+    note = (
+        f"`{kind}` has no forward of its own: searched its {child} {names}, which {takes} inputs of shape {shape} "
+        f"({its} laws are laws of training as long as the training step reads {its} parameters only by calling {it})"
+    )
+    return entries, skipped, note
 
 
 # ---------------------------------------------------------------- searching one part

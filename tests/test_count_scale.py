@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import re
 import time
 
@@ -10,6 +13,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.counting import TooLarge, count_laws
+from conslaw_lite.counting import progress as progress_module
 from conslaw_lite.counting.budget import available_memory, check_fits, estimate, resolve_device
 from conslaw_lite.counting.lie_rank import lie_rank
 from conslaw_lite.counting.progress import Progress
@@ -74,7 +78,7 @@ def test_no_progress_bar_when_not_asked(capfd) -> None:
 
 
 def test_the_progress_bar_follows_the_rank() -> None:
-    bar = Progress(42, estimate(42, 100, True, torch.device("cpu")), enabled=True)
+    bar = Progress(42, estimate(42, 100, True, torch.device("cpu")), enabled=True, delay=0)
     report = bar.point(1, n_out=500)
     report(1, 0, "LU of the 42 gradients")
     assert bar.bar.n == 0 and bar.bar.postfix == "outputs=500, stage=LU of the 42 gradients"
@@ -83,6 +87,47 @@ def test_the_progress_bar_follows_the_rank() -> None:
     assert bar.bar.n == 36 and bar.bar.total == 42
     assert bar.bar.postfix == "depth=2, outputs=500, rank=36" and bar.bar.desc.startswith("count_laws θ2 (est. ")
     bar.close()
+
+
+def _slow_first_theta(monkeypatch: pytest.MonkeyPatch, then: BaseException | None = None) -> None:
+    """The rank at the first θ takes 0.3 s, past a bar delay of 0.2 s (``then``: raised after it); the rest is quick."""
+    count_module = importlib.import_module("conslaw_lite.counting.count")
+    calls = []
+
+    def slow_first(*args, **kwargs):
+        if not calls:
+            time.sleep(0.3)
+        calls.append(1)
+        rank = lie_rank(*args, **kwargs)
+        if then is not None:
+            raise then
+        return rank
+
+    monkeypatch.setattr(count_module, "lie_rank", slow_first)
+    monkeypatch.setattr(progress_module, "DELAY", 0.2)
+
+
+def test_a_count_shorter_than_the_delay_prints_no_bar() -> None:
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        count_laws(ToyProduct(a=1.0, b=2.0), (1,), progress=True)
+    assert err.getvalue() == ""
+
+
+def test_the_bar_ends_its_line_in_a_log_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stderr a file, not a terminal: what is printed after the count starts a line of its own (the bar was shown
+    in the first θ, and the count ended within the delay of the second θ's reset)."""
+    _slow_first_theta(monkeypatch)
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        count_laws(ToyProduct(a=1.0, b=2.0), (1,), progress=True)
+    assert not err.isatty() and "count_laws θ2" in err.getvalue()
+    assert err.getvalue().endswith("\n")
+
+
+def test_an_interrupted_count_ends_the_bar_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    _slow_first_theta(monkeypatch, then=KeyboardInterrupt())
+    with contextlib.redirect_stderr(io.StringIO()) as err, pytest.raises(KeyboardInterrupt):
+        count_laws(ToyProduct(a=1.0, b=2.0), (1,), progress=True)
+    assert "count_laws θ1" in err.getvalue() and err.getvalue().endswith("\n")
 
 
 def test_without_the_stack_the_rank_and_the_evidence_are_the_residuals() -> None:

@@ -280,6 +280,43 @@ def test_the_lightning_callback_finds_the_laws_of_a_module_outside_the_registry(
     assert 0 < float(trainer.logged_metrics["epsilon/found"]) < 1e-3
 
 
+@pytest.mark.slow
+def test_the_lightning_callback_searches_the_child_of_a_module_without_forward(tmp_path, capsys) -> None:
+    """The common style: ``training_step`` calls ``self.model(x)`` and the module has no forward: the laws of
+    ``self.model`` (the child that takes the input shape), said once; no child that takes it is a clear error."""
+    pl = pytest.importorskip("pytorch_lightning", reason="pytorch-lightning is not installed")
+    from conslaw_lite.families.hf.lightning import ConservationLightningCallback
+
+    class Regression(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).double()
+
+        def training_step(self, batch, _):
+            return (self.model(batch) ** 2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def fit(callback):
+        trainer = pl.Trainer(
+            max_steps=4, accelerator="cpu", logger=pl.loggers.CSVLogger(tmp_path), callbacks=[callback],
+            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        )  # fmt: skip
+        trainer.fit(Regression(), torch.utils.data.DataLoader(torch.randn(16, 3, dtype=torch.float64), batch_size=4))
+        return trainer
+
+    torch.manual_seed(0)
+    callback = ConservationLightningCallback(input_shape=(3,))
+    trainer = fit(callback)
+    assert [g.key for g in callback.monitor.groups] == ["found"] and len(callback.monitor.own.laws) == 1
+    assert 0 < float(trainer.logged_metrics["epsilon/found"]) < 1e-3
+    said = "`Regression` has no forward of its own: searched its child `model`, which takes inputs of shape (3,)"
+    assert capsys.readouterr().out.count(said) == 1
+    with pytest.raises(ValueError, match=r"no child of it takes inputs of shape \(5,\).*`model`: it fails on inputs"):
+        fit(ConservationLightningCallback(input_shape=(5,)))
+
+
 def test_monitor_takes_a_transformers_model() -> None:
     model = tiny_model("qwen3_moe", ArchOptions(dim=8, heads=1))
     groups = [g.key for g in Monitor(model).groups]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import pytest
@@ -10,7 +11,7 @@ from torch import nn
 from torch.func import functional_call
 
 from conslaw_lite import check_laws, count_laws
-from conslaw_lite.counting.module_checks import check_countable, check_dtypes, mode_dependent_layers
+from conslaw_lite.counting.module_checks import UnreadRows, check_countable, check_dtypes, mode_dependent_layers
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.find_laws import find_laws
 from conslaw_lite.monitor import Monitor
@@ -256,6 +257,17 @@ def test_token_ids_that_leave_embedding_rows_unread_are_warned_of() -> None:
         warnings.simplefilter("error")
         full = count_laws(net, inputs=torch.arange(64).reshape(16, 4) % 6)
     assert count.num_laws == full.num_laws + 2 * 3
+
+
+def test_the_unread_rows_warning_points_at_the_callers_line() -> None:
+    """Not at a line of conslaw_lite: the warning's location is the user's call of count_laws."""
+    net = nn.Sequential(nn.Embedding(6, 3), nn.Linear(3, 4, bias=False)).double()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1
+        count_laws(net, inputs=torch.arange(64).reshape(16, 4) % 4)
+    (unread,) = [w for w in caught if issubclass(w.category, UnreadRows)]
+    assert (unread.filename, unread.lineno) == (__file__, line)
 
 
 class PythonBranch(nn.Module):

@@ -304,3 +304,44 @@ def test_a_frozen_layer_is_not_searched_nor_counted_in_the_part() -> None:
     model[0].weight.requires_grad_(False)
     (part,) = own_laws(model, input_shape=(4,)).parts
     assert part.num_params == 6 + 18 + 3 and part.outcome == "no laws (N = 0: none exist)"
+
+
+class _NoForward(nn.Module):
+    """A LightningModule's usual shape, without Lightning: children, no forward (its training step calls them)."""
+
+    def __init__(self, *children: tuple[str, nn.Module]) -> None:
+        super().__init__()
+        for name, child in children:
+            self.add_module(name, child)
+
+
+def test_a_module_without_forward_gets_the_laws_of_its_children_that_take_the_input() -> None:
+    """The encoder takes (4,): its 6 unit laws, named as in the module; the decoder takes the encoder's output: listed,
+    not searched; the loss module, without parameters, is not a part."""
+    holder = _NoForward(("encoder", mlp(bias=False)), ("decoder", nn.Linear(3, 4).double()), ("loss", nn.MSELoss()))
+    own = own_laws(holder, input_shape=(4,))
+    assert own.note.startswith("`_NoForward` has no forward of its own: searched its child `encoder`, which takes")
+    assert str(own).startswith(own.note + "\n")
+    encoder, decoder = own.parts
+    assert encoder.path == "encoder" and encoder.outcome.startswith("6 quadratic laws found")
+    assert all(key.startswith("encoder:") for key in encoder.laws)
+    assert decoder.path == "decoder" and decoder.outcome.startswith("not searched: it fails on inputs of shape (4,)")
+    params = {name: p.detach() for name, p in holder.named_parameters()}
+    assert all(torch.isfinite(law(params)).all() for law in encoder.laws.values())  # they read the holder's θ by name
+
+
+def test_a_module_without_forward_none_of_whose_children_takes_the_input_is_a_clear_error() -> None:
+    holder = _NoForward(("model", mlp(bias=False)))
+    with pytest.raises(ValueError, match=r"`_NoForward` has no forward of its own, and no child of it takes inputs of "
+                                         r"shape \(5,\).*`model`: it fails on inputs of shape \(5,\)"):  # fmt: skip
+        own_laws(holder, input_shape=(5,))
+
+
+def test_a_monitor_on_a_module_without_forward_with_a_registered_block_and_an_input_shape() -> None:
+    """The reads outside the SwiGLU are looked for in the child that takes the input, not in the holder's call."""
+    torch.manual_seed(0)
+    holder = _NoForward(("model", nn.Sequential(SwiGLU(4, 3, 4), nn.Linear(4, 3, bias=False), nn.ReLU(),
+                                                nn.Linear(3, 2, bias=False)).double()))  # fmt: skip
+    monitor = Monitor(holder, input_shape=(4,))
+    assert {"swiglu", "found"} <= {g.key for g in monitor.groups}
+    assert monitor.own.note and [part.path for part in monitor.own.parts] == ["model.1-3"]

@@ -1,12 +1,15 @@
 """A progress bar for a long count: at each θ, the rank of Lie(W)(θ) found so far, the bracket depth, the outputs.
 
 Shown on stderr when it is a terminal (or with ``progress=True``), and only for a count that runs
-longer than ``DELAY`` seconds; silent in tests, doctests and pipes unless asked for.
+longer than ``DELAY`` seconds; silent in tests, doctests and pipes unless asked for. Once shown, its line is
+ended when the count ends, however it ends (a result, an error, Ctrl-C), so what is printed next starts a line
+of its own in a log file or a pipe too.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 from tqdm.auto import tqdm
 
@@ -31,34 +34,60 @@ class Progress:
     """One bar, reset at each θ: rank found so far out of D, with the depth and the outputs in its postfix (or
     the stage of a count through the complement before its first rank: ``gradients 4,096/20,000``, ``LU``).
 
+    The bar opens at the first report ``delay`` seconds (default ``DELAY``) after the start, not by tqdm's own
+    ``delay``: ``tqdm.reset`` draws the bar at once, delay or not, and counts the delay again from the reset, so
+    a bar closed within ``delay`` of its last reset was left on the screen without the newline that ends it.
+
     Examples
     ========
     >>> from conslaw_lite.counting.budget import Estimate
-    >>> bar = Progress(10, Estimate(1e6, 0.1, {}), enabled=True)  # shown after DELAY seconds only
+    >>> bar = Progress(10, Estimate(1e6, 0.1, {}), enabled=True, delay=0)
     >>> report = bar.point(0, n_out=40)
     >>> report(1, 6); report(2, 9); bar.bar.n, bar.bar.desc
-    (9, 'count_laws θ1 (est. 1 MB, 0 s): ')
+    (9, 'count_laws θ1 (est. 1 MB, 0 s)')
     >>> bar.close()
     """
 
-    def __init__(self, D: int, need: Estimate, enabled: bool) -> None:
-        self.D, self.need = D, need.short()
-        self.bar = tqdm(total=D, disable=not enabled, delay=DELAY, unit="dir", desc="count_laws", file=sys.stderr)
+    def __init__(self, D: int, need: Estimate, enabled: bool, delay: float | None = None) -> None:
+        self.D, self.need, self.desc = D, need.short(), "count_laws"
+        wait = DELAY if delay is None else delay
+        self.opens_at = time.monotonic() + wait if enabled else float("inf")
+        self.bar: tqdm | None = None  # opened by the first report after the delay
 
     def point(self, k: int, n_out: int) -> Report:
         """The report for the rank at θ number ``k`` (``n_out`` outputs there)."""
-        self.bar.set_description(f"count_laws θ{k + 1} (est. {self.need})", refresh=False)
-        self.bar.set_postfix(outputs=n_out, refresh=False)
-        self.bar.reset(total=self.D)
+        self.desc = f"count_laws θ{k + 1} (est. {self.need})"
+        if self.bar is not None:
+            self.bar.set_description(self.desc, refresh=False)
+            self.bar.set_postfix(outputs=n_out, refresh=False)
+            self.bar.reset(total=self.D)
 
         def report(depth: int, rank: int, stage: str = "") -> None:
-            if stage:  # the complement's gradients and LU, before any rank is known
-                self.bar.set_postfix(outputs=n_out, stage=stage)
+            bar = self.opened()
+            if bar is None:
                 return
-            self.bar.update(rank - self.bar.n)
-            self.bar.set_postfix(outputs=n_out, depth=depth, rank=rank, refresh=False)
+            if stage:  # the complement's gradients and LU, before any rank is known
+                bar.set_postfix(outputs=n_out, stage=stage)
+                return
+            bar.update(rank - bar.n)
+            bar.set_postfix(outputs=n_out, depth=depth, rank=rank, refresh=False)
 
         return report
 
+    def opened(self) -> tqdm | None:
+        """The bar, opened now if the delay has passed; ``None`` before (or when not enabled).
+
+        Examples
+        ========
+        >>> from conslaw_lite.counting.budget import Estimate
+        >>> Progress(10, Estimate(1e6, 0.1, {}), enabled=False).opened() is None
+        True
+        """
+        if self.bar is None and time.monotonic() >= self.opens_at:
+            self.bar = tqdm(total=self.D, unit="dir", desc=self.desc, file=sys.stderr)
+        return self.bar
+
     def close(self) -> None:
-        self.bar.close()
+        """End the bar's line (when it was shown): a count calls this however it ends."""
+        if self.bar is not None:
+            self.bar.close()
