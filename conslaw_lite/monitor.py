@@ -54,7 +54,7 @@ from torch import nn
 
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
-from conslaw_lite.law_stacks import Source, stack_sources
+from conslaw_lite.law_stacks import Recorder, Source, stack_sources
 from conslaw_lite.laws import Group, Law, find_blocks, groups
 from conslaw_lite.outside_reads import read_outside
 from conslaw_lite.own_laws import OwnLaws, example_inputs, missing_input_message, own_laws, uncovered
@@ -69,6 +69,9 @@ from conslaw_lite.watch_conditions import (
 )
 
 FOUND = Group("found", "law")  # the group of laws given to the Monitor
+# A law whose ‖h_i(θ₀)‖ is at most this times ‖θ_S‖² (S: the tensors its source reads; a law is quadratic in them)
+# starts at 0 to round-off, which is about 10⁻¹⁶ of that.
+ZERO_LAW = 1e-12
 
 
 def _sources(model: nn.Module, laws: dict[str, Law]) -> list[Source]:
@@ -101,7 +104,11 @@ class _Laws:
 
     @classmethod
     def start(cls, sources: list[Source], params: Mapping[str, torch.Tensor]) -> _Laws:
-        values = [fn(params).reshape(len(at), -1) for fn, at in sources]  # (laws of the source, entries per law)
+        values, scales = [], []
+        for fn, at in sources:
+            read = Recorder(params)
+            values.append(fn(read).reshape(len(at), -1))  # (laws of the source, entries per law)
+            scales.append(np.full(len(at), sum(float(params[key].square().sum()) for key in read.order)))
         law = np.concatenate([at for _, at in sources])  # the law of each segment
         sizes = np.concatenate([np.full(len(at), v.shape[1]) for (_, at), v in zip(sources, values, strict=True)])
         if not (sizes > 0).all() or not np.array_equal(np.sort(law), np.arange(len(law))):
@@ -109,8 +116,10 @@ class _Laws:
         starts, order = np.cumsum(sizes) - sizes, np.argsort(law)
         h0 = torch.cat([v.reshape(-1) for v in values]).cpu().numpy()
         norm0 = np.sqrt(np.add.reduceat(h0 * h0, starts)[order])
-        # A law that starts at 0 (a key bias initialised to zero) has no relative drift: NaN, left out of ε.
-        return cls(h0, starts, order, np.where(norm0 > 0, norm0, np.nan))
+        # A law that starts at 0 (a key bias initialised to zero, a unit balanced at the start) has no relative drift:
+        # NaN, left out of ε. Round-off of a balanced start is not a scale to divide by (ε was 10¹⁴).
+        zero = norm0 <= ZERO_LAW * np.concatenate(scales)[order]
+        return cls(h0, starts, order, np.where(zero, np.nan, norm0))
 
     def drift(self, h: np.ndarray) -> np.ndarray:
         """``‖h_i(θ_r) − h_i(θ₀)‖`` for each record r (the rows of ``h``, shape (R, E)) and law i: shape (R, N)."""

@@ -265,3 +265,28 @@ def test_an_optimizer_inside_a_wrapper_is_judged_by_what_it_wraps() -> None:
     sgd = torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1)
     assert optimizer_breaks_laws(Wrapper(sgd)) == []
     assert "Adam rescales" in optimizer_breaks_laws(Wrapper(torch.optim.Adam(sgd.param_groups[0]["params"])))[0]
+
+
+def test_a_law_that_starts_at_0_is_named_and_followed_by_its_absolute_drift(capsys: pytest.CaptureFixture) -> None:
+    """A ReLU MLP with every unit balanced at the start (‖w_i‖² = v_i²): its unit laws start at 0, so they have no
+    relative drift (ε NaN), but ‖h(θ_k) − h(θ₀)‖ is recorded, and it is second order in the step (a law)."""
+    gen = torch.Generator().manual_seed(0)
+    x, y, W = (torch.randn(*shape, generator=gen, dtype=torch.float64) for shape in ((16, 2), (16, 1), (3, 2)))
+    units = {"‖w_i‖²−v_i²": lambda p: p["0.weight"].square().sum(1) - p["2.weight"].square().sum(0)}
+    drifts = []
+    for lr in (2e-4, 1e-4):  # θ barely moves: the drift's τ² shows at the same k
+        model = nn.Sequential(nn.Linear(2, 3, bias=False), nn.ReLU(), nn.Linear(3, 1, bias=False)).double()
+        with torch.no_grad():
+            model[0].weight.copy_(W)
+            model[2].weight.copy_(W.norm(dim=1)[None] * torch.tensor([[1.0, -1.0, 1.0]], dtype=torch.float64))
+        monitor = Monitor(model, laws=units)
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        monitor.attach(opt)
+        for _ in range(20):
+            opt.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+        assert np.isnan(monitor.epsilon("found")).all() and np.isnan(monitor.last_epsilon()["found"])
+        drifts.append(monitor.absolute_drift("found")[-1, 0])
+    assert capsys.readouterr().out.count("Monitor: 1 law starts at 0") == 2
+    assert drifts[1] > 0 and 3.5 < drifts[0] / drifts[1] < 4.5  # τ² at the same k: conserved by the flow
