@@ -180,6 +180,39 @@ def test_an_option_the_laws_do_not_cover_is_left_out_by_name(config, option) -> 
             countable(model.model.layers[0].self_attn)
 
 
+def test_a_subclass_that_computes_otherwise_or_a_hooked_layer_is_left_out_by_name() -> None:
+    """A user's LlamaAttention with an RMSNorm over all of q and k (OLMo-2 style): Llama's laws moved at first order
+    in it, so neither a redefined forward nor hooks on its projections may keep them; a subclass that only builds
+    the layer differently keeps them."""
+    from transformers.models.llama.modeling_llama import LlamaAttention
+
+    class Normed(LlamaAttention):
+        def __init__(self, config, layer_idx):
+            super().__init__(config, layer_idx)
+            self.qn, self.kn = nn.RMSNorm(self.q_proj.out_features), nn.RMSNorm(self.k_proj.out_features)
+
+    class Redefined(Normed):
+        def forward(self, hidden_states, *args, **kwargs):
+            return super().forward(hidden_states, *args, **kwargs)
+
+    def kinds(make) -> set[str]:
+        model = tiny_model("llama", ArchOptions(dim=8, heads=2, head_dim=4))
+        model.model.layers[0].self_attn = make(model.config)
+        return {q.block for q in quantities(model)}
+
+    assert "gqa-rope" in kinds(lambda config: Normed(config, 0))  # the same forward, no hook: Llama's attention
+
+    def hooked(config):
+        attn = Normed(config, 0)
+        attn.q_proj.register_forward_hook(lambda m, i, o: attn.qn(o))
+        return attn
+
+    with pytest.warns(UserWarning, match=r"Normed at model.layers.0.self_attn has a forward hook on q_proj .*left out"):
+        assert "gqa-rope" not in kinds(hooked)
+    with pytest.warns(UserWarning, match="Redefined, derived from LlamaAttention, redefines forward"):
+        assert "gqa-rope" not in kinds(lambda config: Redefined(config, 0))
+
+
 @pytest.mark.slow
 def test_import_conslaw_lite_does_not_import_transformers() -> None:
     code = (
