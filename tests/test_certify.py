@@ -152,7 +152,7 @@ def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> N
         (("--module", "{dir}/mine.py:relu_net", "--vocab", "4", "--input-shape", "4"), "--input-dtype long"),
         (("toy", "--vocab", "4"), "are for --module"),
         ((), "give an architecture name"),
-        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "2", "2"), "commas between sizes: 3,4"),
+        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "2", "2"), "commas between sizes: 2,2"),
         (("swiglu", "--heads", "7", "--seq", "9"), "error: swiglu takes no --heads, --seq (its size options: --dim, "
                                                     "--hidden, --out)\n"),
         (("toy", "--dim", "3", "--depth", "2"), "toy takes no --depth (its size options: --dim)"),

@@ -642,3 +642,16 @@ def test_a_law_that_reads_a_frozen_parameter_is_named_as_such() -> None:
     name = next(n for n, p in net.named_parameters() if p is first)
     with pytest.raises(ValueError, match=f"'{name}' is frozen \\(requires_grad=False\\)"):
         check_laws(net, {"a": lambda p: p[name].sum()}, (3,))
+
+
+def test_a_model_of_two_inputs_is_told_how_to_be_counted() -> None:
+    class TwoInputs(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(3, 1)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return self.lin(x) + self.lin(y)
+
+    with pytest.raises(ValueError, match=r"argument: 'y'\); .* a module whose forward takes one tensor"):
+        count_laws(TwoInputs(), (3,))

@@ -109,8 +109,9 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         return _print_archs(args.json)
     if args.arch is not None and args.module is not None:
-        hint = "; --input-shape takes one argument, commas between sizes: 3,4" if args.arch.isdigit() else ""
-        raise ValueError(f"give either an architecture name or --module FILE.py:FACTORY, not both{hint}")
+        if args.arch.isdigit():  # `--input-shape 3 4`: the second size was taken for an architecture name
+            raise ValueError(f"--input-shape takes one argument, commas between sizes: {args.input_shape},{args.arch}")
+        raise ValueError("give either an architecture name or --module FILE.py:FACTORY, not both")
     if args.arch is None and args.module is None:
         raise ValueError("give an architecture name (certify --list names them) or --module FILE.py:FACTORY")
     options = size_options(args, seed=args.seed)

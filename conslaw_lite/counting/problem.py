@@ -248,7 +248,13 @@ def checked_outputs(problem: Problem, theta: torch.Tensor, inputs: torch.Tensor,
     except (RuntimeError, ValueError, IndexError, TypeError) as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         failed = f"{type(err).__name__}: {first_line}"
-        raise ValueError(f"the model fails on inputs of shape {tuple(inputs.shape[1:])} ({failed})") from err
+        hint = ""
+        if isinstance(err, TypeError) and "required positional argument" in first_line:
+            hint = (
+                "; the counter calls the model on one batch of inputs: wrap a model of several inputs in a module "
+                "whose forward takes one tensor and splits it"
+            )
+        raise ValueError(f"the model fails on inputs of shape {tuple(inputs.shape[1:])} ({failed}){hint}") from err
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"the model must return a tensor (or tensors in a tuple, list, dict), got {type(out).__name__}")
     if not out.is_floating_point():
