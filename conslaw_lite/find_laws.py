@@ -24,15 +24,17 @@ tensors of one module: ``Q.weight`` with ``Q.bias``), and within them a few slic
 they share: ‖A_{:,i}‖² − ‖C_{i,:}‖² (hidden unit i), Q_iᵀQ_i − K_iᵀK_i (head i), Σ_e W_e. So the
 search runs over each layer and pair of layers of at most ``MAX_BLOCK`` = 64 coordinates whole,
 over the *unit slices* of larger pairs (unit i's row before and column after it, up to
-``MAX_SLICE`` = 96 coordinates), over the linear laws of each larger layer whole (Σ_i b[i] of a ``Linear``
-that a LayerNorm centres: one unknown per coordinate), then over pairs of slices (per-head matrix laws: one pair
+``MAX_SLICE`` = 96 coordinates) and of a layer with the layers reading its output (a pre-norm block's
+γ_i² + β_i² − ‖W_q[:, i]‖² − ‖W_k[:, i]‖² − ‖W_v[:, i]‖²: :mod:`conslaw_lite.dataflow`), over the linear laws of
+all of θ up to 4,096 coordinates (Σ_i b[i] of a ``Linear`` that a LayerNorm centres, Σ(o.bias − fc2.bias) whose sum
+one reads: one unknown per coordinate), then over pairs of slices (per-head matrix laws: one pair
 solved per axis, its laws moved to the others), the last three only until the laws found reach the count
 (:mod:`conslaw_lite.law_blocks`); and over the whole of θ only when all that finds fewer laws than
 :func:`~conslaw_lite.counting.count_laws` counts and D is small.
 
 Limits: D ≤ ``MAX_PARAMS`` = 8,192 parameters (an 8-16-4 MLP with biases, D = 212: 16 laws; a
 32-64-16 ReLU MLP, D = 3,072: 64 laws, most of the time in the count); a slice of more than 96
-coordinates is left out (the result says how many were); laws coupling three layers or more, or
+coordinates is left out (the result says how many were); other laws coupling three layers or more, or
 more than two slices, are found only when D ≤ ``MAX_FULL`` = 64. A law that is no polynomial of
 degree ≤ 2 is never found: the comparison with the count says how many such laws there are.
 Chapter 2's example: ``f(x) = (a·b + c)·x`` keeps a² − b² and (a + b)·e^(−c); only the first is found.
@@ -57,7 +59,8 @@ from dataclasses import dataclass, field
 import torch
 
 from conslaw_lite.counting import RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
-from conslaw_lite.counting.problem import Problem, problem_of
+from conslaw_lite.counting.problem import Problem, problem_of, sample_inputs
+from conslaw_lite.dataflow import fan_outs
 from conslaw_lite.exact_linalg import rational
 from conslaw_lite.law_basis import reduced_basis
 from conslaw_lite.law_blocks import (
@@ -65,6 +68,7 @@ from conslaw_lite.law_blocks import (
     PAIR_SECONDS,
     Plan,
     blocks_plan,
+    layer_names,
     pair_seconds,
     slice_pairs,
     swapped,
@@ -183,7 +187,8 @@ def find_laws(
     function's result if already computed. ``degree=1`` looks for linear laws ``bᵀθ`` only.
     See the module docstring for the method and its limits: D ≤ ``MAX_PARAMS`` = 8,192; layers and
     pairs of layers of more than 64 coordinates are searched per unit slice (≤ 96 coordinates) and
-    pair of slices; laws coupling more than two layers are found only when D ≤ ``MAX_FULL`` = 64.
+    pair of slices; laws coupling more than two layers, but for a layer and those reading its output and linear
+    laws, are found only when D ≤ ``MAX_FULL`` = 64.
 
     Examples
     ========
@@ -208,7 +213,8 @@ def find_laws(
             "of the same architecture has the same law patterns (per unit, per head); "
             "count_laws(model, input_shape) still counts this one's laws"
         )
-    plan = blocks_plan(_layout(problem), degree)  # before the count: a refusal comes at once
+    layout = _layout(problem)
+    plan = blocks_plan(layout, degree, _fan_outs(problem, layout, input_shape, inputs, seed))  # a refusal at once
     if count is None:
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
     search = _search_blocks(problem, input_shape, inputs, seed, degree, plan, count)
@@ -294,7 +300,8 @@ def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int
         found = block_laws(samples, plan.linear, 1, "")
         vectors += as_dicts(found)
         kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
-        notes.append(f"linear laws of {len(plan.linear)} larger layers")
+        whole_theta = plan.linear[0] == list(range(problem.num_params))
+        notes.append("linear laws of all of θ" if whole_theta else f"linear laws of {len(plan.linear)} larger layers")
     if slices and target is not None and not enough(vectors):
         pairs, left = slice_pairs(slices, frozenset(units.lawful))
         if pairs:
@@ -409,6 +416,21 @@ def _pair_laws(samples: Samples, layout: Layout, pairs: list, degree: int, enoug
     if rest and not enough(units.vectors):
         solve(rest)
     return units
+
+
+def _fan_outs(problem: Problem, layout: Layout, input_shape, inputs, seed: int) -> list[list[int]]:
+    """Each layer with the layers that read its output (:func:`conslaw_lite.dataflow.fan_outs`), as layer numbers of
+    the layout; none for a function, or a module that one forward on sampled inputs does not run (the search is
+    sound without them: they only add blocks to it)."""
+    if problem.module is None:
+        return []
+    x = problem.to_device(sample_inputs(input_shape, inputs, 2, torch.Generator().manual_seed(seed)))
+    try:
+        found = fan_outs(problem.module, x)
+    except Exception:  # noqa: BLE001 - the count that follows names what is wrong with the model
+        return []
+    index = {name: i for i, name in enumerate(layer_names(layout))}
+    return [[index[n] for n in (layer, *readers)] for layer, readers in found if {layer, *readers} <= index.keys()]
 
 
 def _layout(problem: Problem) -> Layout:

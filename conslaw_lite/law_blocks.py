@@ -8,7 +8,8 @@ i of the weight and bias before it to column i of the weight after it
 So the search runs over
 
 1. each layer and each pair of layers of at most ``MAX_BLOCK`` coordinates, whole;
-2. for larger pairs, *unit slices*: for each axis size n the two layers share (any size, for a
+2. for larger pairs, and for a layer with the layers that read its output (a norm and the q, k, v after it:
+   :mod:`conslaw_lite.dataflow`), *unit slices*: for each axis size n the two layers share (any size, for a
    layer alone) and each index u < n, the entries of the pair's tensors whose index along an axis
    of size n is u, when the slice has at most ``MAX_SLICE`` coordinates;
    A law found on the first slice of an axis is moved to the others by swapping the unit's index
@@ -19,8 +20,10 @@ So the search runs over
    embedding's coordinate j the columns ``j, j + d, …`` (positions first). So a layer's unit axis
    of size n also pairs with an input axis of size n·k of the next layer's weight, both ways
    (:func:`flattened_slices`); those slices are solved one by one, not moved.
-3. the linear laws ``bᵀθ`` of each layer too large for step 1 (up to ``MAX_LINEAR`` coordinates: one unknown
-   each), whole: a law such as ``Σ_i b[i]`` of a ``Linear`` whose output a LayerNorm centres lies in no slice;
+3. the linear laws ``bᵀθ`` of all of θ (one unknown a coordinate) when it has at most ``MAX_LINEAR`` coordinates,
+   else of each layer too large for step 1: a law such as ``Σ_i b[i]`` of a ``Linear`` whose output a LayerNorm
+   centres lies in no slice, and ``Σ_i (o.bias[i] − fc2.bias[i])`` of a pre-norm block, whose LayerNorm reads the
+   sum of the two, in no layer;
 4. if still short of the count, *pairs of unit slices* (u, v) of one such axis (the entries
    ``(u, v)`` of a per-head matrix law), the axes whose unit slices have laws first. The laws of an axis's first
    pair are moved to its other pairs (two swaps: u₀ → u, v₀ → v) and kept where conserved; the pairs where one
@@ -76,6 +79,17 @@ def layers(layout: Layout) -> list[list[int]]:
         found.setdefault(module if dot else name, []).extend(range(at, at + math.prod(shape)))
         at += math.prod(shape)
     return list(found.values())
+
+
+def layer_names(layout: Layout) -> list[str]:
+    """The module name of each layer, in the order of :func:`layers`.
+
+    Examples
+    ========
+    >>> layer_names(Layout(("norm.weight", "norm.bias", "q.weight"), ((2,), (2,), (3, 2))))
+    ['norm', 'q']
+    """
+    return list(dict.fromkeys(name.rpartition(".")[0] or name for name in layout.names))
 
 
 def _layer_tensors(layout: Layout) -> list[list[int]]:
@@ -187,6 +201,24 @@ def _columns(layout: Layout, t: int, m: int, columns: list[int]) -> list[int]:
     return (np.flatnonzero(np.isin(index[1], columns)) + layout.offset(t)).tolist()
 
 
+def fan_out_slices(layout: Layout, groups: list[list[int]]) -> list[tuple[Key, list[int]]]:
+    """The unit slices of each group of a layer and the layers that read its output
+    (:func:`conslaw_lite.dataflow.fan_outs`: a norm and the q, k, v after it, whose laws couple all four), keyed
+    ``(layer, −1 − group, n, u)``: an axis of their own, whose first slice is solved and its laws moved to the others.
+
+    Examples
+    ========
+    >>> layout = Layout(("norm.weight", "q.weight", "k.weight"), ((2,), (3, 2), (3, 2)))
+    >>> fan_out_slices(layout, [[0, 1, 2]])  # coordinate 0: γ₀, the column 0 of both readers
+    [((0, -1, 2, 0), [0, 2, 4, 6, 8, 10, 12]), ((0, -1, 2, 1), [1, 3, 5, 7, 9, 11, 13])]
+    """
+    return [
+        ((group[0], -1 - g, n, u), coords)
+        for g, group in enumerate(groups)
+        for (_, _, n, u), coords in unit_slices(layout, group)
+    ]
+
+
 def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tuple[Key, list[int]]], int]:
     """The unit slices (and flattened ones) of the pairs too large to search whole, up to ``MAX_SLICE``
     coordinates, and how many were larger (left out)."""
@@ -290,7 +322,8 @@ def _permutation(layout: Layout, n: int, u: int, v: int) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class Plan:
     """The blocks to search: whole layers and pairs, the pairs too large, their unit slices, slices left out, and the
-    layers too large to search whole whose linear laws are searched whole (``linear``)."""
+    blocks whose linear laws are searched whole (``linear``: all of θ up to ``MAX_LINEAR`` coordinates, else each layer
+    too large to search whole)."""
 
     whole: list[list[int]]
     large: list[tuple[int, int]]
@@ -299,8 +332,9 @@ class Plan:
     linear: list[list[int]]
 
 
-def blocks_plan(layout: Layout, degree: int) -> Plan:
-    """The blocks of this module's search, or a ``ValueError`` naming the size needed when none fits.
+def blocks_plan(layout: Layout, degree: int, fan_outs: list[list[int]] = ()) -> Plan:
+    """The blocks of this module's search, or a ``ValueError`` naming the size needed when none fits; ``fan_outs``:
+    groups of a layer and its readers (:func:`fan_out_slices`), whose unit slices come after the pairs'.
 
     Examples
     ========
@@ -309,11 +343,16 @@ def blocks_plan(layout: Layout, degree: int) -> Plan:
     ([60], [(0, 1), (0, 0)])
     >>> plan.slices[0]  # hidden unit 0: row 0 of the first weight, column 0 of the second
     ((0, 1, 30, 0), [0, 1, 2, 3, 120, 150])
-    >>> [len(block) for block in plan.linear]  # the first layer's linear laws bᵀθ: 120 unknowns, searched whole
-    [120]
+    >>> [len(block) for block in plan.linear]  # the linear laws bᵀθ: all 180 coordinates at once, one unknown each
+    [180]
     """
     whole, large = whole_blocks(layout)
     slices, over = slice_blocks(layout, large)
+    seen = {tuple(coords) for _, coords in slices}
+    for key, coords in fan_out_slices(layout, list(fan_outs)):
+        if len(coords) <= MAX_SLICE and tuple(coords) not in seen:
+            seen.add(tuple(coords))
+            slices.append((key, coords))
     if not whole and not slices:
         ranges = layers(layout)
         sizes = [len(c) for i, j in large for _, c in unit_slices(layout, [i, j])]
@@ -325,5 +364,10 @@ def blocks_plan(layout: Layout, degree: int) -> Plan:
             f"about {gigabytes:.1f} GB). count_laws(model, input_shape) still counts its laws"
         )
     ranges = layers(layout)
-    linear = [ranges[i] for i in sorted({i for p in large for i in p}) if MAX_BLOCK < len(ranges[i]) <= MAX_LINEAR]
+    larger = sorted({i for p in large for i in p})
+    D = sum(len(r) for r in ranges)
+    if larger and D <= MAX_LINEAR:  # a linear law can span layers: 1ᵀ(o.bias − fc2.bias) where a LayerNorm reads both
+        linear = [list(range(D))]
+    else:
+        linear = [ranges[i] for i in larger if MAX_BLOCK < len(ranges[i]) <= MAX_LINEAR]
     return Plan(whole, large, slices, over, linear)
