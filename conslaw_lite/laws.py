@@ -324,18 +324,27 @@ def supported_types() -> list[str]:
 
 
 def user_stacklevel() -> int:
-    """The ``stacklevel`` of a warning that points at the first caller outside ``conslaw_lite`` (whatever the depth).
+    """The ``stacklevel`` of a warning that points at the first caller outside ``conslaw_lite`` and the training
+    libraries that call it (:data:`CALLERS`: a Trainer callback's warning belongs to the user's ``trainer.train()``
+    line, not to ``transformers/trainer_callback.py``), whatever the depth.
 
     Examples
     ========
     >>> user_stacklevel()  # called from outside the package: its caller is the user's line
     1
     """
-    package = os.path.dirname(os.path.abspath(__file__))
     frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+    while frame is not None and _library_frame(os.path.abspath(frame.f_code.co_filename)):
         frame, level = frame.f_back, level + 1
     return level
+
+
+CALLERS = ("transformers", "lightning", "pytorch_lightning", "accelerate")  # libraries whose loops call a callback
+
+
+def _library_frame(path: str) -> bool:
+    package = os.path.dirname(os.path.abspath(__file__))
+    return path.startswith(package + os.sep) or any(f"{os.sep}{name}{os.sep}" in path for name in CALLERS)
 
 
 def left_out(module: nn.Module, prefix: str, option: str) -> None:
