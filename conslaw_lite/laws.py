@@ -389,13 +389,14 @@ def find_blocks(model: nn.Module, *, required: bool = False) -> list[BlockLaws]:
         if registered is None:
             continue
         finder, base = registered
-        why = altered(module, base)
+        found = finder(module, f"{name}." if name else "")
+        if found is None:
+            continue
+        why = altered(module, base)  # asked of a block only: a Sequential of one's own without norms has no laws
         if why is not None:  # left out, its parameters searched with the rest of the model
             left_out(module, f"{name}.", why)
             continue
-        found = finder(module, f"{name}." if name else "")
-        if found is not None:
-            blocks.append(replace(found, path=name))  # the finder knows its prefix, not its name
+        blocks.append(replace(found, path=name))  # the finder knows its prefix, not its name
     if required and not blocks:
         raise ValueError(
             f"no block with known conservation laws in {type(model).__name__}; "
