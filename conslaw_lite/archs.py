@@ -178,6 +178,17 @@ def get_arch(name: str) -> Arch:
     return archs[name]
 
 
+def given_sizes(options: ArchOptions) -> list[str]:
+    """The sizes set in ``options`` (not left ``None``), in the order of ``SIZE_OPTIONS``.
+
+    Examples
+    ========
+    >>> given_sizes(ArchOptions(heads=2, dim=4))
+    ['dim', 'heads']
+    """
+    return [size for size in SIZE_OPTIONS if getattr(options, size) is not None]
+
+
 def check_sizes(name: str, options: ArchOptions) -> None:
     """``ValueError`` naming each size set in ``options`` that architecture ``name`` does not read, and those it reads.
 
@@ -192,12 +203,12 @@ def check_sizes(name: str, options: ArchOptions) -> None:
     ValueError: swiglu takes no --heads, --seq (its size options: --dim, --hidden, --out)
     """
     arch = get_arch(name)
-    unread = [size_flag(size) for size in SIZE_OPTIONS if getattr(options, size) is not None and size not in arch.sizes]
+    unread = [size_flag(size) for size in given_sizes(options) if size not in arch.sizes]
     if unread:
         raise ValueError(f"{name} takes no {', '.join(unread)} (its size options: {', '.join(arch.flags)})")
 
 
 __all__ = [
-    "Arch", "ArchOptions", "Builder", "Built", "add_size_arguments", "check_sizes", "get_arch", "list_archs",
-    "size_flag", "size_options",
+    "Arch", "ArchOptions", "Builder", "Built", "add_size_arguments", "check_sizes", "get_arch", "given_sizes",
+    "list_archs", "size_flag", "size_options",
 ]

@@ -254,6 +254,14 @@ def test_trainer_callback_logs_finite_epsilon_and_laws_drift_less_than_controls(
     assert callback.monitor.steps.tolist() == list(range(9))
 
 
+def _lightning_trainer(pl, tmp_path, callback, max_steps: int):
+    """A CPU Lightning Trainer logging to CSV in ``tmp_path``, with only ``callback`` and nothing else to print."""
+    return pl.Trainer(
+        max_steps=max_steps, accelerator="cpu", logger=pl.loggers.CSVLogger(tmp_path), callbacks=[callback],
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+
+
 @pytest.mark.slow
 def test_lightning_callback_logs_epsilon_per_block_kind(tmp_path) -> None:
     pl = pytest.importorskip("pytorch_lightning", reason="pytorch-lightning is not installed")
@@ -272,10 +280,7 @@ def test_lightning_callback_logs_epsilon_per_block_kind(tmp_path) -> None:
 
     data = torch.utils.data.DataLoader(_random_ids(24, 8, 32), batch_size=4)
     callback = ConservationLightningCallback()
-    trainer = pl.Trainer(
-        max_steps=6, accelerator="cpu", logger=pl.loggers.CSVLogger(tmp_path), callbacks=[callback],
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-    )  # fmt: skip
+    trainer = _lightning_trainer(pl, tmp_path, callback, max_steps=6)
     trainer.fit(LM(), data)
     _check_epsilon({k: float(v) for k, v in trainer.logged_metrics.items()}, {"gqa-rope", "swiglu", "network"})
     assert callback.monitor.steps.tolist() == list(range(7))
@@ -304,10 +309,7 @@ def test_the_lightning_callback_finds_the_laws_of_a_module_outside_the_registry(
     torch.manual_seed(0)
     data = torch.utils.data.DataLoader(torch.randn(16, 3, dtype=torch.float64), batch_size=4)
     callback = ConservationLightningCallback(input_shape=(3,))
-    trainer = pl.Trainer(
-        max_steps=4, accelerator="cpu", logger=pl.loggers.CSVLogger(tmp_path), callbacks=[callback],
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-    )  # fmt: skip
+    trainer = _lightning_trainer(pl, tmp_path, callback, max_steps=4)
     trainer.fit(Regression(), data)
     assert [g.key for g in callback.monitor.groups] == ["found"]
     assert 0 < float(trainer.logged_metrics["epsilon/found"]) < 1e-3
@@ -332,10 +334,7 @@ def test_the_lightning_callback_searches_the_child_of_a_module_without_forward(t
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
     def fit(callback):
-        trainer = pl.Trainer(
-            max_steps=4, accelerator="cpu", logger=pl.loggers.CSVLogger(tmp_path), callbacks=[callback],
-            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        )  # fmt: skip
+        trainer = _lightning_trainer(pl, tmp_path, callback, max_steps=4)
         trainer.fit(Regression(), torch.utils.data.DataLoader(torch.randn(16, 3, dtype=torch.float64), batch_size=4))
         return trainer
 

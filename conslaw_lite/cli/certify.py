@@ -18,10 +18,10 @@ import contextlib
 import sys
 
 from conslaw_lite.archs import (
-    SIZE_OPTIONS,
     add_size_arguments,
     check_sizes,
     get_arch,
+    given_sizes,
     list_archs,
     size_flag,
     size_options,
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give an architecture name (certify --list names them) or --module FILE.py:FACTORY")
     options = size_options(args, seed=args.seed)
     if args.module is not None:
-        given = [size_flag(size) for size in SIZE_OPTIONS if getattr(options, size) is not None]
+        given = [size_flag(size) for size in given_sizes(options)]
         if given:
             raise ValueError(f"--module FILE.py:FACTORY builds its model at its sizes: leave out {', '.join(given)}")
         shape = None if args.input_shape is None else parse_shape(args.input_shape)
