@@ -21,7 +21,9 @@ the largest dropped one by ``GAP`` = 10⁴ (the counter's evidence, for the same
 Structure keeps it small. D parameters give D(D+1)/2 + D unknowns, too many to treat
 densely beyond D ≈ 100, but every law the book knows couples at most two *layers* (the
 tensors of one module: ``Q.weight`` with ``Q.bias``), and within them a few slices along an axis
-they share: ‖A_{:,i}‖² − ‖C_{i,:}‖² (hidden unit i), Q_iᵀQ_i − K_iᵀK_i (head i), Σ_e W_e. So the
+they share: ‖A_{:,i}‖² − ‖C_{i,:}‖² (hidden unit i), Q_iᵀQ_i − K_iᵀK_i (head i), Σ_e W_e. A layer that
+computes q, k and v in one matrix (``nn.Linear(d, 3d)`` split after it, ``nn.MultiheadAttention``'s
+``in_proj_weight``) is searched again cut into its parts where its whole falls short. So the
 search runs over each layer and pair of layers of at most ``MAX_BLOCK`` = 64 coordinates whole,
 over the *unit slices* of larger pairs (unit i's row before and column after it, up to
 ``MAX_SLICE`` = 96 coordinates) and of a layer with the layers reading its output (a pre-norm block's
@@ -68,6 +70,7 @@ from conslaw_lite.law_blocks import (
     PAIR_SECONDS,
     Plan,
     blocks_plan,
+    fused_layout,
     layer_names,
     pair_seconds,
     slice_pairs,
@@ -140,8 +143,8 @@ class FoundLaws:
         head = f"found {self.num_found} of N = {n}: "
         if self.searched != "all of θ":  # blocks of θ only: a law across more of it is not excluded
             where = (
-                "layers and pairs of layers of ≤ 64 coordinates, hidden units and pairs of them; a law across other "
-                "slices, such as attention heads packed in one matrix, is not excluded"
+                "layers and pairs of layers of ≤ 64 coordinates, hidden units and pairs of them, fused layers cut in "
+                "parts; a law across other slices is not excluded"
             )
             return head + f"the other {missing} {'is' if missing == 1 else 'are'} not in the blocks searched ({where})"
         what = f"is not a {kind} polynomial" if missing == 1 else f"are not {kind} polynomials"
@@ -214,10 +217,12 @@ def find_laws(
             "count_laws(model, input_shape) still counts this one's laws"
         )
     layout = _layout(problem)
-    plan = blocks_plan(layout, degree, _fan_outs(problem, layout, input_shape, inputs, seed))  # a refusal at once
+    readers = _fan_outs(problem, input_shape, inputs, seed)
+    plan = blocks_plan(layout, degree, _layer_groups(readers, layout))  # a refusal at once
     if count is None:
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
-    search = _search_blocks(problem, input_shape, inputs, seed, degree, plan, count)
+    searches = [("pairs of layers", plan, layout), *_cut(layout, degree, readers)]
+    search = _search_blocks(problem, input_shape, inputs, seed, degree, searches, count)
     basis = reduced_basis(search.vectors, search.columns, degree)
     if search.conclusive and _short(basis, count) and D <= MAX_FULL:
         samples = Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
@@ -272,55 +277,97 @@ def _short(basis: list[dict], count: LawCount) -> bool:
     return not count.conclusive or len(basis) < count.num_laws
 
 
-def _search_blocks(problem: Problem, input_shape, inputs, seed: int, degree: int, plan: Plan, count) -> Search:
+def _search_blocks(
+    problem: Problem, input_shape, inputs, seed: int, degree: int, searches: list[tuple[str, Plan, Layout]], count
+) -> Search:
     """Layers and pairs of layers whole, then unit slices of the larger pairs, the larger layers' linear laws, then
-    pairs of slices (:mod:`conslaw_lite.law_blocks`); the last three only until the laws found reach the count."""
-    whole, large, slices, over = plan.whole, plan.large, plan.slices, plan.over
+    pairs of slices (:mod:`conslaw_lite.law_blocks`); each stage on every ``(label, plan, layout)`` in turn (θ's own
+    layers, then with fused layers cut: :func:`~conslaw_lite.law_blocks.fused_layout`), a block met before left out,
+    and the pairs of slices first of the layout whose unit slices hold laws on the most axes (a fused qkv's cut heads,
+    not its whole rows); all but the first stage only until the laws found reach the count."""
     target = count.num_laws if count.conclusive else None
     span = Span()
     enough = None if target is None else (lambda v: span.reaches(v, degree, target))
-    vectors, kept, dropped, notes = [], math.inf, 0.0, []
-    if whole:
-        found = block_laws(Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, "")
-        vectors += as_dicts(found)
-        kept, dropped = found.sigma_kept, found.sigma_dropped
-    if slices and not (enough is not None and enough(vectors)):
-        samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
-        layout = _layout(problem)
-        units = _unit_laws(samples, layout, slices, degree, enough, vectors)
-        vectors += units.vectors
-        kept, dropped = min(kept, units.sigma_kept), max(dropped, units.sigma_dropped)
-        unsearched = len(slices) - units.solved - units.moved
-        notes.append(
-            f"{len(slices)} unit slices: {units.solved} solved, {units.moved} by symmetry"
-            + (f", {unsearched} not needed" if unsearched else "")
+    found, lawful, later, seen = _Units([], math.inf, 0.0, 0, 0), {}, {}, set()
+    notes: dict[str, list[str]] = {label: [] for label, _, _ in searches}
+
+    def short() -> bool:
+        return enough is None or not enough(found.vectors)
+
+    def new(blocks: list, coords=lambda block: block) -> list:
+        kept = [b for b in blocks if tuple(coords(b)) not in seen]
+        seen.update(tuple(coords(b)) for b in kept)
+        return kept
+
+    for n, (label, plan, _) in enumerate(searches):
+        whole = new(plan.whole)
+        if whole and (n == 0 or short()):
+            found.add(block_laws(Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, ""))
+            notes[label] += [f"{len(whole)} layers and pairs of them whole"] if n else []
+    for label, plan, layout in searches:
+        slices = new(plan.slices, lambda s: s[1])
+        if slices and short():
+            samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
+            units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors))
+            lawful[label] = (slices, frozenset(units.lawful))
+            later[label] = (samples, units.later)
+            notes[label].append(_tally(len(slices), "unit slices", units))
+    linear = new([b for _, plan, _ in searches for b in plan.linear])
+    if linear and short():
+        found.add(block_laws(Samples.draw(problem, input_shape, inputs, seed, linear, 1, 3), linear, 1, ""))
+        whole_theta = linear[0] == list(range(problem.num_params))
+        notes[searches[0][0]].append(
+            "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
         )
-    if plan.linear and not (enough is not None and enough(vectors)):
-        samples = Samples.draw(problem, input_shape, inputs, seed, plan.linear, 1, 3)
-        found = block_laws(samples, plan.linear, 1, "")
-        vectors += as_dicts(found)
-        kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
-        whole_theta = plan.linear[0] == list(range(problem.num_params))
-        notes.append("linear laws of all of θ" if whole_theta else f"linear laws of {len(plan.linear)} larger layers")
-    if slices and target is not None and not enough(vectors):
-        pairs, left = slice_pairs(slices, frozenset(units.lawful))
+    by_laws = sorted(searches, key=lambda search: -len(lawful.get(search[0], ((), ()))[1]))  # a head's axes first
+    for label, _, layout in by_laws:
+        if label not in lawful or target is None or not short():
+            continue
+        pairs, left = slice_pairs(*lawful[label])
         if pairs:
             samples = Samples.draw(problem, input_shape, inputs, seed, [c for *_, c in pairs], degree, 2)
-            found = _pair_laws(samples, _layout(problem), pairs, degree, lambda v: enough(vectors + v))
-            vectors += found.vectors
-            kept, dropped = min(kept, found.sigma_kept), max(dropped, found.sigma_dropped)
-            left += found.over_budget
-            unsearched = len(pairs) - found.solved - found.moved - found.over_budget
-            notes.append(
-                f"{len(pairs)} pairs of slices: {found.solved} solved, {found.moved} by symmetry"
-                + (f", {unsearched} not needed" if unsearched else "")
-            )
+            units = found.join(_pair_laws(samples, layout, pairs, degree, lambda v: enough(found.vectors + v)))
+            left += units.over_budget
+            notes[label].append(_tally(len(pairs), "pairs of slices", units))
         if left:
-            notes.append(f"{left} pairs of slices left out (over {MAX_SLICE} coordinates or the budget)")
-    if over or (large and not slices):
-        notes.append(f"{over} slices over {MAX_SLICE} coordinates left out")
-    detail = f" ({'; '.join(notes)})" if notes else ""
-    return assembled(span.independent(vectors), kept, dropped, "pairs of layers" + detail)
+            notes[label].append(f"{left} pairs of slices left out (over {MAX_SLICE} coordinates or the budget)")
+    for label, (samples, rest) in later.items():
+        if rest and short():
+            search = block_laws(samples, rest, degree, "", enough and (lambda v: enough(found.vectors + v)))
+            found.add(search)
+            notes[label].append(f"{len(rest)} unit slices whose axis's first has no law: {search.blocks} solved")
+    for label, plan, _ in [search for search in searches if notes[search[0]] or search is searches[0]]:
+        if plan.over or (plan.large and not plan.slices):
+            notes[label].append(f"{plan.over} slices over {MAX_SLICE} coordinates left out")
+    searched = "; ".join(label + (f" ({'; '.join(notes[label])})" if notes[label] else "") for label in notes
+                         if notes[label] or label == searches[0][0])  # fmt: skip
+    return assembled(span.independent(found.vectors), found.sigma_kept, found.sigma_dropped, searched)
+
+
+def _cut(layout: Layout, degree: int, readers: list[list[str]]) -> list[tuple[str, Plan, Layout]]:
+    """The search of θ with its fused layers cut in parts (:func:`~conslaw_lite.law_blocks.fused_layout`), if it has
+    any and a block of them fits."""
+    cut, fused = fused_layout(layout)
+    if not fused:
+        return []
+    try:
+        return [
+            (
+                f"{', '.join(f'`{name}`' for name in fused)} cut in parts",
+                blocks_plan(cut, degree, _layer_groups(readers, cut)),
+                cut,
+            )
+        ]
+    except ValueError:  # no block of the parts fits either: θ's own layers are searched alone
+        return []
+
+
+def _tally(blocks: int, kind: str, units: _Units) -> str:
+    """What a stage did: ``"80 unit slices: 66 solved, 14 by symmetry"``, and how many it did not need."""
+    unsearched = blocks - units.solved - units.moved - units.over_budget
+    return f"{blocks} {kind}: {units.solved} solved, {units.moved} by symmetry" + (
+        f", {unsearched} not needed" if unsearched else ""
+    )
 
 
 @dataclass
@@ -331,7 +378,15 @@ class _Units:  # what the unit slices gave: the laws, the evidence, the slices s
     solved: int
     moved: int
     lawful: set[tuple] = field(default_factory=set)  # the axes whose first slice has laws
+    later: list[list[int]] = field(default_factory=list)  # the other slices of the axes whose first has none
     over_budget: int = 0  # pairs of slices not solved: PAIR_SECONDS spent
+
+    def join(self, other: _Units) -> _Units:
+        """Take another stage's laws and evidence in; that stage."""
+        self.vectors += other.vectors
+        self.sigma_kept = min(self.sigma_kept, other.sigma_kept)
+        self.sigma_dropped = max(self.sigma_dropped, other.sigma_dropped)
+        return other
 
     def add(self, found: Search) -> list[dict]:
         """Take a search's laws and evidence in; its laws."""
@@ -349,11 +404,12 @@ def _unit_laws(
     """Axis by axis: its first slice solved, its laws moved to its other slices (``swapped``) and kept where conserved
     on every sample (``MOVED_TOL``), the slices where one failed (or of a flattened axis) solved on their own; no
     further axis once the laws found (with ``before``) reach the count. The other slices of an axis whose first has
-    no law are solved last, after every axis's first: another axis may reach the count first (a transformer layer's
-    model axis, 16 slices without a law, before its hidden units)."""
+    no law are left for last (``later``), after the pairs of slices: another axis may reach the count first (a
+    transformer layer's model axis, 16 slices without a law, before its hidden units; the 448 slices without a law
+    of an attention of d = 16 took 140 s before its heads' pairs)."""
     axes: dict[tuple, list] = {}
     for key, coords in slices:
-        axes.setdefault(key[:3], []).append((key[3], coords))
+        axes.setdefault(key[:4], []).append((key[4], coords))
     units = _Units([], math.inf, 0.0, 0, 0)
     reached = None if enough is None else (lambda more: enough(before + units.vectors + more))
     later: list[list[int]] = []
@@ -376,8 +432,7 @@ def _unit_laws(
             units.add(block_laws(samples, rest, degree, "", reached))
         else:
             later += rest
-    if later and not (reached is not None and reached([])):
-        units.add(block_laws(samples, later, degree, "", reached))
+    units.later = later
     return units
 
 
@@ -418,19 +473,26 @@ def _pair_laws(samples: Samples, layout: Layout, pairs: list, degree: int, enoug
     return units
 
 
-def _fan_outs(problem: Problem, layout: Layout, input_shape, inputs, seed: int) -> list[list[int]]:
-    """Each layer with the layers that read its output (:func:`conslaw_lite.dataflow.fan_outs`), as layer numbers of
-    the layout; none for a function, or a module that one forward on sampled inputs does not run (the search is
-    sound without them: they only add blocks to it)."""
+def _fan_outs(problem: Problem, input_shape, inputs, seed: int) -> list[list[str]]:
+    """Each layer with the layers that read its output (:func:`conslaw_lite.dataflow.fan_outs`), by module name; none
+    for a function, or a module that one forward on sampled inputs does not run (the search is sound without them:
+    they only add blocks to it)."""
     if problem.module is None:
         return []
     x = problem.to_device(sample_inputs(input_shape, inputs, 2, torch.Generator().manual_seed(seed)))
     try:
-        found = fan_outs(problem.module, x)
+        return [[layer, *readers] for layer, readers in fan_outs(problem.module, x)]
     except Exception:  # noqa: BLE001 - the count that follows names what is wrong with the model
         return []
-    index = {name: i for i, name in enumerate(layer_names(layout))}
-    return [[index[n] for n in (layer, *readers)] for layer, readers in found if {layer, *readers} <= index.keys()]
+
+
+def _layer_groups(groups: list[list[str]], layout: Layout) -> list[list[int]]:
+    """The groups of module names as layer numbers of ``layout``, a layer cut in parts (``c_attn[0:3]``: a reader
+    of a norm) standing for all its parts; a group with a module the layout lacks (a function's names) is left out."""
+    index: dict[str, list[int]] = {}
+    for i, name in enumerate(layer_names(layout)):
+        index.setdefault(name.partition("[")[0] if name.endswith("]") else name, []).append(i)
+    return [[i for n in group for i in index[n]] for group in groups if all(n in index for n in group)]
 
 
 def _layout(problem: Problem) -> Layout:

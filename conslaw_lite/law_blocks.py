@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import combinations
+from itertools import combinations, product
 
 import numpy as np
 
@@ -60,9 +60,10 @@ MAX_LINEAR = 4096  # coordinates of a layer whose linear laws are searched whole
 PAIR_SECONDS = 60.0  # the pairs of unit slices searched, in pair_seconds (a small transformer has thousands of pairs
 # that hold no law: all of them took 440 s)
 
-# (first layer, second layer, axis, unit u < n) of a unit slice; the axis is its size n, or for a flattened axis
-# (flattened_slices) −(2n + 1) with channels first and −(2n + 2) with positions first: never moved by swapping
-Key = tuple[int, int, int, int]
+# (first layer, second layer, axis, variant, unit u < n) of a unit slice; the axis is its size n, or for a flattened
+# axis (flattened_slices) −(2n + 1) with channels first and −(2n + 2) with positions first: never moved by swapping;
+# the variant 0 takes every axis of size n, the others one axis a layer (axis_slices)
+Key = tuple[int, int, int, int, int]
 
 
 def unknowns(n: int, degree: int) -> int:
@@ -101,6 +102,56 @@ def _layer_tensors(layout: Layout) -> list[list[int]]:
     return list(found.values())
 
 
+def fused_layout(layout: Layout) -> tuple[Layout, list[str]]:
+    """The layout with each *fused* layer cut into its parts, and the names of the layers cut.
+
+    A layer computing q, k and v in one matrix (``c_attn = nn.Linear(d, 3d)`` then ``.split(d, dim=-1)``, or
+    ``nn.MultiheadAttention``'s ``in_proj_weight``) holds its heads' laws in row blocks of one tensor:
+    ``Q_h Q_hᵀ − K_h K_hᵀ`` pairs rows ``B`` with rows ``d + B``, which no unit slice of the whole tensor does.
+    A layer is cut when its output axis m (the first axis of a 2-D weight) is k parts of a size s = m/k that the
+    model has elsewhere (k = 3, else 2: another layer's axis, or the layer's own input axis); every tensor of it whose
+    first axis is m is cut into k tensors of s rows, named ``{layer}[p:k].{tensor}``. A row-major tensor's row blocks
+    are consecutive in θ, so the cut layout numbers every coordinate as ``layout`` does: a law found on it is a
+    law of the same θ. A layer that merely widens (an MLP's 8 → 16) is cut too; the cut only adds blocks to search.
+
+    Examples
+    ========
+    >>> qkv = Layout(("c_attn.weight", "c_attn.bias", "c_proj.weight"), ((6, 2), (6,), (2, 2)))
+    >>> cut, names = fused_layout(qkv)
+    >>> names, cut.names[:4]
+    (['c_attn'], ('c_attn[0:3].weight', 'c_attn[1:3].weight', 'c_attn[2:3].weight', 'c_attn[0:3].bias'))
+    >>> cut.shapes[:4]
+    ((2, 2), (2, 2), (2, 2), (2,))
+    >>> layers(cut)[:2]  # the parts' rows and biases, at the coordinates θ has them
+    [[0, 1, 2, 3, 12, 13], [4, 5, 6, 7, 14, 15]]
+    """
+    tensors = _layer_tensors(layout)
+    sizes = [{n for t in ts for n in layout.shapes[t]} for ts in tensors]
+    parts: dict[int, tuple[int, int]] = {}  # tensor -> (k, rows m) of the layer it belongs to, when cut
+    cut = []
+    for i, (ts, name) in enumerate(zip(tensors, layer_names(layout), strict=True)):
+        weights = [layout.shapes[t] for t in ts if len(layout.shapes[t]) == 2]
+        if not weights:
+            continue
+        m, n_in = weights[0]
+        elsewhere = {n for j, s in enumerate(sizes) if j != i for n in s} | {n_in}
+        k = next((k for k in (3, 2) if m % k == 0 and m // k > 1 and m // k in elsewhere), 0)
+        if k:
+            cut.append(name)
+            parts |= {t: (k, m) for t in ts if layout.shapes[t] and layout.shapes[t][0] == m}
+    names, shapes = [], []
+    for t, (name, shape) in enumerate(zip(layout.names, layout.shapes, strict=True)):
+        if t not in parts:
+            names.append(name)
+            shapes.append(shape)
+            continue
+        (k, m), (module, dot, leaf) = parts[t], name.rpartition(".")
+        for p in range(k):
+            names.append(f"{module if dot else name}[{p}:{k}].{leaf}")
+            shapes.append((m // k, *shape[1:]))
+    return Layout(tuple(names), tuple(shapes)), cut
+
+
 def pairs(count: int) -> list[tuple[int, int]]:
     """Each pair of layers (i, j), i < j, nearest first (a hidden unit's law couples the layers around it),
     then each layer alone (i, i)."""
@@ -130,7 +181,7 @@ def unit_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
         for u in range(n):
             coords = [c for i in dict.fromkeys(pair) for t in tensors[i] for c in _slice(layout, t, n, u)]
             if coords:
-                out.append(((pair[0], pair[-1], n, u), sorted(coords)))
+                out.append(((pair[0], pair[-1], n, 0, u), sorted(coords)))
     return out
 
 
@@ -157,7 +208,7 @@ def flattened_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[in
     ========
     >>> layout = Layout(("c.weight", "c.bias", "fc.weight"), ((2, 1, 3), (2,), (1, 4)))  # 2 channels of 2 positions
     >>> [(key, coords) for key, coords in flattened_slices(layout, [0, 1])][:2]  # channel 0: its filter, bias, columns
-    [((0, 1, -5, 0), [0, 1, 2, 6, 8, 9]), ((0, 1, -5, 1), [3, 4, 5, 7, 10, 11])]
+    [((0, 1, -5, 0, 0), [0, 1, 2, 6, 8, 9]), ((0, 1, -5, 0, 1), [3, 4, 5, 7, 10, 11])]
     """
     i, j = pair
     if j != i + 1:  # a Flatten sits between two consecutive layers
@@ -171,7 +222,56 @@ def flattened_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[in
                 for u in range(n):
                     before = [c for t in tensors[i] for c in _first_axis(layout, t, n, u)]
                     after = [c for t in tensors[j] for c in _columns(layout, t, m, columns(n, m, u))]
-                    out.append(((i, j, -(2 * n + 1 + order), u), sorted(before + after)))
+                    out.append(((i, j, -(2 * n + 1 + order), 0, u), sorted(before + after)))
+    return out
+
+
+def axis_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
+    """For two layers sharing a size n that one of them has on both axes (a square q or o of an attention), and each
+    u < n: the unit slices along one axis of each layer, every choice in turn (variant 1, 2, ...), a layer's
+    1-D tensors (biases) going with axis 0. ``Q_h Q_hᵀ − K_h K_hᵀ`` reads rows of q and k only, ``V_h V_hᵀ − O_hᵀO_h``
+    rows of v and columns of o: a slice along both axes of both holds twice the coordinates, and a pair of them
+    (the off-diagonal entries) more than ``MAX_SLICE`` from d = 12 on.
+
+    Examples
+    ========
+    >>> layout = Layout(("q.weight", "k.weight"), ((2, 2), (2, 2)))  # unit 0 of the rows of both: q[0, :], k[0, :]
+    >>> [(key, coords) for key, coords in axis_slices(layout, [0, 1])][:2]
+    [((0, 1, 2, 1, 0), [0, 1, 4, 5]), ((0, 1, 2, 1, 1), [2, 3, 6, 7])]
+    """
+    i, j = pair
+    tensors = _layer_tensors(layout)
+    out = []
+    for n in sorted(set(_sizes(layout, tensors[i])) & set(_sizes(layout, tensors[j]))):
+        choices = [_axes(layout, tensors[layer], n) for layer in pair]
+        if i == j or all(len(c) <= 1 for c in choices):
+            continue
+        for variant, (a, b) in enumerate(product(*choices), 1):
+            for u in range(n):
+                coords = _along(layout, tensors[i], n, a, u) + _along(layout, tensors[j], n, b, u)
+                out.append(((i, j, n, variant, u), sorted(coords)))
+    return out
+
+
+def _sizes(layout: Layout, tensors: list[int]) -> list[int]:
+    return [n for t in tensors for n in layout.shapes[t]]
+
+
+def _axes(layout: Layout, tensors: list[int], n: int) -> list[int]:
+    """The axes of size n of a layer's tensors of two axes or more."""
+    return sorted(
+        {a for t in tensors if len(layout.shapes[t]) >= 2 for a, size in enumerate(layout.shapes[t]) if size == n}
+    )
+
+
+def _along(layout: Layout, tensors: list[int], n: int, axis: int, u: int) -> list[int]:
+    """Flat coordinates of a layer's tensors with index u on ``axis`` (of size n); a 1-D tensor's entry u on axis 0."""
+    out = []
+    for t in tensors:
+        shape = layout.shapes[t]
+        if axis < len(shape) and shape[axis] == n and (len(shape) >= 2 or axis == 0):
+            index = np.indices(shape).reshape(len(shape), -1)
+            out += (np.flatnonzero(index[axis] == u) + layout.offset(t)).tolist()
     return out
 
 
@@ -204,18 +304,19 @@ def _columns(layout: Layout, t: int, m: int, columns: list[int]) -> list[int]:
 def fan_out_slices(layout: Layout, groups: list[list[int]]) -> list[tuple[Key, list[int]]]:
     """The unit slices of each group of a layer and the layers that read its output
     (:func:`conslaw_lite.dataflow.fan_outs`: a norm and the q, k, v after it, whose laws couple all four), keyed
-    ``(layer, −1 − group, n, u)``: an axis of their own, whose first slice is solved and its laws moved to the others.
+    ``(layer, −1 − group, n, 0, u)``: an axis of their own, whose first slice is solved and its laws moved to the
+    others.
 
     Examples
     ========
     >>> layout = Layout(("norm.weight", "q.weight", "k.weight"), ((2,), (3, 2), (3, 2)))
     >>> fan_out_slices(layout, [[0, 1, 2]])  # coordinate 0: γ₀, the column 0 of both readers
-    [((0, -1, 2, 0), [0, 2, 4, 6, 8, 10, 12]), ((0, -1, 2, 1), [1, 3, 5, 7, 9, 11, 13])]
+    [((0, -1, 2, 0, 0), [0, 2, 4, 6, 8, 10, 12]), ((0, -1, 2, 0, 1), [1, 3, 5, 7, 9, 11, 13])]
     """
     return [
-        ((group[0], -1 - g, n, u), coords)
+        ((group[0], -1 - g, n, 0, u), coords)
         for g, group in enumerate(groups)
-        for (_, _, n, u), coords in unit_slices(layout, group)
+        for (_, _, n, _, u), coords in unit_slices(layout, group)
     ]
 
 
@@ -224,7 +325,7 @@ def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tup
     coordinates, and how many were larger (left out)."""
     kept, seen, over = [], set(), 0
     for i, j in large:
-        for key, coords in unit_slices(layout, [i, j]) + flattened_slices(layout, [i, j]):
+        for key, coords in unit_slices(layout, [i, j]) + flattened_slices(layout, [i, j]) + axis_slices(layout, [i, j]):
             if tuple(coords) in seen:
                 continue
             seen.add(tuple(coords))
@@ -239,12 +340,12 @@ def slice_pairs(
     slices: list[tuple[Key, list[int]]], lawful: frozenset[tuple] = frozenset()
 ) -> tuple[list[tuple[tuple, int, int, list[int]]], int]:
     """Unions of two unit slices u < v of one axis, as ``(axis, u, v, coordinates)``, and how many were over
-    ``MAX_SLICE`` coordinates (left out): first those of the axes in ``lawful`` (``key[:3]`` of axes whose unit slices
+    ``MAX_SLICE`` coordinates (left out): first those of the axes in ``lawful`` (``key[:4]`` of axes whose unit slices
     have laws, as a head's diagonal entries ``‖Q[u, :]‖² − ‖K[u, :]‖²`` are, whose off-diagonal ones a pair holds),
     axis by axis, smallest first within each."""
     by_key: dict[tuple, list[tuple[int, list[int]]]] = {}
     for key, coords in slices:
-        by_key.setdefault(key[:3], []).append((key[3], coords))
+        by_key.setdefault(key[:4], []).append((key[4], coords))
     unions = sorted(
         ((axis not in lawful, order, len(union)), (axis, u, v, union))
         for order, (axis, group) in enumerate(by_key.items())
@@ -342,7 +443,7 @@ def blocks_plan(layout: Layout, degree: int, fan_outs: list[list[int]] = ()) -> 
     >>> [len(block) for block in plan.whole], plan.large  # the second layer whole; the first alone and the pair not
     ([60], [(0, 1), (0, 0)])
     >>> plan.slices[0]  # hidden unit 0: row 0 of the first weight, column 0 of the second
-    ((0, 1, 30, 0), [0, 1, 2, 3, 120, 150])
+    ((0, 1, 30, 0, 0), [0, 1, 2, 3, 120, 150])
     >>> [len(block) for block in plan.linear]  # the linear laws bᵀθ: all 180 coordinates at once, one unknown each
     [180]
     """

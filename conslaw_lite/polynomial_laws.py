@@ -469,7 +469,7 @@ def _matrix_text(term: Term, own: range, slots: list[int], classes: list[list[in
             lo, hi = block[0] + off, block[1] + off
             over = ":" if (lo, hi) == (0, shape[a]) else f"{lo}:{hi}"
         else:
-            over = "B" if off == 0 else f"B+{off}"
+            over = "B" if off == 0 else f"B+{off}" if off > 0 else f"B−{-off}"
         parts = [over if b == a else _range_text(r, shape[b]) for b, r in enumerate(s.ranges)]
         name = term.layout.names[s.tensor]
         text = f"{name}[{', '.join(parts)}]" if any(p != ":" for p in parts) else name

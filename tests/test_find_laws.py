@@ -261,14 +261,14 @@ def test_unit_slices_of_an_mlp_and_pairs_of_slices_of_a_head():
     whole, large = whole_blocks(layout)
     assert whole == [list(range(144, 208))] and large == [(0, 1), (0, 0)]  # layer 2 alone is 64: whole
     units = unit_slices(layout, [0, 1])  # only the hidden axis (16) is shared
-    assert [key for key, _ in units] == [(0, 1, 16, u) for u in range(16)]
+    assert [key for key, _ in units] == [(0, 1, 16, 0, u) for u in range(16)]
     assert units[3][1] == [*range(24, 32), 128 + 3, *(144 + 16 * r + 3 for r in range(4))]  # W₁[3,:], b₁[3], W₂[:,3]
     slices, over = slice_blocks(layout, large)
     assert over == 0 and len(slices) == 16 + 8 + 16  # the pair's units, then layer 0's columns and rows
     heads = Layout(("Q.weight", "K.weight"), ((4, 3), (4, 3)))
     pairs, left = slice_pairs(unit_slices(heads, [0, 1]))
     assert left == 0 and len(pairs) == 3 + 6  # pairs of columns (3) and of rows (4) of Q and K
-    assert ((0, 1, 4), 0, 1, [0, 1, 2, 3, 4, 5, 12, 13, 14, 15, 16, 17]) in pairs  # rows 0, 1 of Q and K: a head law
+    assert ((0, 1, 4, 0), 0, 1, [0, 1, 2, 3, 4, 5, 12, 13, 14, 15, 16, 17]) in pairs  # rows 0, 1 of Q and K: a head law
 
 
 def test_a_cnn_s_last_channels_are_searched_across_its_flatten(one_thread):
@@ -314,6 +314,55 @@ def test_per_head_laws_of_separate_q_and_k_layers_are_moved_from_one_pair_of_row
     pairs = found.searched.split("pairs of slices: ")[1]
     solved, moved = (int(pairs.split(word)[0].split()[-1]) for word in (" solved", " by symmetry"))
     assert moved > solved, found.searched
+
+
+class FusedAttention(nn.Module):
+    """Attention as nanoGPT writes it: q, k and v from one ``c_attn`` layer, split after it."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        q, k, v = (t.view(B, T, self.heads, -1).transpose(1, 2) for t in self.c_attn(x).split(d, dim=2))
+        scores = (q @ k.transpose(-1, -2) / math.sqrt(d // self.heads)).softmax(-1)
+        return self.c_proj((scores @ v).transpose(1, 2).reshape(B, T, d))
+
+
+class TorchAttention(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.mha = nn.MultiheadAttention(d, heads, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("make", [FusedAttention, TorchAttention], ids=["nanoGPT c_attn", "nn.MultiheadAttention"])
+def test_heads_packed_in_one_qkv_matrix_are_found_with_the_layer_cut_in_its_parts(one_thread, make):
+    # rows B of the q part pair with rows d + B of the k part: no unit slice of the whole 3d × d matrix holds them
+    # (before: 8 of 48 found, the k biases, in 37 s)
+    torch.manual_seed(0)
+    found = find_laws(make(8, 2).double(), (5, 8))
+    assert found.complete and found.num_found == found.count.num_laws == 2 * (10 + 10) + 8, found.message
+    weight = "c_attn.weight" if make is FusedAttention else "mha.in_proj_weight"
+    assert any(f"{weight}[B+8, :]" in law for law in found.laws), list(found.laws)  # q's rows against k's
+    assert "cut in parts" in found.searched
+
+
+def test_square_layers_are_sliced_one_axis_at_a_time_so_a_head_s_pairs_fit(one_thread):
+    from conslaw_lite.law_blocks import axis_slices, slice_pairs, unit_slices
+    from conslaw_lite.polynomial_laws import Layout
+
+    # q and k of d = 16: a unit along both axes of both is 64 coordinates and a pair of them 124, over MAX_SLICE = 96;
+    # the rows alone, 32 and 64 (before: 32 of the 144 laws of a 16-wide, 2-head attention found in 134 s)
+    layout = Layout(("q.weight", "k.weight"), ((16, 16), (16, 16)))
+    assert len(unit_slices(layout, [0, 1])[0][1]) == 62 and len(slice_pairs(unit_slices(layout, [0, 1]))[0]) == 0
+    rows = [(key, coords) for key, coords in axis_slices(layout, [0, 1]) if key[3] == 1]
+    assert rows[0][1] == [*range(16), *range(256, 272)]  # q[0, :] and k[0, :]
+    assert len(slice_pairs(rows)[0]) == 16 * 15 // 2
 
 
 class PreNormBlock(nn.Module):
