@@ -76,7 +76,6 @@ from conslaw_lite.law_blocks import (
     slice_pairs,
     swapped,
     swapped_pair,
-    unknowns,
 )
 from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residuals
 from conslaw_lite.laws import Params
@@ -323,9 +322,10 @@ def _search_blocks(
     for label, _, layout in by_laws:
         if label not in lawful or target is None or not short():
             continue
-        pairs, left = slice_pairs(*lawful[label])
+        pairs, left = slice_pairs(*lawful[label], layout)
         if pairs:
-            samples = Samples.draw(problem, input_shape, inputs, seed, [c for *_, c in pairs], degree, 2)
+            blocks, products = [p[3] for p in pairs], {tuple(p[3]): p[4] for p in pairs if p[4] is not None}
+            samples = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, 2, products)
             units = found.join(_pair_laws(samples, layout, pairs, degree, lambda v: enough(found.vectors + v)))
             left += units.over_budget
             notes[label].append(_tally(len(pairs), "pairs of slices", units))
@@ -441,14 +441,14 @@ def _pair_laws(samples: Samples, layout: Layout, pairs: list, degree: int, enoug
     (``swapped_pair``) and kept where conserved (``MOVED_TOL``); then the pairs where one failed, solved while
     ``PAIR_SECONDS`` last (:func:`~conslaw_lite.law_blocks.pair_seconds`), until the laws found reach the count."""
     axes: dict[tuple, list] = {}
-    for axis, u, v, coords in pairs:
+    for axis, u, v, coords, _ in pairs:
         axes.setdefault(axis, []).append(((u, v), coords))
     units, work, rest = _Units([], math.inf, 0.0, 0, 0), [0.0], []
 
     def solve(blocks: list[list[int]]) -> list[dict]:
         affordable = []
         for coords in blocks:
-            work[0] += pair_seconds(unknowns(len(coords), degree))
+            work[0] += pair_seconds(samples.unknowns(coords, degree))
             if work[0] <= PAIR_SECONDS:
                 affordable.append(coords)
         units.over_budget += len(blocks) - len(affordable)

@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import combinations, product
+from itertools import combinations, combinations_with_replacement, product
 
 import numpy as np
 
@@ -337,12 +337,14 @@ def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tup
 
 
 def slice_pairs(
-    slices: list[tuple[Key, list[int]]], lawful: frozenset[tuple] = frozenset()
-) -> tuple[list[tuple[tuple, int, int, list[int]]], int]:
-    """Unions of two unit slices u < v of one axis, as ``(axis, u, v, coordinates)``, and how many were over
-    ``MAX_SLICE`` coordinates (left out): first those of the axes in ``lawful`` (``key[:4]`` of axes whose unit slices
-    have laws, as a head's diagonal entries ``‖Q[u, :]‖² − ‖K[u, :]‖²`` are, whose off-diagonal ones a pair holds),
-    axis by axis, smallest first within each."""
+    slices: list[tuple[Key, list[int]]], lawful: frozenset[tuple] = frozenset(), layout: Layout | None = None
+) -> tuple[list[tuple[tuple, int, int, list[int], list[tuple[int, int]] | None]], int]:
+    """Unions of two unit slices u < v of one axis, as ``(axis, u, v, coordinates, monomials)``, and how many were left
+    out: first those of the axes in ``lawful`` (``key[:4]`` of axes whose unit slices have laws, as a head's diagonal
+    entries ``‖Q[u, :]‖² − ‖K[u, :]‖²`` are, whose off-diagonal ones a pair holds), axis by axis, smallest first
+    within each. ``monomials`` is None (every product of two coordinates) up to ``MAX_SLICE`` coordinates; a larger
+    union is kept, given ``layout``, with its :func:`aligned_monomials` when they are no more unknowns than
+    ``MAX_SLICE`` coordinates give, else left out."""
     by_key: dict[tuple, list[tuple[int, list[int]]]] = {}
     for key, coords in slices:
         by_key.setdefault(key[:4], []).append((key[4], coords))
@@ -352,8 +354,49 @@ def slice_pairs(
         for (u, a), (v, b) in combinations(group, 2)
         for union in [sorted(set(a) | set(b))]
     )
-    kept = [pair for _, pair in unions if len(pair[3]) <= MAX_SLICE]
+    kept = []
+    for _, (axis, u, v, union) in unions:
+        monomials = None if len(union) <= MAX_SLICE or layout is None else aligned_monomials(layout, axis, union)
+        if len(union) <= MAX_SLICE or (monomials and len(monomials) + len(union) <= unknowns(MAX_SLICE, 2)):
+            kept.append((axis, u, v, union, monomials))
     return kept, len(unions) - len(kept)
+
+
+def aligned_monomials(layout: Layout, axis: tuple, coords: list[int]) -> list[tuple[int, int]] | None:
+    """The products θ_jθ_k of a pair of unit slices that an entry of a Gram-matrix law uses, as positions in
+    ``coords``: j and k in one tensor, at the same index off its unit axis (``Q[u, c] Q[v, c]``, ``O[r, u] O[r, v]``,
+    ``b[u] b[v]``). Every law the book knows on a pair of units has only these (``Q_h Q_hᵀ − K_h K_hᵀ``: a sum over c
+    of aligned products): 6 a column (3 of q, 3 of k), where two rows of q and of k of width 32 have 8,256 products,
+    so the pairs of a wide attention fit. None where a tensor's unit axis is not one axis (a slice along every axis of
+    a square weight) or the axis is no size (flattened, fan-out).
+
+    Examples
+    ========
+    >>> layout = Layout(("q.weight", "k.weight"), ((2, 3), (2, 3)))  # rows 0 and 1 of q and k: a slice along axis 0
+    >>> coords = list(range(12))
+    >>> aligned_monomials(layout, (0, 1, 2, 0), coords)[:3]  # q[0, 0]², q[0, 0] q[1, 0], q[1, 0]²
+    [(0, 0), (0, 3), (3, 3)]
+    >>> len(aligned_monomials(layout, (0, 1, 2, 0), coords))  # 3 per column of each tensor, against 78 products
+    18
+    """
+    i, j, n, variant = axis
+    if n <= 0 or j < 0:
+        return None
+    tensors = _layer_tensors(layout)
+    unit_axis: dict[int, int] = {}
+    if variant:
+        choice = list(product(*(_axes(layout, tensors[layer], n) for layer in (i, j))))[variant - 1]
+        unit_axis = {
+            t: a if len(layout.shapes[t]) >= 2 else 0 for layer, a in zip((i, j), choice) for t in tensors[layer]
+        }
+    groups: dict[tuple, list[int]] = {}
+    for local, c in enumerate(coords):
+        t, index = layout.where(c)
+        axes = [unit_axis[t]] if t in unit_axis else [a for a, size in enumerate(layout.shapes[t]) if size == n]
+        if len(axes) != 1:
+            return None
+        groups.setdefault((t, index[: axes[0]] + index[axes[0] + 1 :]), []).append(local)
+    return [(p, q) for group in groups.values() for p, q in combinations_with_replacement(group, 2)]
 
 
 def pair_seconds(U: int) -> float:

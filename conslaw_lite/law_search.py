@@ -37,11 +37,20 @@ class Samples:
     theta: torch.Tensor
     g: torch.Tensor
     points: dict[tuple[int, ...], int] = field(default_factory=dict)  # θ each block needs (the first P, default all)
+    # the products θ_jθ_k a block's quadratic laws may use, as positions in it (law_blocks.aligned_monomials), where
+    # not all of them
+    monomials: dict[tuple[int, ...], list[tuple[int, int]]] = field(default_factory=dict)
+
+    def unknowns(self, coords: list[int], degree: int) -> int:
+        """The coefficients of a law on ``coords``: its :attr:`monomials` and coordinates, or :func:`unknowns`."""
+        products = self.monomials.get(tuple(coords))
+        return unknowns(len(coords), degree) if products is None or degree == 1 else len(products) + len(coords)
 
     @classmethod
     def draw(
-        cls, problem: Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int, tier: int = 0
-    ) -> Samples:
+        cls, problem: Problem, input_shape, inputs, seed: int, blocks: list[list[int]], degree: int, tier: int = 0,
+        monomials: dict[tuple[int, ...], list[tuple[int, int]]] | None = None,
+    ) -> Samples:  # fmt: skip
         """Enough θ that each block's system gets twice as many *independent* rows as unknowns.
 
         One θ gives at most rank W(θ) independent rows on a block (fewer on its coordinates
@@ -51,21 +60,23 @@ class Samples:
         (their singular values are exactly 0). So the first θ measures each block's rank r_b,
         P = max_b ⌈2 U_b / r_b⌉ + 4 θ are drawn, each with m = rank W(θ) elements (at most the largest
         block's size: more add no rank on any block); block b's rows come from the first ⌈2 U_b / r_b⌉ + 4
-        (``points``). ``tier``: each kind of block gets its own θ.
+        (``points``). ``tier``: each kind of block gets its own θ. ``monomials``: the products some blocks' laws may
+        use (:attr:`monomials`), fewer unknowns than all of them.
         """
         gen = generator(seed, Stream.LAW_SEARCH, tier)  # not the counter's θ and inputs
         n_max = max(map(len, blocks))
         first_theta, first_g = cls._point(problem, input_shape, inputs, gen, n_max)
         ranks = [_rank(first_g[:, coords]) for coords in blocks]
         m = max(_rank(first_g), 1)
-        needs = {tuple(c): math.ceil(2 * unknowns(len(c), degree) / r) + 4 for c, r in zip(blocks, ranks) if r}
+        unknown = cls(first_theta, first_g, monomials=monomials or {}).unknowns
+        needs = {tuple(c): math.ceil(2 * unknown(c, degree) / r) + 4 for c, r in zip(blocks, ranks) if r}
         points = max(needs.values(), default=5)
         thetas, gs = [first_theta], [first_g[:m]]
         for _ in range(points - 1):
             theta, g = cls._point(problem, input_shape, inputs, gen, m)
             thetas.append(theta)
             gs.append(g)
-        return cls(torch.stack(thetas), torch.stack(gs), needs)
+        return cls(torch.stack(thetas), torch.stack(gs), needs, monomials or {})
 
     @staticmethod
     def _point(problem: Problem, input_shape, inputs, gen: torch.Generator, m: int):
@@ -110,9 +121,14 @@ class Search:
     blocks: int = 0  # blocks searched (the search stops once the laws found reach the count)
 
 
-def _columns(coords: list[int], degree: int) -> list[Monomial]:
-    """The monomials over ``coords``: θ_jθ_k (j ≤ k), then θ_j."""
-    quad = [(j, k) for j, k in combinations_with_replacement(coords, 2)] if degree == 2 else []
+def _columns(coords: list[int], degree: int, products: list[tuple[int, int]] | None = None) -> list[Monomial]:
+    """The monomials over ``coords``: θ_jθ_k (j ≤ k; those of ``products`` alone when given), then θ_j."""
+    if degree == 1:
+        quad = []
+    elif products is None:
+        quad = list(combinations_with_replacement(coords, 2))
+    else:
+        quad = [(coords[p], coords[q]) for p, q in products]
     return quad + [(j,) for j in coords]
 
 
@@ -123,10 +139,11 @@ def _rows(samples: Samples, coords: list[int], degree: int) -> torch.Tensor:
     g = samples.g[:P, :, idx]  # (P, m, n)
     parts = []
     if degree == 2:
-        j, k = torch.triu_indices(len(coords), len(coords))
+        products = samples.monomials.get(tuple(coords))
+        j, k = torch.triu_indices(len(coords), len(coords)) if products is None else torch.tensor(products).T
         parts.append(g[:, :, j] * theta[:, None, k] + g[:, :, k] * theta[:, None, j])
     parts.append(g)
-    return torch.cat(parts, dim=2).reshape(-1, unknowns(len(coords), degree))
+    return torch.cat(parts, dim=2).reshape(-1, samples.unknowns(coords, degree))
 
 
 def block_laws(
@@ -142,7 +159,7 @@ def block_laws(
         done += 1
         null, sigma_kept, sigma_dropped = null_space(_rows(samples, coords, degree))
         kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)
-        names = _columns(coords, degree)
+        names = _columns(coords, degree, samples.monomials.get(tuple(coords)))
         for v in null.numpy():
             vectors.append({names[i]: c for i, c in enumerate(v) if abs(c) > COEFFICIENT_TOL * np.abs(v).max()})
         if enough is not None and len(null) and enough(vectors):
