@@ -7,7 +7,10 @@ in all and the seconds of the count inside them, and the time to reach; then the
 as printed. One warm-up run first, so torch.func's one-time imports are not charged.
 
 Then issue 27's MLPs, searched per hidden unit: 8-16-4 with biases (D = 212, N = 16), and with ``--large``
-the 32-64-16 ReLU MLP without biases (D = 3,072, N = 64; target < 60 s on 2 cores).
+the 32-64-16 ReLU MLP without biases (D = 3,072, N = 64; target < 60 s on 2 cores). With ``--attention``, attention
+as users write it (:mod:`conslaw_lite.models.user_attention`): q, k, v in one ``c_attn`` split after it and
+``nn.MultiheadAttention``, d = 8 with 2 heads (N = 48), then ``c_attn`` at d = 16 (N = 144); with ``--large`` too,
+at d = 32 with 4 heads and no biases (D = 4,096, N = 288; minutes).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.find_laws import find_laws
+from conslaw_lite.models.user_attention import SplitAttention, TorchSelfAttention
 
 CASES = [  # (case, architecture, options, seconds to reach)
     ("toy a·b·x", "toy", ArchOptions(dim=2), None),
@@ -31,6 +35,12 @@ CASES = [  # (case, architecture, options, seconds to reach)
 
 MLPS = [("MLP 8-16-4, biases", (8, 16, 4), True, None)]
 LARGE_MLP = ("MLP 32-64-16", (32, 64, 16), False, 60)
+ATTENTION = [  # (case, module, d, heads, biases)
+    ("c_attn split, d=8 h=2", SplitAttention, 8, 2, True),
+    ("nn.MultiheadAttention d=8 h=2", TorchSelfAttention, 8, 2, True),
+    ("c_attn split, d=16 h=2", SplitAttention, 16, 2, True),
+]
+LARGE_ATTENTION = ("c_attn split, d=32 h=4", SplitAttention, 32, 4, False)
 
 
 def relu_mlp(widths: tuple[int, ...], bias: bool) -> nn.Module:
@@ -47,6 +57,7 @@ def main() -> None:
         "--threads", type=int, default=1, help="torch threads (1: on 2 shared cores, 2 threads oversubscribe them)"
     )
     parser.add_argument("--large", action="store_true", help="add the 32-64-16 MLP (D = 3,072)")
+    parser.add_argument("--attention", action="store_true", help="add attention with q, k, v in one matrix")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     find_laws(get_arch("toy").build(ArchOptions()).model, (1,))  # warm-up
@@ -57,6 +68,10 @@ def main() -> None:
     cases = [(case, b.model, b.input_shape, target) for case, b, target in built]
     mlps = MLPS + ([LARGE_MLP] if args.large else [])
     cases += [(case, relu_mlp(widths, bias), (widths[0],), target) for case, widths, bias, target in mlps]
+    attention = (ATTENTION + ([LARGE_ATTENTION] if args.large else [])) if args.attention else []
+    for case, make, d, heads, bias in attention:
+        torch.manual_seed(0)
+        cases.append((case, make(d, heads, bias).double(), (5, d), None))
     for case, model, input_shape, target in cases:
         found = find_laws(model, input_shape)
         n = found.count.num_laws if found.count.conclusive else "?"

@@ -18,6 +18,7 @@ from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.find_laws import MAX_PARAMS
+from conslaw_lite.models.user_attention import SplitAttention, TorchSelfAttention
 
 fl = importlib.import_module("conslaw_lite.find_laws")  # the module: the package exports the function
 search = importlib.import_module("conslaw_lite.law_search")
@@ -317,38 +318,14 @@ def test_per_head_laws_of_separate_q_and_k_layers_are_moved_from_one_pair_of_row
     assert moved > solved, found.searched
 
 
-class FusedAttention(nn.Module):
-    """Attention as nanoGPT writes it: q, k and v from one ``c_attn`` layer, split after it."""
-
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, d = x.shape
-        q, k, v = (t.view(B, T, self.heads, -1).transpose(1, 2) for t in self.c_attn(x).split(d, dim=2))
-        scores = (q @ k.transpose(-1, -2) / math.sqrt(d // self.heads)).softmax(-1)
-        return self.c_proj((scores @ v).transpose(1, 2).reshape(B, T, d))
-
-
-class TorchAttention(nn.Module):
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.mha = nn.MultiheadAttention(d, heads, batch_first=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mha(x, x, x, need_weights=False)[0]
-
-
-@pytest.mark.parametrize("make", [FusedAttention, TorchAttention], ids=["nanoGPT c_attn", "nn.MultiheadAttention"])
+@pytest.mark.parametrize("make", [SplitAttention, TorchSelfAttention], ids=["nanoGPT c_attn", "nn.MultiheadAttention"])
 def test_heads_packed_in_one_qkv_matrix_are_found_with_the_layer_cut_in_its_parts(one_thread, make):
     # rows B of the q part pair with rows d + B of the k part: no unit slice of the whole 3d × d matrix holds them
     # (before: 8 of 48 found, the k biases, in 37 s)
     torch.manual_seed(0)
     found = find_laws(make(8, 2).double(), (5, 8))
     assert found.complete and found.num_found == found.count.num_laws == 2 * (10 + 10) + 8, found.message
-    weight = "c_attn.weight" if make is FusedAttention else "mha.in_proj_weight"
+    weight = "c_attn.weight" if make is SplitAttention else "mha.in_proj_weight"
     assert any(f"{weight}[B+8, :]" in law for law in found.laws), list(found.laws)  # q's rows against k's
     assert "cut in parts" in found.searched
 
