@@ -336,11 +336,11 @@ def _search_blocks(
             search = block_laws(samples, rest, degree, "", enough and (lambda v: enough(found.vectors + v)))
             found.add(search)
             notes[label].append(f"{len(rest)} unit slices whose axis's first has no law: {search.blocks} solved")
-    for label, plan, _ in [search for search in searches if notes[search[0]] or search is searches[0]]:
+    ran = [search for search in searches if notes[search[0]] or search is searches[0]]
+    for label, plan, _ in ran:
         if plan.over or (plan.large and not plan.slices):
             notes[label].append(f"{plan.over} slices over {MAX_SLICE} coordinates left out")
-    searched = "; ".join(label + (f" ({'; '.join(notes[label])})" if notes[label] else "") for label in notes
-                         if notes[label] or label == searches[0][0])  # fmt: skip
+    searched = "; ".join(label + (f" ({'; '.join(notes[label])})" if notes[label] else "") for label, _, _ in ran)
     return assembled(span.independent(found.vectors), found.sigma_kept, found.sigma_dropped, searched)
 
 

@@ -126,7 +126,7 @@ def fused_layout(layout: Layout) -> tuple[Layout, list[str]]:
     [[0, 1, 2, 3, 12, 13], [4, 5, 6, 7, 14, 15]]
     """
     tensors = _layer_tensors(layout)
-    sizes = [{n for t in ts for n in layout.shapes[t]} for ts in tensors]
+    sizes = [_sizes(layout, ts) for ts in tensors]
     parts: dict[int, tuple[int, int]] = {}  # tensor -> (k, rows m) of the layer it belongs to, when cut
     cut = []
     for i, (ts, name) in enumerate(zip(tensors, layer_names(layout), strict=True)):
@@ -174,7 +174,7 @@ def unit_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
     """For each axis size n shared by the layers in ``pair`` (one layer: any of its sizes) and each u < n,
     the coordinates whose index along some axis of size n is u, in the tensors with such an axis."""
     tensors = _layer_tensors(layout)
-    sizes = [{n for t in tensors[i] for n in layout.shapes[t]} for i in pair]
+    sizes = [_sizes(layout, tensors[i]) for i in pair]
     shared = sorted(set.intersection(*sizes)) if len(set(pair)) > 1 else sorted(sizes[0])
     out = []
     for n in shared:
@@ -220,7 +220,7 @@ def flattened_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[in
         for m in sorted(m for m in inputs if m > n and m % n == 0):
             for order, columns in enumerate((_channels_first, _positions_first)):
                 for u in range(n):
-                    before = [c for t in tensors[i] for c in _first_axis(layout, t, n, u)]
+                    before = _along(layout, tensors[i], n, 0, u)
                     after = [c for t in tensors[j] for c in _columns(layout, t, m, columns(n, m, u))]
                     out.append(((i, j, -(2 * n + 1 + order), 0, u), sorted(before + after)))
     return out
@@ -242,7 +242,7 @@ def axis_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
     i, j = pair
     tensors = _layer_tensors(layout)
     out = []
-    for n in sorted(set(_sizes(layout, tensors[i])) & set(_sizes(layout, tensors[j]))):
+    for n in sorted(_sizes(layout, tensors[i]) & _sizes(layout, tensors[j])):
         choices = [_axes(layout, tensors[layer], n) for layer in pair]
         if i == j or all(len(c) <= 1 for c in choices):
             continue
@@ -253,8 +253,9 @@ def axis_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
     return out
 
 
-def _sizes(layout: Layout, tensors: list[int]) -> list[int]:
-    return [n for t in tensors for n in layout.shapes[t]]
+def _sizes(layout: Layout, tensors: list[int]) -> set[int]:
+    """The axis sizes of a layer's tensors."""
+    return {n for t in tensors for n in layout.shapes[t]}
 
 
 def _axes(layout: Layout, tensors: list[int], n: int) -> list[int]:
@@ -282,14 +283,6 @@ def _channels_first(n: int, m: int, u: int) -> list[int]:
 
 def _positions_first(n: int, m: int, u: int) -> list[int]:
     return list(range(u, m, n))
-
-
-def _first_axis(layout: Layout, t: int, n: int, u: int) -> list[int]:
-    """Flat coordinates of tensor t (its first axis of size n: an output unit) whose index there is u."""
-    shape = layout.shapes[t]
-    if not shape or shape[0] != n:
-        return []
-    return list(range(layout.offset(t) + u * math.prod(shape[1:]), layout.offset(t) + (u + 1) * math.prod(shape[1:])))
 
 
 def _columns(layout: Layout, t: int, m: int, columns: list[int]) -> list[int]:
@@ -354,10 +347,15 @@ def slice_pairs(
         for (u, a), (v, b) in combinations(group, 2)
         for union in [sorted(set(a) | set(b))]
     )
-    kept = []
+    kept, keys = [], {}  # keys: each axis's alignment, computed once for all its pairs
     for _, (axis, u, v, union) in unions:
-        monomials = None if len(union) <= MAX_SLICE or layout is None else aligned_monomials(layout, axis, union)
-        if len(union) <= MAX_SLICE or (monomials and len(monomials) + len(union) <= unknowns(MAX_SLICE, 2)):
+        if len(union) <= MAX_SLICE:
+            kept.append((axis, u, v, union, None))
+            continue
+        if layout is not None and axis not in keys:
+            keys[axis] = _alignment(layout, axis, sorted({c for _, coords in by_key[axis] for c in coords}))
+        monomials = None if keys.get(axis) is None else _aligned(union, keys[axis])
+        if monomials and len(monomials) + len(union) <= unknowns(MAX_SLICE, 2):
             kept.append((axis, u, v, union, monomials))
     return kept, len(unions) - len(kept)
 
@@ -379,6 +377,12 @@ def aligned_monomials(layout: Layout, axis: tuple, coords: list[int]) -> list[tu
     >>> len(aligned_monomials(layout, (0, 1, 2, 0), coords))  # 3 per column of each tensor, against 78 products
     18
     """
+    keys = _alignment(layout, axis, coords)
+    return None if keys is None else _aligned(coords, keys)
+
+
+def _alignment(layout: Layout, axis: tuple, coords: list[int]) -> dict[int, tuple] | None:
+    """Each coordinate's tensor and index off the unit axis of ``axis`` (:func:`aligned_monomials`), or None."""
     i, j, n, variant = axis
     if n <= 0 or j < 0:
         return None
@@ -389,13 +393,21 @@ def aligned_monomials(layout: Layout, axis: tuple, coords: list[int]) -> list[tu
         unit_axis = {
             t: a if len(layout.shapes[t]) >= 2 else 0 for layer, a in zip((i, j), choice) for t in tensors[layer]
         }
-    groups: dict[tuple, list[int]] = {}
-    for local, c in enumerate(coords):
+    keys = {}
+    for c in coords:
         t, index = layout.where(c)
         axes = [unit_axis[t]] if t in unit_axis else [a for a, size in enumerate(layout.shapes[t]) if size == n]
         if len(axes) != 1:
             return None
-        groups.setdefault((t, index[: axes[0]] + index[axes[0] + 1 :]), []).append(local)
+        keys[c] = (t, index[: axes[0]] + index[axes[0] + 1 :])
+    return keys
+
+
+def _aligned(coords: list[int], keys: dict[int, tuple]) -> list[tuple[int, int]]:
+    """The products of two positions in ``coords`` whose coordinates share a key, each pair once."""
+    groups: dict[tuple, list[int]] = {}
+    for local, c in enumerate(coords):
+        groups.setdefault(keys[c], []).append(local)
     return [(p, q) for group in groups.values() for p, q in combinations_with_replacement(group, 2)]
 
 

@@ -43,8 +43,7 @@ class Samples:
 
     def unknowns(self, coords: list[int], degree: int) -> int:
         """The coefficients of a law on ``coords``: its :attr:`monomials` and coordinates, or :func:`unknowns`."""
-        products = self.monomials.get(tuple(coords))
-        return unknowns(len(coords), degree) if products is None or degree == 1 else len(products) + len(coords)
+        return _unknowns(coords, degree, self.monomials)
 
     @classmethod
     def draw(
@@ -69,8 +68,9 @@ class Samples:
         rank = _rank(first_g)
         ranks = [rank if len(coords) == first_g.shape[1] else _rank(first_g[:, coords]) for coords in blocks]  # all θ
         m = max(rank, 1)
-        unknown = cls(first_theta, first_g, monomials=monomials or {}).unknowns
-        needs = {tuple(c): math.ceil(2 * unknown(c, degree) / r) + 4 for c, r in zip(blocks, ranks) if r}
+        needs = {
+            tuple(c): math.ceil(2 * _unknowns(c, degree, monomials or {}) / r) + 4 for c, r in zip(blocks, ranks) if r
+        }
         points = max(needs.values(), default=5)
         thetas, gs = [first_theta], [first_g[:m]]
         for _ in range(points - 1):
@@ -92,6 +92,11 @@ class Samples:
         out, pullback = vjp(outputs_over_pieces(problem, theta, x, gen), theta)
         g = _pull(pullback, torch.randn(m, out.numel(), generator=gen, dtype=torch.float64))
         return theta, g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)  # unit rows over all of θ
+
+
+def _unknowns(coords: list[int], degree: int, monomials: dict[tuple[int, ...], list[tuple[int, int]]]) -> int:
+    products = monomials.get(tuple(coords))
+    return unknowns(len(coords), degree) if products is None or degree == 1 else len(products) + len(coords)
 
 
 def _rank(g: torch.Tensor) -> int:
