@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -74,9 +74,9 @@ from conslaw_lite.law_blocks import (
     layer_names,
     pair_seconds,
     slice_pairs,
-    swapped,
-    swapped_pair,
+    unit_group,
 )
+from conslaw_lite.law_moves import swapped, swapped_pair
 from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residuals
 from conslaw_lite.laws import Params
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
@@ -326,7 +326,8 @@ def _search_blocks(
         if pairs:
             blocks, products = [p[3] for p in pairs], {tuple(p[3]): p[4] for p in pairs if p[4] is not None}
             samples = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, 2, products)
-            units = found.join(_pair_laws(samples, layout, pairs, degree, lambda v: enough(found.vectors + v)))
+            reached = lambda v: enough(found.vectors + v)  # noqa: E731
+            units = found.join(_pair_laws(samples, layout, pairs, degree, reached, lawful[label][1]))
             left += units.over_budget
             notes[label].append(_tally(len(pairs), "pairs of slices", units))
         if left:
@@ -404,7 +405,8 @@ def _unit_laws(
     """Axis by axis: its first slice solved, its laws moved to its other slices (``swapped``) and kept where conserved
     on every sample (``MOVED_TOL``), the slices where one failed (or of a flattened axis) solved on their own; no
     further axis once the laws found (with ``before``) reach the count. The other slices of an axis whose first has
-    no law are left for last (``later``), after the pairs of slices: another axis may reach the count first (a
+    no law are left for last (``later``; of a grouped axis, left out), after the pairs of slices: another axis may
+    reach the count first (a
     transformer layer's model axis, 16 slices without a law, before its hidden units; the 448 slices without a law
     of an attention of d = 16 took 140 s before its heads' pairs)."""
     axes: dict[tuple, list] = {}
@@ -422,7 +424,7 @@ def _unit_laws(
             units.lawful.add(axis)
         rest = []
         for u, coords in others:
-            candidates = [swapped(law, layout, n, u0, u) for law in head_laws] if n > 0 else []  # n < 0: flattened
+            candidates = [swapped(law, layout, n, u0, u, unit_group(axis)) for law in head_laws] if n > 0 else []
             if candidates and max(residuals(samples, candidates)) <= MOVED_TOL:
                 units.vectors += candidates
                 units.moved += 1
@@ -430,46 +432,71 @@ def _unit_laws(
                 rest.append(coords)
         if head_laws:
             units.add(block_laws(samples, rest, degree, "", reached))
-        else:
+        elif unit_group(axis) is None:  # a grouping of rows whose first unit has none is no grouping of the model's
             later += rest
     units.later = later
     return units
 
 
-def _pair_laws(samples: Samples, layout: Layout, pairs: list, degree: int, enough: Callable) -> _Units:
-    """Axis by axis: its first pair of unit slices solved, each of its laws moved to the axis's other pairs
-    (``swapped_pair``) and kept where conserved (``MOVED_TOL``); then the pairs where one failed, solved while
-    ``PAIR_SECONDS`` last (:func:`~conslaw_lite.law_blocks.pair_seconds`), until the laws found reach the count."""
-    axes: dict[tuple, list] = {}
-    for axis, u, v, coords, _ in pairs:
-        axes.setdefault(axis, []).append(((u, v), coords))
-    units, work, rest = _Units([], math.inf, 0.0, 0, 0), [0.0], []
+def _pair_laws(
+    samples: Samples, layout: Layout, pairs: list, degree: int, enough: Callable, lawful: frozenset[tuple]
+) -> _Units:
+    """Pairs of unit slices in three passes: the axes in ``lawful`` one by one (the first pair solved, its laws moved to
+    the others), then the pairs of those axes where they were not all conserved, then those of the other axes, fewest
+    unknowns first, on their sums of squares (``squares``) and then whole. Before a pair is solved, the laws of the
+    pairs of its axis solved so far are moved to it (``swapped_pair``) and kept where conserved (``MOVED_TOL``); it is
+    solved when those of no solved pair all are (a head's entry (0, 1) moved to its entry (0, 2); a RoPE head's law of
+    units 0 and 2, found among the squares, to units 1 and 3), while ``PAIR_SECONDS`` last
+    (:func:`~conslaw_lite.law_blocks.pair_seconds`), until the laws found reach the count. A flattened axis's pairs are
+    solved one by one."""
+    order = {axis: n for n, axis in enumerate(dict.fromkeys(p[0] for p in pairs))}
+    units, work = _Units([], math.inf, 0.0, 0, 0), [0.0]
+    solved: dict[tuple, list[tuple[tuple[int, int], list[dict]]]] = {}  # per axis: (pair, its laws) when it has some
 
-    def solve(blocks: list[list[int]]) -> list[dict]:
-        affordable = []
-        for coords in blocks:
-            work[0] += pair_seconds(samples.unknowns(coords, degree))
-            if work[0] <= PAIR_SECONDS:
-                affordable.append(coords)
-        units.over_budget += len(blocks) - len(affordable)
-        return units.add(block_laws(samples, affordable, degree, "", lambda v: enough(units.vectors + v)))
-
-    for axis, ((first, head), *others) in axes.items():
-        if enough(units.vectors):
-            break
-        laws = solve([head]) if axis[2] > 0 else []  # a flattened axis: its pairs are solved one by one
-        for to, coords in others:
-            moved = [swapped_pair(law, layout, axis[2], first, to) for law in laws]
-            conserved = [law for law, r in zip(moved, residuals(samples, moved)) if r <= MOVED_TOL]
-            units.vectors += conserved
-            if conserved and len(conserved) == len(moved):
+    def moved(axis: tuple, to: tuple[int, int]) -> bool:
+        """The laws of the pairs solved before on ``axis`` moved to ``to``: True, those of a pair kept, when they all
+        are conserved, else those of the first pair that are."""
+        for n, (first, laws) in enumerate(solved.get(axis, [])):
+            there = [swapped_pair(law, layout, axis[2], first, to, unit_group(axis)) for law in laws]
+            conserved = [law for law, r in zip(there, residuals(samples, there)) if r <= MOVED_TOL]
+            if len(conserved) == len(there) or n == 0:
+                units.vectors += conserved
+            if len(conserved) == len(there):
                 units.moved += 1
-            else:
-                rest.append(coords)
-        if axis[2] < 0:
-            rest.append(head)
-    if rest and not enough(units.vectors):
-        solve(rest)
+                return True
+        return False
+
+    def solve(axis: tuple, pair: tuple[int, int], coords: list[int], on: Samples) -> None:
+        work[0] += pair_seconds(on.unknowns(coords, degree))
+        if work[0] > PAIR_SECONDS:
+            units.over_budget += 1
+            return
+        laws = units.add(block_laws(on, [coords], degree, "", lambda v: enough(units.vectors + v)))
+        if laws and axis[2] > 0:
+            solved.setdefault(axis, []).append((pair, laws))
+
+    def squares(coords: list[int]) -> Samples:
+        return replace(samples, monomials={tuple(coords): [(p, p) for p in range(len(coords))]})
+
+    def whole(coords: list[int]) -> Samples:
+        return samples
+
+    unmoved = []  # axis by axis: its first pair solved, its laws moved to the others
+    for axis in dict.fromkeys(p[0] for p in pairs if p[0] in lawful):
+        if enough(units.vectors):
+            return units
+        (_, u, v, coords, _), *rest = [p for p in pairs if p[0] == axis]
+        solve(axis, (u, v), coords, samples)
+        unmoved += [p for p in rest if not moved(axis, p[1:3])]
+    cheapest = lambda p: (samples.unknowns(p[3], degree), order[p[0]])  # noqa: E731
+    others = sorted((p for p in pairs if p[0] not in lawful), key=cheapest)
+    screened = [p for p in others if p[0][2] > 0] if degree == 2 else []
+    for chosen, on in ((unmoved, whole), (screened, squares), (others, whole)):
+        for axis, u, v, coords, _ in chosen:
+            if enough(units.vectors):
+                return units
+            if not moved(axis, (u, v)):
+                solve(axis, (u, v), coords, on(coords))
     return units
 
 

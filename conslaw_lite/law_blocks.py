@@ -13,7 +13,7 @@ So the search runs over
    layer alone) and each index u < n, the entries of the pair's tensors whose index along an axis
    of size n is u, when the slice has at most ``MAX_SLICE`` coordinates;
    A law found on the first slice of an axis is moved to the others by swapping the unit's index
-   (:func:`swapped`: hidden units are interchangeable) and kept where it is conserved there; the
+   (:func:`~conslaw_lite.law_moves.swapped`: hidden units are interchangeable) and kept where it is conserved there; the
    slices where that fails are solved on their own.
    Across a ``Flatten`` the unit's column after it is a group: channel c of a convolution feeds
    columns ``c·k … c·k + k − 1`` of the ``Linear`` after it (k = H·W, channels first), a token
@@ -46,11 +46,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import combinations, combinations_with_replacement, product
 
 import numpy as np
 
+from conslaw_lite.law_moves import Group, group_rows
 from conslaw_lite.polynomial_laws import Layout
 
 MAX_BLOCK = 64  # coordinates of a layer or pair of layers searched whole
@@ -62,8 +62,9 @@ PAIR_SECONDS = 60.0  # the pairs of unit slices searched, in pair_seconds (a sma
 
 # (first layer, second layer, axis, variant, unit u < n) of a unit slice; the axis is its size n, or for a flattened
 # axis (flattened_slices) −(2n + 1) with channels first and −(2n + 2) with positions first: never moved by swapping;
-# the variant 0 takes every axis of size n, the others one axis a layer (axis_slices)
-Key = tuple[int, int, int, int, int]
+# the variant 0 takes every axis of size n, the numbers 1, 2, ... one axis a layer (axis_slices), a tuple
+# (G, b, layer, axis) the G·n axis of a layer that a unit's group of rows lies on (grouped_slices)
+Key = tuple[int, int, int, int | tuple[int, int, int, int], int]
 
 
 def unknowns(n: int, degree: int) -> int:
@@ -253,6 +254,49 @@ def axis_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
     return out
 
 
+def grouped_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
+    """For two layers where one's output axis (axis 0, size n) meets an axis of size m = G·n, G > 1, of the other's
+    weight (its rows when both read inputs of one size, its columns when it maps back to the size the first reads),
+    each block size b dividing n and each u < n: the first layer's entries with index u on axis 0 and the other's G
+    rows (or columns) :func:`~conslaw_lite.law_moves.group_rows`. Grouped-query attention: K/V head u // b of width b
+    feeds the G query heads after it, so ``Σ_{h∈g} Q_h Q_hᵀ − K_g K_gᵀ`` pairs row u of k with rows
+    ``(u // b)·G·b + t·b + u % b`` of q, and ``V_g V_gᵀ − Σ_{h∈g} O_hᵀO_h`` row u of v with those columns of o.
+
+    Examples
+    ========
+    >>> layout = Layout(("q.weight", "k.weight"), ((4, 1), (2, 1)))  # 2 query rows for each K/V row
+    >>> [(key, coords) for key, coords in grouped_slices(layout, [0, 1]) if key[3][1] == 2]  # one head of width 2
+    [((0, 1, 2, (2, 2, 0, 0), 0), [0, 2, 4]), ((0, 1, 2, (2, 2, 0, 0), 1), [1, 3, 5])]
+    """
+    i, j = pair
+    if i == j:
+        return []
+    tensors = _layer_tensors(layout)
+    out = []
+    for small, big in ((i, j), (j, i)):
+        weights = [layout.shapes[t] for t in tensors[small] if len(layout.shapes[t]) == 2]
+        others = [layout.shapes[t] for t in tensors[big] if len(layout.shapes[t]) == 2]
+        if not weights or not others:
+            continue
+        (n, n_in), (m_out, m_in) = weights[0], others[0]
+        grouped = [(0, m_out)] if m_in == n_in else []  # rows: both read one input (q and k)
+        grouped += [(1, m_in)] if m_out == n_in else []  # columns: it maps back to the size the first reads (v, o)
+        for axis, m in grouped:
+            for b in (b for b in range(1, n + 1) if n % b == 0 and m > n and m % n == 0):
+                variant = (m // n, b, big, axis)
+                for u in range(n):
+                    rows = group_rows(n, variant[:2], u)
+                    coords = _along(layout, tensors[small], n, 0, u)
+                    coords += [c for r in rows for c in _along(layout, tensors[big], m, axis, r)]
+                    out.append(((i, j, n, variant, u), sorted(coords)))
+    return out
+
+
+def unit_group(axis: tuple) -> Group | None:
+    """The (G, b) of a grouped axis (:func:`grouped_slices`), None for the others."""
+    return axis[3][:2] if isinstance(axis[3], tuple) else None
+
+
 def _sizes(layout: Layout, tensors: list[int]) -> set[int]:
     """The axis sizes of a layer's tensors."""
     return {n for t in tensors for n in layout.shapes[t]}
@@ -318,7 +362,8 @@ def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tup
     coordinates, and how many were larger (left out)."""
     kept, seen, over = [], set(), 0
     for i, j in large:
-        for key, coords in unit_slices(layout, [i, j]) + flattened_slices(layout, [i, j]) + axis_slices(layout, [i, j]):
+        every = unit_slices(layout, [i, j]) + flattened_slices(layout, [i, j]) + axis_slices(layout, [i, j])
+        for key, coords in every + grouped_slices(layout, [i, j]):
             if tuple(coords) in seen:
                 continue
             seen.add(tuple(coords))
@@ -388,7 +433,11 @@ def _alignment(layout: Layout, axis: tuple, coords: list[int]) -> dict[int, tupl
         return None
     tensors = _layer_tensors(layout)
     unit_axis: dict[int, int] = {}
-    if variant:
+    if isinstance(variant, tuple):
+        _, _, big, along = variant
+        grouped = {t for t in tensors[big] if len(layout.shapes[t]) >= 2}
+        unit_axis = {t: along if t in grouped else 0 for t in tensors[i] + tensors[j]}
+    elif variant:
         choice = list(product(*(_axes(layout, tensors[layer], n) for layer in (i, j))))[variant - 1]
         unit_axis = {
             t: a if len(layout.shapes[t]) >= 2 else 0 for layer, a in zip((i, j), choice) for t in tensors[layer]
@@ -422,57 +471,6 @@ def pair_seconds(U: int) -> float:
     (0.1, 17.6)
     """
     return U**3 / 9e9 + U**2 / 4e6
-
-
-def swapped(law: dict, layout: Layout, n: int, u: int, v: int) -> dict:
-    """The law with indices u and v exchanged along every axis of size n of its tensors (a unit's law moved to
-    another unit: the permutation of hidden units is a symmetry of the model, so the result is a law of it
-    wherever the architecture treats them alike; :func:`~conslaw_lite.find_laws.find_laws` checks that it is).
-
-    Examples
-    ========
-    >>> layout = Layout(("W1", "W2"), ((2, 1), (1, 2)))  # W1[i, 0] W2[0, i]: unit 0 is (0, 2), unit 1 is (1, 3)
-    >>> swapped({(0, 0): 1.0, (2, 2): -1.0}, layout, 2, 0, 1)
-    {(1, 1): 1.0, (3, 3): -1.0}
-    """
-    perm = _permutation(layout, n, u, v)
-    out: dict = {}
-    for mono, c in law.items():
-        moved = tuple(sorted(perm[j] for j in mono))
-        out[moved] = out.get(moved, 0.0) + c
-    return out
-
-
-def swapped_pair(law: dict, layout: Layout, n: int, first: tuple[int, int], to: tuple[int, int]) -> dict:
-    """The law of the pair of units ``first = (u₀, v₀)`` moved to the pair ``to = (u, v)``: u₀ swapped with u, then
-    where v₀ went swapped with v (a head's entry (0, 1) moved to (4, 5)).
-
-    Examples
-    ========
-    >>> layout = Layout(("Q",), ((3, 1),))  # Q[0, 0] Q[1, 0] moved to Q[2, 0] Q[0, 0]
-    >>> swapped_pair({(0, 1): 1.0}, layout, 3, (0, 1), (2, 0))
-    {(0, 2): 1.0}
-    """
-    (u0, v0), (u, v) = first, to
-    once = swapped(law, layout, n, u0, u)
-    at = u0 if v0 == u else v0
-    return swapped(once, layout, n, at, v) if at != v else once
-
-
-@lru_cache(maxsize=4096)
-def _permutation(layout: Layout, n: int, u: int, v: int) -> tuple[int, ...]:
-    """Where each coordinate of θ goes when u and v are exchanged along every axis of size n (a search moves laws to
-    thousands of pairs of units: one table per swap instead of an index computed per coordinate)."""
-    swap = np.arange(n)
-    swap[[u, v]] = swap[[v, u]]
-    parts = []
-    for t, shape in enumerate(layout.shapes):
-        index = np.arange(math.prod(shape)).reshape(shape)
-        for axis, size in enumerate(shape):
-            if size == n:
-                index = index.take(swap, axis=axis)
-        parts.append(layout.offset(t) + index.reshape(-1))
-    return tuple(int(j) for j in np.concatenate(parts)) if parts else ()
 
 
 @dataclass(frozen=True)

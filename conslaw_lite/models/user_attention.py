@@ -7,6 +7,10 @@ key bias entry alone (a softmax ignores what it adds to every score of a row).
 * :class:`SplitAttention`: q, k and v from one layer ``c_attn`` of 3d outputs, split after it (nanoGPT's
   ``CausalSelfAttention``, timm's ``qkv``): a head's laws pair rows B with rows d + B of one matrix.
 * :class:`TorchSelfAttention`: ``nn.MultiheadAttention`` called on one input, ``in_proj_weight`` the same 3d × d.
+* :class:`GroupedAttention`: Llama's layout, separate ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj`` without biases,
+  each K/V head shared by G query heads (``repeat_interleave``), RoPE optional. Per K/V head g:
+  ``Σ_{h∈g} Q_h Q_hᵀ − K_g K_gᵀ`` (under RoPE, per pair of turned coordinates j, j + k/2, the trace of its 2 × 2
+  block) and ``V_g V_gᵀ − Σ_{h∈g} O_hᵀ O_h``.
 """
 
 from __future__ import annotations
@@ -56,3 +60,43 @@ class TorchSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.mha(x, x, x, need_weights=False)[0]
+
+
+class GroupedAttention(nn.Module):
+    """Grouped-query attention as Llama's code writes it: ``heads`` query heads on ``kv_heads`` K/V heads of width
+    k = d / heads, query head h reading K/V head h // (heads / kv_heads); ``rope``: rotary embeddings turning
+    coordinates j and j + k/2 of each head by position · 10000^(−2j/k); input (batch, tokens, d).
+
+    Examples
+    ========
+    >>> attention = GroupedAttention(8, heads=2, kv_heads=1)
+    >>> attention(torch.randn(3, 5, 8)).shape, attention.k_proj.weight.shape
+    (torch.Size([3, 5, 8]), torch.Size([4, 8]))
+    """
+
+    def __init__(self, d: int, heads: int, kv_heads: int, rope: bool = False) -> None:
+        super().__init__()
+        if d % heads or heads % kv_heads:
+            raise ValueError(f"GroupedAttention: d = {d}, heads = {heads}, kv_heads = {kv_heads} do not divide")
+        self.heads, self.kv_heads, self.rope, k = heads, kv_heads, rope, d // heads
+        self.q_proj, self.o_proj = nn.Linear(d, d, bias=False), nn.Linear(d, d, bias=False)
+        self.k_proj, self.v_proj = nn.Linear(d, kv_heads * k, bias=False), nn.Linear(d, kv_heads * k, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        q = self.q_proj(x).view(B, T, self.heads, -1).transpose(1, 2)
+        k, v = (layer(x).view(B, T, self.kv_heads, -1).transpose(1, 2) for layer in (self.k_proj, self.v_proj))
+        if self.rope:
+            q, k = _rotated(q), _rotated(k)
+        k, v = (t.repeat_interleave(self.heads // self.kv_heads, dim=1) for t in (k, v))
+        scores = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).softmax(-1)
+        return self.o_proj((scores @ v).transpose(1, 2).reshape(B, T, d))
+
+
+def _rotated(x: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's ``x cos + rotate_half(x) sin`` at each position of x (…, tokens, k)."""
+    T, k = x.shape[-2:]
+    frequencies = 10000.0 ** (-torch.arange(0, k, 2, dtype=x.dtype) / k)
+    angles = torch.outer(torch.arange(T, dtype=x.dtype), frequencies).repeat(1, 2)
+    first, second = x.chunk(2, dim=-1)
+    return x * angles.cos() + torch.cat((-second, first), dim=-1) * angles.sin()
