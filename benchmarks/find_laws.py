@@ -9,20 +9,23 @@ as printed. One warm-up run first, so torch.func's one-time imports are not char
 Then issue 27's MLPs, searched per hidden unit: 8-16-4 with biases (D = 212, N = 16), and with ``--large``
 the 32-64-16 ReLU MLP without biases (D = 3,072, N = 64; target < 60 s on 2 cores). With ``--attention``, attention
 as users write it (:mod:`conslaw_lite.models.user_attention`): q, k, v in one ``c_attn`` split after it and
-``nn.MultiheadAttention``, d = 8 with 2 heads (N = 48), then ``c_attn`` at d = 16 (N = 144); with ``--large`` too,
-at d = 32 with 4 heads and no biases (D = 4,096, N = 288; minutes).
+``nn.MultiheadAttention``, d = 8 with 2 heads (N = 48); Llama's grouped-query attention, 2 query heads on 1 K/V head
+(N = 20), the same with one ``qkv_proj`` (Phi-3), 2 heads under RoPE (N = 24); then ``c_attn`` at d = 16 (N = 160)
+and grouped-query attention of 4 heads on 2, without and with RoPE (N = 40, 24); with ``--large`` too, ``c_attn`` at
+d = 32 with 4 heads and no biases (D = 4,096, N = 288; minutes).
 """
 
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 import torch
 from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.find_laws import find_laws
-from conslaw_lite.models.user_attention import SplitAttention, TorchSelfAttention
+from conslaw_lite.models.user_attention import GroupedAttention, SplitAttention, TorchSelfAttention
 
 CASES = [  # (case, architecture, options, seconds to reach)
     ("toy a·b·x", "toy", ArchOptions(dim=2), None),
@@ -35,12 +38,17 @@ CASES = [  # (case, architecture, options, seconds to reach)
 
 MLPS = [("MLP 8-16-4, biases", (8, 16, 4), True, None)]
 LARGE_MLP = ("MLP 32-64-16", (32, 64, 16), False, 60)
-ATTENTION = [  # (case, module, d, heads, biases)
-    ("c_attn split, d=8 h=2", SplitAttention, 8, 2, True),
-    ("nn.MultiheadAttention d=8 h=2", TorchSelfAttention, 8, 2, True),
-    ("c_attn split, d=16 h=2", SplitAttention, 16, 2, True),
+ATTENTION = [  # (case, module, d)
+    ("c_attn split, d=8 h=2", partial(SplitAttention, 8, 2), 8),
+    ("nn.MultiheadAttention d=8 h=2", partial(TorchSelfAttention, 8, 2), 8),
+    ("GQA 2 on 1, d=8", partial(GroupedAttention, 8, 2, 1), 8),
+    ("GQA 2 on 1, one qkv_proj, d=8", partial(GroupedAttention, 8, 2, 1, fused=True), 8),
+    ("RoPE h=2, d=8", partial(GroupedAttention, 8, 2, 2, rope=True), 8),
+    ("c_attn split, d=16 h=2", partial(SplitAttention, 16, 2), 16),
+    ("GQA 4 on 2, d=16", partial(GroupedAttention, 16, 4, 2), 16),
+    ("GQA 4 on 2 + RoPE, d=16", partial(GroupedAttention, 16, 4, 2, rope=True), 16),
 ]
-LARGE_ATTENTION = ("c_attn split, d=32 h=4", SplitAttention, 32, 4, False)
+LARGE_ATTENTION = ("c_attn split, d=32 h=4", partial(SplitAttention, 32, 4, bias=False), 32)
 
 
 def relu_mlp(widths: tuple[int, ...], bias: bool) -> nn.Module:
@@ -69,9 +77,9 @@ def main() -> None:
     mlps = MLPS + ([LARGE_MLP] if args.large else [])
     cases += [(case, relu_mlp(widths, bias), (widths[0],), target) for case, widths, bias, target in mlps]
     attention = (ATTENTION + ([LARGE_ATTENTION] if args.large else [])) if args.attention else []
-    for case, make, d, heads, bias in attention:
+    for case, make, d in attention:
         torch.manual_seed(0)
-        cases.append((case, make(d, heads, bias).double(), (5, d), None))
+        cases.append((case, make().double(), (5, d), None))
     for case, model, input_shape, target in cases:
         found = find_laws(model, input_shape)
         n = found.count.num_laws if found.count.conclusive else "?"

@@ -280,14 +280,15 @@ def _search_blocks(
     problem: Problem, input_shape, inputs, seed: int, degree: int, searches: list[tuple[str, Plan, Layout]], count
 ) -> Search:
     """Layers and pairs of layers whole, then unit slices of the larger pairs, the larger layers' linear laws, then
-    pairs of slices (:mod:`conslaw_lite.law_blocks`); each stage on every ``(label, plan, layout)`` in turn (θ's own
-    layers, then with fused layers cut: :func:`~conslaw_lite.law_blocks.fused_layout`), a block met before left out,
-    and the pairs of slices first of the layout whose unit slices hold laws on the most axes (a fused qkv's cut heads,
-    not its whole rows); all but the first stage only until the laws found reach the count."""
+    pairs of slices (:mod:`conslaw_lite.law_blocks`), then grouped unit slices and their pairs; each stage on every
+    ``(label, plan, layout)`` in turn (θ's own layers, then with fused layers cut:
+    :func:`~conslaw_lite.law_blocks.fused_layout`), a block met before left out, and the pairs of slices first of the
+    layout whose unit slices hold laws on the most axes (a fused qkv's cut heads, not its whole rows); all but the first
+    stage only until the laws found reach the count."""
     target = count.num_laws if count.conclusive else None
     span = Span()
     enough = None if target is None else (lambda v: span.reaches(v, degree, target))
-    found, lawful, later, seen = _Units([], math.inf, 0.0, 0, 0), {}, {}, set()
+    found, lawful, later, seen, drawn = _Units([], math.inf, 0.0, 0, 0), {}, [], set(), {}
     notes: dict[str, list[str]] = {label: [] for label, _, _ in searches}
 
     def short() -> bool:
@@ -303,14 +304,37 @@ def _search_blocks(
         if whole and (n == 0 or short()):
             found.add(block_laws(Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, ""))
             notes[label] += [f"{len(whole)} layers and pairs of them whole"] if n else []
+    def units_of(label: str, slices: list, layout: Layout, kind: str) -> None:
+        samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
+        units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors))
+        lawful[label, kind] = (slices, frozenset(units.lawful))
+        later.append((label, samples, units.later))
+        notes[label].append(_tally(len(slices), f"{kind} unit slices".lstrip(), units))
+
+    def pairs_of(label: str, layout: Layout, kind: str, others: bool) -> None:
+        """The pairs of slices of the axes with unit laws, or with ``others``, of the axes without."""
+        if (label, kind) not in lawful or target is None or not short():
+            return
+        pairs, left = slice_pairs(*lawful[label, kind], layout)
+        scope = [p for p in pairs if (p[0] in lawful[label, kind][1]) != others]
+        left = 0 if others else left  # those over the size limit, said once
+        if scope:
+            if (label, kind) not in drawn:
+                blocks, products = [p[3] for p in pairs], {tuple(p[3]): p[4] for p in pairs if p[4] is not None}
+                drawn[label, kind] = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, 2, products)
+            reached = lambda v: enough(found.vectors + v)  # noqa: E731
+            units = _pair_laws(drawn[label, kind], layout, pairs, degree, reached, lawful[label, kind][1], others)
+            found.join(units)
+            left += units.over_budget
+            named = f"pairs of {kind + ' ' if kind else ''}slices" + (" of axes without unit laws" if others else "")
+            notes[label].append(_tally(len(scope), named, units))
+        if left:
+            notes[label].append(f"{left} pairs of slices left out (over {MAX_SLICE} coordinates or the budget)")
+
     for label, plan, layout in searches:
         slices = new(plan.slices, lambda s: s[1])
         if slices and short():
-            samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
-            units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors))
-            lawful[label] = (slices, frozenset(units.lawful))
-            later[label] = (samples, units.later)
-            notes[label].append(_tally(len(slices), "unit slices", units))
+            units_of(label, slices, layout, "")
     linear = new([b for _, plan, _ in searches for b in plan.linear])
     if linear and short():
         found.add(block_laws(Samples.draw(problem, input_shape, inputs, seed, linear, 1, 3), linear, 1, ""))
@@ -318,21 +342,18 @@ def _search_blocks(
         notes[searches[0][0]].append(
             "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
         )
-    by_laws = sorted(searches, key=lambda search: -len(lawful.get(search[0], ((), ()))[1]))  # a head's axes first
+    by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
     for label, _, layout in by_laws:
-        if label not in lawful or target is None or not short():
-            continue
-        pairs, left = slice_pairs(*lawful[label], layout)
-        if pairs:
-            blocks, products = [p[3] for p in pairs], {tuple(p[3]): p[4] for p in pairs if p[4] is not None}
-            samples = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, 2, products)
-            reached = lambda v: enough(found.vectors + v)  # noqa: E731
-            units = found.join(_pair_laws(samples, layout, pairs, degree, reached, lawful[label][1]))
-            left += units.over_budget
-            notes[label].append(_tally(len(pairs), "pairs of slices", units))
-        if left:
-            notes[label].append(f"{left} pairs of slices left out (over {MAX_SLICE} coordinates or the budget)")
-    for label, (samples, rest) in later.items():
+        pairs_of(label, layout, "", False)
+    for label, plan, layout in searches:  # grouped-query heads, before the axes without unit laws
+        grouped = new(plan.grouped, lambda s: s[1])
+        if grouped and target is not None and short():
+            units_of(label, grouped, layout, "grouped")
+            pairs_of(label, layout, "grouped", False)
+            pairs_of(label, layout, "grouped", True)
+    for label, _, layout in by_laws:
+        pairs_of(label, layout, "", True)
+    for label, samples, rest in later:
         if rest and short():
             search = block_laws(samples, rest, degree, "", enough and (lambda v: enough(found.vectors + v)))
             found.add(search)
@@ -346,21 +367,18 @@ def _search_blocks(
 
 
 def _cut(layout: Layout, degree: int, readers: list[list[str]]) -> list[tuple[str, Plan, Layout]]:
-    """The search of θ with its fused layers cut in parts (:func:`~conslaw_lite.law_blocks.fused_layout`), if it has
-    any and a block of them fits."""
-    cut, fused = fused_layout(layout)
-    if not fused:
-        return []
-    try:
-        return [
-            (
-                f"{', '.join(f'`{name}`' for name in fused)} cut in parts",
-                blocks_plan(cut, degree, _layer_groups(readers, cut)),
-                cut,
-            )
-        ]
-    except ValueError:  # no block of the parts fits either: θ's own layers are searched alone
-        return []
+    """The searches of θ with its fused layers cut in parts (:func:`~conslaw_lite.law_blocks.fused_layout`): in equal
+    parts, then in those of grouped-query heads, each where it cuts a layer and a block of the parts fits."""
+    searches = []
+    for grouped, kind in ((False, "parts"), (True, "grouped-query parts")):
+        cut, fused = fused_layout(layout, grouped)
+        try:
+            plan = blocks_plan(cut, degree, _layer_groups(readers, cut)) if fused else None
+        except ValueError:  # no block of the parts fits either: θ's own layers are searched alone
+            plan = None
+        if plan is not None and cut not in [c for _, _, c in searches]:
+            searches.append((f"{', '.join(f'`{name}`' for name in fused)} cut in {kind}", plan, cut))
+    return searches
 
 
 def _tally(blocks: int, kind: str, units: _Units) -> str:
@@ -439,16 +457,16 @@ def _unit_laws(
 
 
 def _pair_laws(
-    samples: Samples, layout: Layout, pairs: list, degree: int, enough: Callable, lawful: frozenset[tuple]
+    samples: Samples, layout: Layout, pairs: list, degree: int, enough: Callable, lawful: frozenset[tuple], others: bool
 ) -> _Units:
-    """Pairs of unit slices in three passes: the axes in ``lawful`` one by one (the first pair solved, its laws moved to
-    the others), then the pairs of those axes where they were not all conserved, then those of the other axes, fewest
-    unknowns first, on their sums of squares (``squares``) and then whole. Before a pair is solved, the laws of the
-    pairs of its axis solved so far are moved to it (``swapped_pair``) and kept where conserved (``MOVED_TOL``); it is
-    solved when those of no solved pair all are (a head's entry (0, 1) moved to its entry (0, 2); a RoPE head's law of
-    units 0 and 2, found among the squares, to units 1 and 3), while ``PAIR_SECONDS`` last
-    (:func:`~conslaw_lite.law_blocks.pair_seconds`), until the laws found reach the count. A flattened axis's pairs are
-    solved one by one."""
+    """The pairs of unit slices of the axes in ``lawful`` (or with ``others``, of the other axes) in two passes: the
+    axes one by one (the first pair solved, its laws moved to the others), then the pairs where they were not all
+    conserved; ``others``: fewest unknowns first, on their sums of squares (``squares``), then whole. Before a pair is
+    solved, the laws of the pairs of its axis solved so far are moved to it (``swapped_pair``) and kept where conserved
+    (``MOVED_TOL``); it is solved when those of no solved pair all are (a head's entry (0, 1) moved to its entry
+    (0, 2); a RoPE head's law of units 0 and 2, found among the squares, to units 1 and 3), while ``PAIR_SECONDS``
+    last (:func:`~conslaw_lite.law_blocks.pair_seconds`), until the laws found reach the count. A flattened axis's
+    pairs are solved one by one."""
     order = {axis: n for n, axis in enumerate(dict.fromkeys(p[0] for p in pairs))}
     units, work = _Units([], math.inf, 0.0, 0, 0), [0.0]
     solved: dict[tuple, list[tuple[tuple[int, int], list[dict]]]] = {}  # per axis: (pair, its laws) when it has some
@@ -471,7 +489,10 @@ def _pair_laws(
         if work[0] > PAIR_SECONDS:
             units.over_budget += 1
             return
-        laws = units.add(block_laws(on, [coords], degree, "", lambda v: enough(units.vectors + v)))
+        search = block_laws(on, [coords], degree, "", lambda v: enough(units.vectors + v))
+        laws = units.add(search)
+        if on is not samples and not laws:  # a screen that found none: the pair is moved or solved whole after it
+            units.solved -= search.blocks
         if laws and axis[2] > 0:
             solved.setdefault(axis, []).append((pair, laws))
 
@@ -482,20 +503,20 @@ def _pair_laws(
         return samples
 
     unmoved = []  # axis by axis: its first pair solved, its laws moved to the others
-    for axis in dict.fromkeys(p[0] for p in pairs if p[0] in lawful):
+    for axis in dict.fromkeys(p[0] for p in pairs if p[0] in lawful and not others):
         if enough(units.vectors):
             return units
         (_, u, v, coords, _), *rest = [p for p in pairs if p[0] == axis]
         solve(axis, (u, v), coords, samples)
         unmoved += [p for p in rest if not moved(axis, p[1:3])]
     cheapest = lambda p: (samples.unknowns(p[3], degree), order[p[0]])  # noqa: E731
-    others = sorted((p for p in pairs if p[0] not in lawful), key=cheapest)
-    screened = [p for p in others if p[0][2] > 0] if degree == 2 else []
-    for chosen, on in ((unmoved, whole), (screened, squares), (others, whole)):
+    rest = sorted((p for p in pairs if p[0] not in lawful), key=cheapest) if others else []
+    screened = [p for p in rest if p[0][2] > 0] if degree == 2 else []
+    for chosen, on in ((unmoved, whole), (screened, squares), (rest, whole)):
         for axis, u, v, coords, _ in chosen:
             if enough(units.vectors):
                 return units
-            if not moved(axis, (u, v)):
+            if (u, v) not in [pair for pair, _ in solved.get(axis, [])] and not moved(axis, (u, v)):
                 solve(axis, (u, v), coords, on(coords))
     return units
 

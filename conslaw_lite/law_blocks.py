@@ -27,7 +27,9 @@ So the search runs over
 4. if still short of the count, *pairs of unit slices* (u, v) of one such axis (the entries
    ``(u, v)`` of a per-head matrix law), the axes whose unit slices have laws first. The laws of an axis's first
    pair are moved to its other pairs (two swaps: u₀ → u, v₀ → v) and kept where conserved; the pairs where one
-   fails are solved, within a budget of ``PAIR_SECONDS`` (about a minute of work on 2 cores).
+   fails are solved, within a budget of ``PAIR_SECONDS`` (about a minute of work on 2 cores);
+5. if still short, *grouped unit slices* (:func:`grouped_slices`: a K/V row with the query rows that read it) and
+   their pairs, the same way.
 
 A law found in a block is a law of the model (it is conserved by every sampled field); a law
 that lies in no block is missed, and the comparison with the count says so.
@@ -103,7 +105,7 @@ def _layer_tensors(layout: Layout) -> list[list[int]]:
     return list(found.values())
 
 
-def fused_layout(layout: Layout) -> tuple[Layout, list[str]]:
+def fused_layout(layout: Layout, grouped: bool = False) -> tuple[Layout, list[str]]:
     """The layout with each *fused* layer cut into its parts, and the names of the layers cut.
 
     A layer computing q, k and v in one matrix (``c_attn = nn.Linear(d, 3d)`` then ``.split(d, dim=-1)``, or
@@ -111,9 +113,10 @@ def fused_layout(layout: Layout) -> tuple[Layout, list[str]]:
     ``Q_h Q_hᵀ − K_h K_hᵀ`` pairs rows ``B`` with rows ``d + B``, which no unit slice of the whole tensor does.
     A layer is cut when its output axis m (the first axis of a 2-D weight) is k parts of a size s = m/k that the
     model has elsewhere (k = 3, else 2: another layer's axis, or the layer's own input axis); every tensor of it whose
-    first axis is m is cut into k tensors of s rows, named ``{layer}[p:k].{tensor}``. A row-major tensor's row blocks
-    are consecutive in θ, so the cut layout numbers every coordinate as ``layout`` does: a law found on it is a
-    law of the same θ. A layer that merely widens (an MLP's 8 → 16) is cut too; the cut only adds blocks to search.
+    first axis is m is cut into k tensors of s rows, named ``{layer}[p:k].{tensor}`` (``grouped``: into the parts of
+    grouped-query heads, :func:`_parts`). A row-major tensor's row blocks are consecutive in θ, so the cut layout
+    numbers every coordinate as ``layout`` does: a law found on it is a law of the same θ. A layer that merely widens
+    (an MLP's 8 → 16) is cut too; the cut only adds blocks to search.
 
     Examples
     ========
@@ -128,7 +131,7 @@ def fused_layout(layout: Layout) -> tuple[Layout, list[str]]:
     """
     tensors = _layer_tensors(layout)
     sizes = [_sizes(layout, ts) for ts in tensors]
-    parts: dict[int, tuple[int, int]] = {}  # tensor -> (k, rows m) of the layer it belongs to, when cut
+    parts: dict[int, list[int]] = {}  # tensor -> the rows of its parts, when cut
     cut = []
     for i, (ts, name) in enumerate(zip(tensors, layer_names(layout), strict=True)):
         weights = [layout.shapes[t] for t in ts if len(layout.shapes[t]) == 2]
@@ -136,21 +139,38 @@ def fused_layout(layout: Layout) -> tuple[Layout, list[str]]:
             continue
         m, n_in = weights[0]
         elsewhere = {n for j, s in enumerate(sizes) if j != i for n in s} | {n_in}
-        k = next((k for k in (3, 2) if m % k == 0 and m // k > 1 and m // k in elsewhere), 0)
-        if k:
+        rows = _parts(m, elsewhere, grouped)
+        if rows:
             cut.append(name)
-            parts |= {t: (k, m) for t in ts if layout.shapes[t] and layout.shapes[t][0] == m}
+            parts |= {t: rows for t in ts if layout.shapes[t] and layout.shapes[t][0] == m}
     names, shapes = [], []
     for t, (name, shape) in enumerate(zip(layout.names, layout.shapes, strict=True)):
         if t not in parts:
             names.append(name)
             shapes.append(shape)
             continue
-        (k, m), (module, dot, leaf) = parts[t], name.rpartition(".")
-        for p in range(k):
-            names.append(f"{module if dot else name}[{p}:{k}].{leaf}")
-            shapes.append((m // k, *shape[1:]))
+        rows, (module, dot, leaf) = parts[t], name.rpartition(".")
+        for p, r in enumerate(rows):
+            names.append(f"{module if dot else name}[{p}:{len(rows)}].{leaf}")
+            shapes.append((r, *shape[1:]))
     return Layout(tuple(names), tuple(shapes)), cut
+
+
+def _parts(m: int, elsewhere: set[int], grouped: bool) -> list[int]:
+    """The rows of a fused layer's parts, [] where it is not cut: k equal parts of a size the model has elsewhere
+    (k = 3, else 2); with ``grouped``, the queries' q rows (a size it has elsewhere, o's input) and two parts of r
+    rows, the keys' and the values', r dividing q: grouped-query attention's ``qkv_proj``, q = G·r, G > 1.
+
+    Examples
+    ========
+    >>> _parts(24, {8}, False), _parts(16, {8}, False), _parts(16, {8}, True), _parts(24, {8}, True)
+    ([8, 8, 8], [8, 8], [8, 4, 4], [])
+    """
+    if grouped:
+        halves = [(q, (m - q) // 2) for q in sorted(elsewhere, reverse=True) if q < m and (m - q) % 2 == 0]
+        return next(([q, r, r] for q, r in halves if 0 < r < q and q % r == 0), [])
+    k = next((k for k in (3, 2) if m % k == 0 and m // k > 1 and m // k in elsewhere), 0)
+    return [m // k] * k if k else []
 
 
 def pairs(count: int) -> list[tuple[int, int]]:
@@ -362,8 +382,7 @@ def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tup
     coordinates, and how many were larger (left out)."""
     kept, seen, over = [], set(), 0
     for i, j in large:
-        every = unit_slices(layout, [i, j]) + flattened_slices(layout, [i, j]) + axis_slices(layout, [i, j])
-        for key, coords in every + grouped_slices(layout, [i, j]):
+        for key, coords in unit_slices(layout, [i, j]) + flattened_slices(layout, [i, j]) + axis_slices(layout, [i, j]):
             if tuple(coords) in seen:
                 continue
             seen.add(tuple(coords))
@@ -475,15 +494,16 @@ def pair_seconds(U: int) -> float:
 
 @dataclass(frozen=True)
 class Plan:
-    """The blocks to search: whole layers and pairs, the pairs too large, their unit slices, slices left out, and the
+    """The blocks to search: whole layers and pairs, the pairs too large, their unit slices, slices left out, the
     blocks whose linear laws are searched whole (``linear``: all of θ up to ``MAX_LINEAR`` coordinates, else each layer
-    too large to search whole)."""
+    too large to search whole), and the large pairs' grouped unit slices (:func:`grouped_slices`)."""
 
     whole: list[list[int]]
     large: list[tuple[int, int]]
     slices: list[tuple[Key, list[int]]]
     over: int
     linear: list[list[int]]
+    grouped: list[tuple[Key, list[int]]] = ()  # grouped_slices of the large pairs, searched after all the others
 
 
 def blocks_plan(layout: Layout, degree: int, fan_outs: list[list[int]] = ()) -> Plan:
@@ -524,4 +544,5 @@ def blocks_plan(layout: Layout, degree: int, fan_outs: list[list[int]] = ()) -> 
         linear = [list(range(D))]
     else:
         linear = [ranges[i] for i in larger if MAX_BLOCK < len(ranges[i]) <= MAX_LINEAR]
-    return Plan(whole, large, slices, over, linear)
+    grouped = [(key, c) for i, j in large for key, c in grouped_slices(layout, [i, j]) if len(c) <= MAX_SLICE]
+    return Plan(whole, large, slices, over, linear, [(key, c) for key, c in grouped if tuple(c) not in seen])

@@ -255,7 +255,7 @@ def test_cli_laws_inconclusive_exits_1(monkeypatch, tmp_path, capsys, one_thread
 
 
 def test_unit_slices_of_an_mlp_and_pairs_of_slices_of_a_head():
-    from conslaw_lite.law_blocks import slice_blocks, slice_pairs, unit_slices, whole_blocks
+    from conslaw_lite.law_blocks import blocks_plan, slice_blocks, slice_pairs, unit_slices, whole_blocks
     from conslaw_lite.polynomial_laws import Layout
 
     layout = Layout(("0.weight", "0.bias", "2.weight"), ((16, 8), (16,), (4, 16)))  # D = 208
@@ -265,9 +265,9 @@ def test_unit_slices_of_an_mlp_and_pairs_of_slices_of_a_head():
     assert [key for key, _ in units] == [(0, 1, 16, 0, u) for u in range(16)]
     assert units[3][1] == [*range(24, 32), 128 + 3, *(144 + 16 * r + 3 for r in range(4))]  # W₁[3,:], b₁[3], W₂[:,3]
     slices, over = slice_blocks(layout, large)
-    grouped = [key for key, _ in slices if isinstance(key[3], tuple)]  # layer 2's 4 rows with layer 0's 8 columns
-    assert over == 0 and len(slices) - len(grouped) == 16 + 8 + 16  # the pair's units, then layer 0's columns and rows
-    assert len(grouped) == 3 * 4  # in groups of b = 1, 2 or 4 columns (a V/O of grouped heads)
+    assert over == 0 and len(slices) == 16 + 8 + 16  # the pair's units, then layer 0's columns and rows
+    grouped = blocks_plan(layout, 2).grouped  # layer 2's 4 rows with layer 0's 8 columns, as a V/O of grouped heads
+    assert len(grouped) == 3 * 4 and {key[3][1] for key, _ in grouped} == {1, 2, 4}  # in groups of b columns
     heads = Layout(("Q.weight", "K.weight"), ((4, 3), (4, 3)))
     pairs, left = slice_pairs(unit_slices(heads, [0, 1]))
     assert left == 0 and len(pairs) == 3 + 6  # pairs of columns (3) and of rows (4) of Q and K
@@ -340,6 +340,16 @@ def test_grouped_query_attention_written_by_hand_gets_its_group_laws(one_thread)
     assert found.complete and found.num_found == found.count.num_laws == 2 * 10, found.message
     group = "q_proj.weight[0:4, :] q_proj.weight[0:4, :]ᵀ + q_proj.weight[4:8, :] q_proj.weight[4:8, :]ᵀ − k_proj"
     assert any(law.startswith(group) for law in found.laws), list(found.laws)
+
+
+def test_grouped_heads_in_one_qkv_matrix_are_cut_in_their_query_key_and_value_parts(one_thread):
+    # Phi-3's qkv_proj: rows 0:8 the two query heads, 8:12 and 12:16 the key and value of the K/V head they share;
+    # cut in three equal parts or in two, no part holds a whole head of k
+    torch.manual_seed(0)
+    found = find_laws(GroupedAttention(8, heads=2, kv_heads=1, fused=True).double(), (5, 8))
+    assert found.complete and found.num_found == found.count.num_laws == 2 * 10, found.message
+    assert "cut in grouped-query parts" in found.searched
+    assert any("qkv_proj.weight[4:8, :]ᵀ − qkv_proj.weight[8:12, :]" in law for law in found.laws), list(found.laws)
 
 
 def test_rope_laws_of_a_pair_of_turned_coordinates_are_found_and_moved_to_the_other_pairs(one_thread):

@@ -65,7 +65,8 @@ class TorchSelfAttention(nn.Module):
 class GroupedAttention(nn.Module):
     """Grouped-query attention as Llama's code writes it: ``heads`` query heads on ``kv_heads`` K/V heads of width
     k = d / heads, query head h reading K/V head h // (heads / kv_heads); ``rope``: rotary embeddings turning
-    coordinates j and j + k/2 of each head by position · 10000^(−2j/k); input (batch, tokens, d).
+    coordinates j and j + k/2 of each head by position · 10000^(−2j/k); ``fused``: q, k and v from one ``qkv_proj``
+    split after it (Phi-3); input (batch, tokens, d).
 
     Examples
     ========
@@ -74,18 +75,26 @@ class GroupedAttention(nn.Module):
     (torch.Size([3, 5, 8]), torch.Size([4, 8]))
     """
 
-    def __init__(self, d: int, heads: int, kv_heads: int, rope: bool = False) -> None:
+    def __init__(self, d: int, heads: int, kv_heads: int, rope: bool = False, fused: bool = False) -> None:
         super().__init__()
         if d % heads or heads % kv_heads:
             raise ValueError(f"GroupedAttention: d = {d}, heads = {heads}, kv_heads = {kv_heads} do not divide")
-        self.heads, self.kv_heads, self.rope, k = heads, kv_heads, rope, d // heads
-        self.q_proj, self.o_proj = nn.Linear(d, d, bias=False), nn.Linear(d, d, bias=False)
-        self.k_proj, self.v_proj = nn.Linear(d, kv_heads * k, bias=False), nn.Linear(d, kv_heads * k, bias=False)
+        self.heads, self.kv_heads, self.rope, self.sizes = heads, kv_heads, rope, [d, *[kv_heads * d // heads] * 2]
+        if fused:  # Phi-3's qkv_proj: the rows of q, then those of k and v
+            self.qkv_proj = nn.Linear(d, sum(self.sizes), bias=False)
+        else:
+            self.q_proj = nn.Linear(d, d, bias=False)
+            self.k_proj, self.v_proj = (nn.Linear(d, size, bias=False) for size in self.sizes[1:])
+        self.o_proj = nn.Linear(d, d, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, d = x.shape
-        q = self.q_proj(x).view(B, T, self.heads, -1).transpose(1, 2)
-        k, v = (layer(x).view(B, T, self.kv_heads, -1).transpose(1, 2) for layer in (self.k_proj, self.v_proj))
+        if hasattr(self, "qkv_proj"):
+            q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = q.view(B, T, self.heads, -1).transpose(1, 2)
+        k, v = (t.view(B, T, self.kv_heads, -1).transpose(1, 2) for t in (k, v))
         if self.rope:
             q, k = _rotated(q), _rotated(k)
         k, v = (t.repeat_interleave(self.heads // self.kv_heads, dim=1) for t in (k, v))
