@@ -288,7 +288,7 @@ def _search_blocks(
     target = count.num_laws if count.conclusive else None
     span = Span()
     enough = None if target is None else (lambda v: span.reaches(v, degree, target))
-    found, lawful, later, seen, drawn = _Units([], math.inf, 0.0, 0, 0), {}, [], set(), {}
+    found, lawful, later, seen, drawn, work = _Units([], math.inf, 0.0, 0, 0), {}, [], set(), {}, {}
     notes: dict[str, list[str]] = {label: [] for label, _, _ in searches}
 
     def short() -> bool:
@@ -323,7 +323,8 @@ def _search_blocks(
                 blocks, products = [p[3] for p in pairs], {tuple(p[3]): p[4] for p in pairs if p[4] is not None}
                 drawn[label, kind] = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, 2, products)
             reached = lambda v: enough(found.vectors + v)  # noqa: E731
-            units = _pair_laws(drawn[label, kind], layout, pairs, degree, reached, lawful[label, kind][1], others)
+            axes, spent = lawful[label, kind][1], work.setdefault(label, [0.0])  # one budget for a search's pairs
+            units = _pair_laws(drawn[label, kind], layout, pairs, degree, reached, axes, others, spent)
             found.join(units)
             left += units.over_budget
             named = f"pairs of {kind + ' ' if kind else ''}slices" + (" of axes without unit laws" if others else "")
@@ -368,7 +369,8 @@ def _search_blocks(
 
 def _cut(layout: Layout, degree: int, readers: list[list[str]]) -> list[tuple[str, Plan, Layout]]:
     """The searches of θ with its fused layers cut in parts (:func:`~conslaw_lite.law_blocks.fused_layout`): in equal
-    parts, then in those of grouped-query heads, each where it cuts a layer and a block of the parts fits."""
+    parts, then in those of grouped-query heads (their unit slices searched with the grouped ones, after the pairs of
+    the axes with unit laws), each where it cuts a layer and a block of the parts fits."""
     searches = []
     for grouped, kind in ((False, "parts"), (True, "grouped-query parts")):
         cut, fused = fused_layout(layout, grouped)
@@ -376,6 +378,8 @@ def _cut(layout: Layout, degree: int, readers: list[list[str]]) -> list[tuple[st
             plan = blocks_plan(cut, degree, _layer_groups(readers, cut)) if fused else None
         except ValueError:  # no block of the parts fits either: θ's own layers are searched alone
             plan = None
+        if plan is not None and grouped:  # a guess (an MLP's 16 → 32 cut in 16, 8, 8 too): searched with the grouped
+            plan = replace(plan, slices=[], grouped=plan.slices + plan.grouped)
         if plan is not None and cut not in [c for _, _, c in searches]:
             searches.append((f"{', '.join(f'`{name}`' for name in fused)} cut in {kind}", plan, cut))
     return searches
@@ -457,18 +461,19 @@ def _unit_laws(
 
 
 def _pair_laws(
-    samples: Samples, layout: Layout, pairs: list, degree: int, enough: Callable, lawful: frozenset[tuple], others: bool
-) -> _Units:
+    samples: Samples, layout: Layout, pairs: list, degree: int, enough: Callable, lawful: frozenset[tuple],
+    others: bool, work: list[float],
+) -> _Units:  # fmt: skip
     """The pairs of unit slices of the axes in ``lawful`` (or with ``others``, of the other axes) in two passes: the
     axes one by one (the first pair solved, its laws moved to the others), then the pairs where they were not all
     conserved; ``others``: fewest unknowns first, on their sums of squares (``squares``), then whole. Before a pair is
     solved, the laws of the pairs of its axis solved so far are moved to it (``swapped_pair``) and kept where conserved
     (``MOVED_TOL``); it is solved when those of no solved pair all are (a head's entry (0, 1) moved to its entry
     (0, 2); a RoPE head's law of units 0 and 2, found among the squares, to units 1 and 3), while ``PAIR_SECONDS``
-    last (:func:`~conslaw_lite.law_blocks.pair_seconds`), until the laws found reach the count. A flattened axis's
-    pairs are solved one by one."""
+    last (:func:`~conslaw_lite.law_blocks.pair_seconds`; ``work``: what the search's pairs have spent so far), until
+    the laws found reach the count. A flattened axis's pairs are solved one by one."""
     order = {axis: n for n, axis in enumerate(dict.fromkeys(p[0] for p in pairs))}
-    units, work = _Units([], math.inf, 0.0, 0, 0), [0.0]
+    units = _Units([], math.inf, 0.0, 0, 0)
     solved: dict[tuple, list[tuple[tuple[int, int], list[dict]]]] = {}  # per axis: (pair, its laws) when it has some
 
     def moved(axis: tuple, to: tuple[int, int]) -> bool:
