@@ -288,7 +288,8 @@ def _search_blocks(
     target = count.num_laws if count.conclusive else None
     span = Span()
     enough = None if target is None else (lambda v: span.reaches(v, degree, target))
-    found, lawful, later, seen, drawn, work = _Units([], math.inf, 0.0, 0, 0), {}, [], set(), {}, {}
+    found, lawful, later, seen = _Units([], math.inf, 0.0, 0, 0), {}, [], set()
+    paired, drawn, work = {}, {}, {}  # per (search, kind of slices): their pairs, samples and budget spent
     notes: dict[str, list[str]] = {label: [] for label, _, _ in searches}
 
     def short() -> bool:
@@ -304,6 +305,7 @@ def _search_blocks(
         if whole and (n == 0 or short()):
             found.add(block_laws(Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, ""))
             notes[label] += [f"{len(whole)} layers and pairs of them whole"] if n else []
+
     def units_of(label: str, slices: list, layout: Layout, kind: str) -> None:
         samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
         units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors))
@@ -315,7 +317,9 @@ def _search_blocks(
         """The pairs of slices of the axes with unit laws, or with ``others``, of the axes without."""
         if (label, kind) not in lawful or target is None or not short():
             return
-        pairs, left = slice_pairs(*lawful[label, kind], layout)
+        if (label, kind) not in paired:
+            paired[label, kind] = slice_pairs(*lawful[label, kind], layout)
+        pairs, left = paired[label, kind]
         scope = [p for p in pairs if (p[0] in lawful[label, kind][1]) != others]
         left = 0 if others else left  # those over the size limit, said once
         if scope:
@@ -428,9 +432,8 @@ def _unit_laws(
     on every sample (``MOVED_TOL``), the slices where one failed (or of a flattened axis) solved on their own; no
     further axis once the laws found (with ``before``) reach the count. The other slices of an axis whose first has
     no law are left for last (``later``; of a grouped axis, left out), after the pairs of slices: another axis may
-    reach the count first (a
-    transformer layer's model axis, 16 slices without a law, before its hidden units; the 448 slices without a law
-    of an attention of d = 16 took 140 s before its heads' pairs)."""
+    reach the count first (a transformer layer's model axis, 16 slices without a law, before its hidden units; the
+    448 slices without a law of an attention of d = 16 took 140 s before its heads' pairs)."""
     axes: dict[tuple, list] = {}
     for key, coords in slices:
         axes.setdefault(key[:4], []).append((key[4], coords))
@@ -472,9 +475,12 @@ def _pair_laws(
     (0, 2); a RoPE head's law of units 0 and 2, found among the squares, to units 1 and 3), while ``PAIR_SECONDS``
     last (:func:`~conslaw_lite.law_blocks.pair_seconds`; ``work``: what the search's pairs have spent so far), until
     the laws found reach the count. A flattened axis's pairs are solved one by one."""
-    order = {axis: n for n, axis in enumerate(dict.fromkeys(p[0] for p in pairs))}
     units = _Units([], math.inf, 0.0, 0, 0)
     solved: dict[tuple, list[tuple[tuple[int, int], list[dict]]]] = {}  # per axis: (pair, its laws) when it has some
+    done: set[tuple] = set()  # (axis, pair) of those pairs
+    by_axis: dict[tuple, list] = {}
+    for p in pairs:
+        by_axis.setdefault(p[0], []).append(p)
 
     def moved(axis: tuple, to: tuple[int, int]) -> bool:
         """The laws of the pairs solved before on ``axis`` moved to ``to``: True, those of a pair kept, when they all
@@ -500,6 +506,7 @@ def _pair_laws(
             units.solved -= search.blocks
         if laws and axis[2] > 0:
             solved.setdefault(axis, []).append((pair, laws))
+            done.add((axis, pair))
 
     def squares(coords: list[int]) -> Samples:
         return replace(samples, monomials={tuple(coords): [(p, p) for p in range(len(coords))]})
@@ -508,12 +515,13 @@ def _pair_laws(
         return samples
 
     unmoved = []  # axis by axis: its first pair solved, its laws moved to the others
-    for axis in dict.fromkeys(p[0] for p in pairs if p[0] in lawful and not others):
+    for axis in [axis for axis in by_axis if axis in lawful and not others]:
         if enough(units.vectors):
             return units
-        (_, u, v, coords, _), *rest = [p for p in pairs if p[0] == axis]
+        (_, u, v, coords, _), *rest = by_axis[axis]
         solve(axis, (u, v), coords, samples)
         unmoved += [p for p in rest if not moved(axis, p[1:3])]
+    order = {axis: n for n, axis in enumerate(by_axis)}
     cheapest = lambda p: (samples.unknowns(p[3], degree), order[p[0]])  # noqa: E731
     rest = sorted((p for p in pairs if p[0] not in lawful), key=cheapest) if others else []
     screened = [p for p in rest if p[0][2] > 0] if degree == 2 else []
@@ -521,7 +529,7 @@ def _pair_laws(
         for axis, u, v, coords, _ in chosen:
             if enough(units.vectors):
                 return units
-            if (u, v) not in [pair for pair, _ in solved.get(axis, [])] and not moved(axis, (u, v)):
+            if (axis, (u, v)) not in done and not moved(axis, (u, v)):
                 solve(axis, (u, v), coords, on(coords))
     return units
 

@@ -301,8 +301,8 @@ def grouped_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]
         (n, n_in), (m_out, m_in) = weights[0], others[0]
         grouped = [(0, m_out)] if m_in == n_in else []  # rows: both read one input (q and k)
         grouped += [(1, m_in)] if m_out == n_in else []  # columns: it maps back to the size the first reads (v, o)
-        for axis, m in grouped:
-            for b in (b for b in range(1, n + 1) if n % b == 0 and m > n and m % n == 0):
+        for axis, m in [(axis, m) for axis, m in grouped if m > n and m % n == 0]:
+            for b in (b for b in range(1, n + 1) if n % b == 0):
                 variant = (m // n, b, big, axis)
                 for u in range(n):
                     rows = group_rows(n, variant[:2], u)
