@@ -12,7 +12,8 @@ as users write it (:mod:`conslaw_lite.models.user_attention`): q, k, v in one ``
 ``nn.MultiheadAttention``, d = 8 with 2 heads (N = 48); Llama's grouped-query attention, 2 query heads on 1 K/V head
 (N = 20), the same with one ``qkv_proj`` (Phi-3), 2 heads under RoPE (N = 24); then ``c_attn`` at d = 16 (N = 160)
 and grouped-query attention of 4 heads on 2, without and with RoPE (N = 40, 24); with ``--large`` too, ``c_attn`` at
-d = 32 with 4 heads and no biases (D = 4,096, N = 288; minutes).
+d = 32 with 4 heads and no biases (D = 4,096, N = 288; minutes). With ``--conv``, two ReLU convolutional nets whose
+hidden channels' slices are over 96 coordinates (D = 420, N = 4; D = 898, N = 16).
 """
 
 from __future__ import annotations
@@ -49,6 +50,17 @@ ATTENTION = [  # (case, module, d)
     ("GQA 4 on 2 + RoPE, d=16", partial(GroupedAttention, 16, 4, 2, rope=True), 16),
 ]
 LARGE_ATTENTION = ("c_attn split, d=32 h=4", partial(SplitAttention, 32, 4, bias=False), 32)
+CONV = [  # (case, layers, one input's shape): a hidden channel's slice over 96 coordinates, searched on its squares
+    ("Conv1d 4-4-16, k=5", lambda: [nn.Conv1d(4, 4, 5), nn.ReLU(), nn.Conv1d(4, 16, 5), nn.Flatten()], (4, 9)),
+    (
+        "Conv2d 3-8-8, pool, Linear",
+        lambda: [
+            nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10),
+        ],  # fmt: skip
+        (3, 8, 8),
+    ),
+]
 
 
 def relu_mlp(widths: tuple[int, ...], bias: bool) -> nn.Module:
@@ -66,6 +78,7 @@ def main() -> None:
     )
     parser.add_argument("--large", action="store_true", help="add the 32-64-16 MLP (D = 3,072)")
     parser.add_argument("--attention", action="store_true", help="add attention with q, k, v in one matrix")
+    parser.add_argument("--conv", action="store_true", help="add two ReLU convolutional nets")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     find_laws(get_arch("toy").build(ArchOptions()).model, (1,))  # warm-up
@@ -80,6 +93,9 @@ def main() -> None:
     for case, make, d in attention:
         torch.manual_seed(0)
         cases.append((case, make().double(), (5, d), None))
+    for case, layers, input_shape in CONV if args.conv else []:
+        torch.manual_seed(0)
+        cases.append((case, nn.Sequential(*layers()), input_shape, None))
     for case, model, input_shape, target in cases:
         found = find_laws(model, input_shape)
         n = found.count.num_laws if found.count.conclusive else "?"

@@ -26,7 +26,8 @@ computes q, k and v in one matrix (``nn.Linear(d, 3d)`` split after it, ``nn.Mul
 ``in_proj_weight``) is searched again cut into its parts where its whole falls short. So the
 search runs over each layer and pair of layers of at most ``MAX_BLOCK`` = 64 coordinates whole,
 over the *unit slices* of larger pairs (unit i's row before and column after it, up to
-``MAX_SLICE`` = 96 coordinates) and of a layer with the layers reading its output (a pre-norm block's
+``MAX_SLICE`` = 96 coordinates; up to 2,376 on their squares alone, as a convolution's channel needs) and of a
+layer with the layers reading its output (a pre-norm block's
 γ_i² + β_i² − ‖W_q[:, i]‖² − ‖W_k[:, i]‖² − ‖W_v[:, i]‖²: :mod:`conslaw_lite.dataflow`), over the linear laws of
 all of θ up to 4,096 coordinates (Σ_i b[i] of a ``Linear`` that a LayerNorm centres, Σ(o.bias − fc2.bias) whose sum
 one reads: one unknown per coordinate), then over pairs of slices (per-head matrix laws: one pair
@@ -36,14 +37,16 @@ solved per axis, its laws moved to the others), the last three only until the la
 
 Limits: D ≤ ``MAX_PARAMS`` = 8,192 parameters (an 8-16-4 MLP with biases, D = 212: 16 laws; a
 32-64-16 ReLU MLP, D = 3,072: 64 laws, most of the time in the count); a slice of more than 96
-coordinates is left out (the result says how many were); other laws coupling three layers or more, or
+coordinates is searched on its squares alone, one of more than 2,376 left out (the result says how many were);
+other laws coupling three layers or more, or
 more than two slices, are found only when D ≤ ``MAX_FULL`` = 64. A law that is no polynomial of
 degree ≤ 2 is never found: the comparison with the count says how many such laws there are.
 Chapter 2's example: ``f(x) = (a·b + c)·x`` keeps a² − b² and (a + b)·e^(−c); only the first is found.
 
 The laws found are brought to reduced row-echelon form (each law has a pivot coefficient 1
 that no other law has: the fewest non-zeros an echelon basis can have when the laws' supports
-are disjoint, as they are per unit and per head), rounded to small rationals where the
+are disjoint, as they are per unit and per head), a basis is chosen from it and the null vectors found, fewest
+terms first (two hidden layers: each layer's unit laws), rounded to small rationals where the
 rounded law still passes :func:`~conslaw_lite.counting.check_laws`, checked one by one (a law that
 fails is left out, and the result is then inconclusive), and printed by
 :mod:`conslaw_lite.polynomial_laws` with tensor names and indices, grouped into patterns.
@@ -74,6 +77,7 @@ from conslaw_lite.law_blocks import (
     layer_names,
     pair_seconds,
     slice_pairs,
+    squares_only,
     unit_group,
 )
 from conslaw_lite.law_moves import swapped, swapped_pair
@@ -217,7 +221,7 @@ def find_laws(
         )
     layout = _layout(problem)
     readers = _fan_outs(problem, input_shape, inputs, seed)
-    plan = blocks_plan(layout, degree, _layer_groups(readers, layout))  # a refusal at once
+    plan = blocks_plan(layout, degree, _layer_groups(readers, layout))
     if count is None:
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
     searches = [("pairs of layers", plan, layout), *_cut(layout, degree, readers)]
@@ -307,11 +311,14 @@ def _search_blocks(
             notes[label] += [f"{len(whole)} layers and pairs of them whole"] if n else []
 
     def units_of(label: str, slices: list, layout: Layout, kind: str) -> None:
-        samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1)
+        products = {tuple(c): squares_only(len(c)) for _, c in slices} if kind == "large" else None
+        samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1, products)
         units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors))
         lawful[label, kind] = (slices, frozenset(units.lawful))
         later.append((label, samples, units.later))
-        notes[label].append(_tally(len(slices), f"{kind} unit slices".lstrip(), units))
+        named = f"unit slices over {MAX_SLICE} coordinates" + (", on their squares" if degree == 2 else "")
+        named = named if products else f"{kind} unit slices"
+        notes[label].append(_tally(len(slices), named.lstrip(), units))
 
     def pairs_of(label: str, layout: Layout, kind: str, others: bool) -> None:
         """The pairs of slices of the axes with unit laws, or with ``others``, of the axes without."""
@@ -340,6 +347,10 @@ def _search_blocks(
         slices = new(plan.slices, lambda s: s[1])
         if slices and short():
             units_of(label, slices, layout, "")
+    for label, plan, layout in searches:
+        large = new(plan.squares, lambda s: s[1])
+        if large and short():
+            units_of(label, large, layout, "large")
     linear = new([b for _, plan, _ in searches for b in plan.linear])
     if linear and short():
         found.add(block_laws(Samples.draw(problem, input_shape, inputs, seed, linear, 1, 3), linear, 1, ""))
@@ -378,12 +389,9 @@ def _cut(layout: Layout, degree: int, readers: list[list[str]]) -> list[tuple[st
     searches = []
     for grouped, kind in ((False, "parts"), (True, "grouped-query parts")):
         cut, fused = fused_layout(layout, grouped)
-        try:
-            plan = blocks_plan(cut, degree, _layer_groups(readers, cut)) if fused else None
-        except ValueError:  # no block of the parts fits either: θ's own layers are searched alone
-            plan = None
+        plan = blocks_plan(cut, degree, _layer_groups(readers, cut)) if fused else None
         if plan is not None and grouped:  # a guess (an MLP's 16 → 32 cut in 16, 8, 8 too): searched with the grouped
-            plan = replace(plan, slices=[], grouped=plan.slices + plan.grouped)
+            plan = replace(plan, slices=[], squares=[], grouped=plan.slices + plan.grouped)
         if plan is not None and cut not in [c for _, _, c in searches]:
             searches.append((f"{', '.join(f'`{name}`' for name in fused)} cut in {kind}", plan, cut))
     return searches
@@ -509,7 +517,7 @@ def _pair_laws(
             done.add((axis, pair))
 
     def squares(coords: list[int]) -> Samples:
-        return replace(samples, monomials={tuple(coords): [(p, p) for p in range(len(coords))]})
+        return replace(samples, monomials={tuple(coords): squares_only(len(coords))})
 
     def whole(coords: list[int]) -> Samples:
         return samples

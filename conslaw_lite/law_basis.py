@@ -94,10 +94,78 @@ def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> 
     Columns are ordered quadratic monomials first, so a law whose pivot is a linear monomial
     has no quadratic part: those rows are the linear laws ℓ, and any quadratic row that lies in
     span(ℓ_i ℓ_j) given the rows kept before it adds no law and is dropped. Each law is then made
-    shorter with the others where they share terms (:func:`_shortened`).
+    shorter with the others where they share terms (:func:`_shortened`), and the basis is chosen from these laws and
+    the null vectors themselves, fewest terms first (:func:`_fewest_terms`).
     """
     kept, linear, products = _kept(vectors, columns, degree)
-    return _shortened([law if law in linear else _sparsest(law, products) for law in kept])
+    laws = _shortened([law if law in linear else _sparsest(law, products) for law in kept])
+    return _fewest_terms(laws, _as_laws(vectors, columns), products)
+
+
+def _as_laws(vectors: np.ndarray, columns: list[Monomial]) -> list[dict]:
+    """The null vectors as laws, each scaled to 1 at its first monomial (quadratic ones first, as :func:`_kept` orders
+    them), coefficients under ``COEFFICIENT_TOL`` of the largest dropped."""
+    order = sorted(range(len(columns)), key=lambda c: (len(columns[c]) == 1, columns[c]))
+    laws = []
+    for row in vectors[:, order]:
+        big = np.flatnonzero(np.abs(row) > COEFFICIENT_TOL * np.abs(row).max()) if row.any() else []
+        if len(big):
+            laws.append({columns[order[c]]: float(row[c] / row[big[0]]) for c in big})
+    return laws
+
+
+def _fewest_terms(kept: list[dict], found: list[dict], products: list[dict]) -> list[dict]:
+    """A basis of ``kept``'s span chosen from the laws of both lists, fewest terms first, each null vector taken from
+    the span (:func:`_from_echelon`): greedy is optimal for independent sets, so no other choice from them has fewer
+    terms in all. ``kept`` itself where the choice does not give as many laws (round-off in a null vector making it
+    look independent).
+
+    The echelon form alone holds, for two hidden layers of a ReLU MLP, unit 0's law of the first layer plus every
+    unit law of the second, whose pivots ``W₂[i, 0]²`` it holds, and :func:`_shortened` can walk from there to the
+    sum of all the laws; the unit law itself is among the null vectors found.
+
+    Examples
+    ========
+    >>> a, b = {(0, 0): 1.0, (1, 1): -1.0}, {(1, 1): 1.0, (2, 2): -1.0}  # x² − y², y² − z²
+    >>> _fewest_terms([{(0, 0): 1.0, (1, 1): 1.0, (2, 2): -2.0}, b], [a, b], [])  # a + 2b replaced by a
+    [{(0, 0): 1.0, (1, 1): -1.0}, {(1, 1): 1.0, (2, 2): -1.0}]
+    """
+    pool = sorted(kept + found, key=_terms)  # stable: on a tie, the echelon form's law
+    index: dict = {}
+    for law in products + pool:
+        for m in law:
+            index.setdefault(m, len(index))
+    rows = _sparse(products + pool, index)
+    adds = _adds((rows @ rows.T).toarray())[len(products) :]
+    chosen = [_from_echelon(law, kept) for law, new in zip(pool, adds, strict=True) if new]
+    first = lambda law: min((len(m) == 1, m) for m in law)  # noqa: E731  (in θ's order, as the echelon form has them)
+    return sorted(chosen, key=first) if len(chosen) == len(kept) else kept
+
+
+def _from_echelon(law: dict, kept: list[dict]) -> dict:
+    """The law of ``kept``'s span on ``law``'s monomials nearest to it, scaled to 1 at its first monomial: a null vector
+    of one small block carries that block's round-off (coefficients off by 10⁻⁶, past what rounds to a fraction), the
+    echelon form that of all of them. The law as it is where no law of the span lies on its monomials.
+
+    Examples
+    ========
+    >>> _from_echelon({(0, 0): 1.0, (1, 1): -1.000001}, [{(0, 0): 1.0, (2, 2): -1.0}, {(1, 1): 1.0, (2, 2): -1.0}])
+    {(0, 0): 1.0, (1, 1): -1.0}
+    """
+    touching = [k for k in kept if k.keys() & law.keys()]
+    columns = sorted({m for k in touching for m in k} | law.keys(), key=lambda m: (len(m) == 1, m))
+    rows = np.array([[k.get(m, 0.0) for m in columns] for k in touching])
+    outside = [n for n, m in enumerate(columns) if m not in law]
+    u, s, _ = np.linalg.svd(rows[:, outside], full_matrices=True) if outside else (np.eye(len(rows)), [], None)
+    rank = int((np.asarray(s) > 1e-7 * max(s, default=0.0)).sum())
+    on_law = u[:, rank:].T @ rows  # the span's laws on law's monomials
+    if not len(on_law):
+        return law
+    target = np.array([law.get(m, 0.0) for m in columns])
+    nearest = np.linalg.lstsq(on_law.T, target, rcond=None)[0] @ on_law
+    nearest[np.abs(nearest) < COEFFICIENT_TOL * np.abs(nearest).max()] = 0.0
+    big = np.flatnonzero(nearest)
+    return {columns[n]: float(nearest[n] / nearest[big[0]]) for n in big}
 
 
 def law_count(vectors: np.ndarray, columns: list[Monomial], degree: int, orthonormal: bool = False) -> int:

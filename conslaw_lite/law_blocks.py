@@ -57,6 +57,7 @@ from conslaw_lite.polynomial_laws import Layout
 
 MAX_BLOCK = 64  # coordinates of a layer or pair of layers searched whole
 MAX_SLICE = 96  # coordinates of a unit slice (or pair of slices): 4,752 unknowns at degree 2
+MAX_SQUARES = 2376  # coordinates of a larger unit slice searched on its squares alone: as many unknowns (2 each)
 MAX_LINEAR = 4096  # coordinates of a layer whose linear laws are searched whole (one unknown each: Σ bias[i] of a
 # Linear before a LayerNorm spans all its unit slices)
 PAIR_SECONDS = 60.0  # the pairs of unit slices searched, in pair_seconds (a small transformer has thousands of pairs
@@ -377,10 +378,15 @@ def fan_out_slices(layout: Layout, groups: list[list[int]]) -> list[tuple[Key, l
     ]
 
 
-def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tuple[Key, list[int]]], int]:
-    """The unit slices (and flattened ones) of the pairs too large to search whole, up to ``MAX_SLICE``
-    coordinates, and how many were larger (left out)."""
-    kept, seen, over = [], set(), 0
+def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list, list, int]:
+    """The unit slices (and flattened ones) of the pairs too large to search whole: those of up to ``MAX_SLICE``
+    coordinates, those of up to ``MAX_SQUARES`` (searched on their squares alone), and how many were larger (left out).
+
+    A hidden channel of a convolution ties its filter to the next layer's filters' slices along their input axis:
+    ``‖W₁[i, :, :, :]‖² + b₁[i]² − ‖W₂[:, i, :, :]‖²``, 100 coordinates with 3 → 8 → 8 channels of 3 × 3, 5,150
+    unknowns, but sums of squares only (:func:`squares_only`: 200 unknowns).
+    """
+    kept, squares, seen, over = [], [], set(), 0
     for i, j in large:
         for key, coords in unit_slices(layout, [i, j]) + flattened_slices(layout, [i, j]) + axis_slices(layout, [i, j]):
             if tuple(coords) in seen:
@@ -388,9 +394,22 @@ def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list[tup
             seen.add(tuple(coords))
             if len(coords) <= MAX_SLICE:
                 kept.append((key, coords))
+            elif len(coords) <= MAX_SQUARES:
+                squares.append((key, coords))
             else:
                 over += 1
-    return kept, over
+    return kept, squares, over
+
+
+def squares_only(n: int) -> list[tuple[int, int]]:
+    """The products θ_jθ_j of a block of n coordinates, as positions in it: a law ``Σ c_j θ_j² + Σ b_j θ_j``.
+
+    Examples
+    ========
+    >>> squares_only(3)
+    [(0, 0), (1, 1), (2, 2)]
+    """
+    return [(p, p) for p in range(n)]
 
 
 def slice_pairs(
@@ -496,7 +515,8 @@ def pair_seconds(U: int) -> float:
 class Plan:
     """The blocks to search: whole layers and pairs, the pairs too large, their unit slices, slices left out, the
     blocks whose linear laws are searched whole (``linear``: all of θ up to ``MAX_LINEAR`` coordinates, else each layer
-    too large to search whole), and the large pairs' grouped unit slices (:func:`grouped_slices`)."""
+    too large to search whole), the large pairs' grouped unit slices (:func:`grouped_slices`), and their unit slices
+    over ``MAX_SLICE`` coordinates, searched on their squares at degree 2 (:func:`slice_blocks`)."""
 
     whole: list[list[int]]
     large: list[tuple[int, int]]
@@ -504,10 +524,12 @@ class Plan:
     over: int
     linear: list[list[int]]
     grouped: list[tuple[Key, list[int]]] = ()  # grouped_slices of the large pairs, searched after all the others
+    squares: list[tuple[Key, list[int]]] = ()  # unit slices over MAX_SLICE coordinates, searched on their squares
 
 
 def blocks_plan(layout: Layout, degree: int, fan_outs: list[list[int]] = ()) -> Plan:
-    """The blocks of this module's search, or a ``ValueError`` naming the size needed when none fits; ``fan_outs``:
+    """The blocks of this module's search (every layer is in one: its unit slices have fewer than ``MAX_SQUARES``
+    coordinates in any model of up to 8,192 parameters; at degree 1 they are searched whole); ``fan_outs``:
     groups of a layer and its readers (:func:`fan_out_slices`), whose unit slices come after the pairs'.
 
     Examples
@@ -521,22 +543,12 @@ def blocks_plan(layout: Layout, degree: int, fan_outs: list[list[int]] = ()) -> 
     [180]
     """
     whole, large = whole_blocks(layout)
-    slices, over = slice_blocks(layout, large)
+    slices, squares, over = slice_blocks(layout, large)
     seen = {tuple(coords) for _, coords in slices}
     for key, coords in fan_out_slices(layout, list(fan_outs)):
         if len(coords) <= MAX_SLICE and tuple(coords) not in seen:
             seen.add(tuple(coords))
             slices.append((key, coords))
-    if not whole and not slices:
-        ranges = layers(layout)
-        sizes = [len(c) for i, j in large for _, c in unit_slices(layout, [i, j])]
-        smallest = min(sizes, default=min(len(set(ranges[i]) | set(ranges[j])) for i, j in large))
-        gigabytes = 2 * 8 * unknowns(smallest, degree) ** 2 / 1e9  # the dense rows, 2U × U float64
-        raise ValueError(
-            f"find_laws searches blocks of at most {MAX_SLICE} coordinates; the smallest layer, pair of layers or "
-            f"unit slice here has {smallest} ({unknowns(smallest, degree):,} unknown coefficients: a dense system of "
-            f"about {gigabytes:.1f} GB). count_laws(model, input_shape) still counts its laws"
-        )
     ranges = layers(layout)
     larger = sorted({i for p in large for i in p})
     D = sum(len(r) for r in ranges)
@@ -545,4 +557,5 @@ def blocks_plan(layout: Layout, degree: int, fan_outs: list[list[int]] = ()) -> 
     else:
         linear = [ranges[i] for i in larger if MAX_BLOCK < len(ranges[i]) <= MAX_LINEAR]
     grouped = [(key, c) for i, j in large for key, c in grouped_slices(layout, [i, j]) if len(c) <= MAX_SLICE]
-    return Plan(whole, large, slices, over, linear, [(key, c) for key, c in grouped if tuple(c) not in seen])
+    grouped = [(key, c) for key, c in grouped if tuple(c) not in seen]
+    return Plan(whole, large, slices, over, linear, grouped, squares)

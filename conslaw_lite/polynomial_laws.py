@@ -277,9 +277,8 @@ def _cover(indices: list[list[tuple[int, ...]]], axis: int | None, arity: int) -
     for fixed, runs in lines.items():
         for lo, hi in _contiguous(sorted(runs)):
             vectors.append((fixed, (lo, hi)))
-    merged = _merge_blocks(vectors, arity)
-    out = [tuple(_ranges(f, run, axis) for f in fixed) for fixed, run in merged]
-    return out + _cover(singles, None, arity)
+    whole = [tuple(_ranges(tuple((i, i + 1) for i in f), run, axis) for f in fixed) for fixed, run in vectors]
+    return _merge_blocks(whole) + _cover(singles, None, arity)
 
 
 def _contiguous(values: list[int]) -> list[Range]:
@@ -293,30 +292,39 @@ def _contiguous(values: list[int]) -> list[Range]:
     return runs
 
 
-def _merge_blocks(vectors: list, arity: int) -> list:
-    """Consecutive vectors whose fixed indices all step by one merge into blocks (fixed index ranges)."""
-    by_run: dict[Range, list] = defaultdict(list)
-    for fixed, run in vectors:
-        by_run[run].append(fixed)
-    merged = []
-    for run, fixeds in by_run.items():
-        fixeds = sorted(fixeds)
-        block = [fixeds[0]]
-        for f in fixeds[1:]:
-            prev = block[-1]
-            if len(f[0]) == 1 and all(f[k][0] == prev[k][0] + 1 for k in range(arity)):
-                block.append(f)
-                continue
-            merged.append((_block(block), run))
-            block = [f]
-        merged.append((_block(block), run))
-    return merged
+def _merge_blocks(slices: list) -> list:
+    """Slices that are one block cut in two merge, along each axis in turn, until none do.
+
+    ``⟨L, R⟩ + ⟨L', R'⟩ = ⟨L ∪ L', R ∪ R'⟩`` where L' continues L along one axis, R' continues R along the same one,
+    and every other range is equal: a conv kernel's columns ``W[i, 0, :, 0]``, ``W[i, 0, :, 1]``, ... make
+    ``W[i, :, :, :]``, consecutive rows ``Q[a, :]``, ``Q[a+1, :]`` make ``Q[a:a+2, :]``.
+    """
+    merged = True
+    while merged:
+        merged = False
+        for axis in range(len(slices[0][0]) if slices else 0):
+            slices, joined = _merge_along(slices, axis)
+            merged |= joined
+    return slices
 
 
-def _block(block: list) -> tuple:
-    """Fixed indices of consecutive vectors → per factor a tuple of (lo, hi) ranges for the fixed axes."""
-    first, last = block[0], block[-1]
-    return tuple(tuple((a, b + 1) for a, b in zip(f, g)) for f, g in zip(first, last))
+def _merge_along(slices: list, axis: int) -> tuple[list, bool]:
+    """One pass of :func:`_merge_blocks` along ``axis``: (the slices, whether any two merged)."""
+    lines: dict[tuple, list] = defaultdict(list)
+    for s in slices:
+        rest = tuple(r[:axis] + r[axis + 1 :] for r in s)
+        lines[(rest, tuple(r[axis][0] - s[0][axis][0] for r in s))].append(s)
+    out = []
+    for line in lines.values():
+        line.sort(key=lambda s: s[0][axis])
+        out.append(line[0])
+        for s in line[1:]:
+            last = out[-1]
+            if s[0][axis][0] == last[0][axis][1]:
+                out[-1] = tuple(r[:axis] + ((r[axis][0], t[axis][1]),) + r[axis + 1 :] for r, t in zip(last, s))
+            else:
+                out.append(s)
+    return out, len(out) < len(slices)
 
 
 def _ranges(fixed: tuple[Range, ...], run: Range, axis: int) -> tuple[Range, ...]:
@@ -482,4 +490,4 @@ def _matrix_text(term: Term, own: range, slots: list[int], classes: list[list[in
 
 def _range_text(r: Range, n: int) -> str:
     lo, hi = r
-    return str(lo) if hi == lo + 1 else ":" if (lo, hi) == (0, n) else f"{lo}:{hi}"
+    return ":" if (lo, hi) == (0, n) and n > 1 else str(lo) if hi == lo + 1 else f"{lo}:{hi}"

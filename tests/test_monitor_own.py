@@ -219,7 +219,7 @@ def test_a_small_cnn_gets_its_channel_laws() -> None:
     assert part.layers == "Conv2d-ReLU-Conv2d-Flatten-Linear"
     assert part.outcome == "5 quadratic laws found; N = 5: the list is complete"
     assert len(part.laws) == 4  # the two ReLU channels' laws are one pattern, not one of them plus the other laws
-    channels = "for i in 0..1: ‖0.weight[i, 0, :, 0]‖² + ‖0.weight[i, 0, :, 1]‖² + 0.bias[i]²"
+    channels = "for i in 0..1: ‖0.weight[i, 0, :, :]‖² + 0.bias[i]² − ‖2.weight[:, i, :, :]‖²"
     assert next(iter(part.laws)).startswith(channels)
 
 
