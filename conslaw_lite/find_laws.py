@@ -316,9 +316,8 @@ def _search_blocks(
         units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors))
         lawful[label, kind] = (slices, frozenset(units.lawful))
         later.append((label, samples, units.later))
-        named = f"unit slices over {MAX_SLICE} coordinates" + (", on their squares" if degree == 2 else "")
-        named = named if products else f"{kind} unit slices"
-        notes[label].append(_tally(len(slices), named.lstrip(), units))
+        wide = f"unit slices over {MAX_SLICE} coordinates" + (", on their squares" if degree == 2 else "")
+        notes[label].append(_tally(len(slices), wide if products else f"{kind} unit slices".lstrip(), units))
 
     def pairs_of(label: str, layout: Layout, kind: str, others: bool) -> None:
         """The pairs of slices of the axes with unit laws, or with ``others``, of the axes without."""

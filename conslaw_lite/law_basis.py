@@ -28,6 +28,11 @@ COEFFICIENT_TOL = 1e-9  # relative size under which a coefficient of the echelon
 ADDS_TOL = 1e-5
 
 
+def _in_order(m: Monomial) -> tuple[bool, Monomial]:
+    """The order of the basis's columns: quadratic monomials first, then linear ones, each in θ's order."""
+    return len(m) == 1, m
+
+
 def echelon(vectors: np.ndarray, orthonormal: bool = False) -> np.ndarray:
     """A basis of the rows' span in reduced row-echelon form: pivot columns chosen left to right (``orthonormal``:
     the rows are an orthonormal basis already, and no SVD is taken to find one)."""
@@ -105,7 +110,7 @@ def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> 
 def _as_laws(vectors: np.ndarray, columns: list[Monomial]) -> list[dict]:
     """The null vectors as laws, each scaled to 1 at its first monomial (quadratic ones first, as :func:`_kept` orders
     them), coefficients under ``COEFFICIENT_TOL`` of the largest dropped."""
-    order = sorted(range(len(columns)), key=lambda c: (len(columns[c]) == 1, columns[c]))
+    order = sorted(range(len(columns)), key=lambda c: _in_order(columns[c]))
     laws = []
     for row in vectors[:, order]:
         big = np.flatnonzero(np.abs(row) > COEFFICIENT_TOL * np.abs(row).max()) if row.any() else []
@@ -137,9 +142,9 @@ def _fewest_terms(kept: list[dict], found: list[dict], products: list[dict]) -> 
             index.setdefault(m, len(index))
     rows = _sparse(products + pool, index)
     adds = _adds((rows @ rows.T).toarray())[len(products) :]
-    chosen = [_from_echelon(law, kept) for law, new in zip(pool, adds, strict=True) if new]
-    first = lambda law: min((len(m) == 1, m) for m in law)  # noqa: E731  (in θ's order, as the echelon form has them)
-    return sorted(chosen, key=first) if len(chosen) == len(kept) else kept
+    echelon_laws = {id(law) for law in kept}
+    chosen = [law if id(law) in echelon_laws else _from_echelon(law, kept) for law, new in zip(pool, adds) if new]
+    return sorted(chosen, key=lambda law: min(map(_in_order, law))) if len(chosen) == len(kept) else kept
 
 
 def _from_echelon(law: dict, kept: list[dict]) -> dict:
@@ -153,7 +158,7 @@ def _from_echelon(law: dict, kept: list[dict]) -> dict:
     {(0, 0): 1.0, (1, 1): -1.0}
     """
     touching = [k for k in kept if k.keys() & law.keys()]
-    columns = sorted({m for k in touching for m in k} | law.keys(), key=lambda m: (len(m) == 1, m))
+    columns = sorted({m for k in touching for m in k} | law.keys(), key=_in_order)
     rows = np.array([[k.get(m, 0.0) for m in columns] for k in touching])
     outside = [n for n, m in enumerate(columns) if m not in law]
     u, s, _ = np.linalg.svd(rows[:, outside], full_matrices=True) if outside else (np.eye(len(rows)), [], None)
@@ -185,7 +190,7 @@ def _kept(
     vectors: np.ndarray, columns: list[Monomial], degree: int, orthonormal: bool = False
 ) -> tuple[list[dict], list[dict], list[dict]]:
     """The echelon basis's laws that are no product of linear laws, the linear laws, and their products."""
-    order = sorted(range(len(columns)), key=lambda c: (len(columns[c]) == 1, columns[c]))
+    order = sorted(range(len(columns)), key=lambda c: _in_order(columns[c]))
     columns = [columns[c] for c in order]
     basis = echelon(vectors[:, order], orthonormal) if len(columns) else vectors
     laws = [{columns[c]: float(row[c]) for c in np.flatnonzero(row)} for row in basis]

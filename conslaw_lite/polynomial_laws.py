@@ -245,7 +245,7 @@ def _terms(law: PolynomialLaw) -> list[Term]:
     for (tensors, _), items in groups.items():
         c = items[0][0]
         indices = [i for _, i in items]
-        best = min((_cover(indices, axis, len(tensors)) for axis in _axes(law.layout, tensors)), key=len)
+        best = min((_cover(indices, axis) for axis in _axes(law.layout, tensors)), key=len)
         terms += [
             Term(c, Slice(tensors[0], r[0]), Slice(tensors[1], r[1]) if len(tensors) == 2 else None, law.layout)
             for r in best
@@ -261,7 +261,7 @@ def _axes(layout: Layout, tensors: tuple[int, ...]) -> list[int | None]:
     return [None, *range(ndims.pop())]
 
 
-def _cover(indices: list[list[tuple[int, ...]]], axis: int | None, arity: int) -> list[tuple[tuple[Range, ...], ...]]:
+def _cover(indices: list[list[tuple[int, ...]]], axis: int | None) -> list[tuple[tuple[Range, ...], ...]]:
     """Slices (per factor: a range per axis) that cover the monomials exactly, along ``axis``, then merged."""
     if axis is None:
         return [tuple(tuple((i, i + 1) for i in idx) for idx in mono) for mono in indices]
@@ -278,7 +278,7 @@ def _cover(indices: list[list[tuple[int, ...]]], axis: int | None, arity: int) -
         for lo, hi in _contiguous(sorted(runs)):
             vectors.append((fixed, (lo, hi)))
     whole = [tuple(_ranges(tuple((i, i + 1) for i in f), run, axis) for f in fixed) for fixed, run in vectors]
-    return _merge_blocks(whole) + _cover(singles, None, arity)
+    return _merge_blocks(whole) + _cover(singles, None)
 
 
 def _contiguous(values: list[int]) -> list[Range]:
