@@ -13,7 +13,9 @@ as users write it (:mod:`conslaw_lite.models.user_attention`): q, k, v in one ``
 (N = 20), the same with one ``qkv_proj`` (Phi-3), 2 heads under RoPE (N = 24); then ``c_attn`` at d = 16 (N = 160)
 and grouped-query attention of 4 heads on 2, without and with RoPE (N = 40, 24); with ``--large`` too, ``c_attn`` at
 d = 32 with 4 heads and no biases (D = 4,096, N = 288; minutes). With ``--conv``, two ReLU convolutional nets whose
-hidden channels' slices are over 96 coordinates (D = 420, N = 4; D = 898, N = 16).
+hidden channels' slices are over 96 coordinates (D = 420, N = 4; D = 898, N = 16), and a ResNet basic block with
+BatchNorm in eval mode (D = 441, N = 16, 4 of them across four layers of the residual stream: the search ends within
+its budgets with 12).
 """
 
 from __future__ import annotations
@@ -60,7 +62,28 @@ CONV = [  # (case, layers, one input's shape): a hidden channel's slice over 96 
         ],  # fmt: skip
         (3, 8, 8),
     ),
+    (  # 16 laws, 4 of them across the residual stream (conv0, conv1, bn2, fc): in no slice, so found 12 in a budget
+        "ResNet block, BatchNorm eval",
+        lambda: [
+            nn.Conv2d(3, 4, 3, padding=1), ResidualBlock(4), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 5),
+        ],  # fmt: skip
+        (3, 6, 6),
+    ),
 ]
+
+
+class ResidualBlock(nn.Module):
+    """``relu(x + bn2(conv2(relu(bn1(conv1(x))))))``, ResNet's basic block, its BatchNorms in eval mode."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
 
 
 def relu_mlp(widths: tuple[int, ...], bias: bool) -> nn.Module:
@@ -78,7 +101,7 @@ def main() -> None:
     )
     parser.add_argument("--large", action="store_true", help="add the 32-64-16 MLP (D = 3,072)")
     parser.add_argument("--attention", action="store_true", help="add attention with q, k, v in one matrix")
-    parser.add_argument("--conv", action="store_true", help="add two ReLU convolutional nets")
+    parser.add_argument("--conv", action="store_true", help="add two ReLU convolutional nets and a ResNet block")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     find_laws(get_arch("toy").build(ArchOptions()).model, (1,))  # warm-up
@@ -95,7 +118,7 @@ def main() -> None:
         cases.append((case, make().double(), (5, d), None))
     for case, layers, input_shape in CONV if args.conv else []:
         torch.manual_seed(0)
-        cases.append((case, nn.Sequential(*layers()), input_shape, None))
+        cases.append((case, nn.Sequential(*layers()).eval(), input_shape, None))
     for case, model, input_shape, target in cases:
         found = find_laws(model, input_shape)
         n = found.count.num_laws if found.count.conclusive else "?"

@@ -71,17 +71,17 @@ from conslaw_lite.law_basis import reduced_basis
 from conslaw_lite.law_blocks import (
     MAX_SLICE,
     PAIR_SECONDS,
+    SLICE_SECONDS,
     Plan,
     blocks_plan,
     fused_layout,
     layer_names,
-    pair_seconds,
     slice_pairs,
     squares_only,
     unit_group,
 )
 from conslaw_lite.law_moves import swapped, swapped_pair
-from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residuals
+from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residuals, within_budget
 from conslaw_lite.laws import Params
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
 
@@ -293,7 +293,8 @@ def _search_blocks(
     span = Span()
     enough = None if target is None else (lambda v: span.reaches(v, degree, target))
     found, lawful, later, seen = _Units([], math.inf, 0.0, 0, 0), {}, [], set()
-    paired, drawn, work = {}, {}, {}  # per (search, kind of slices): their pairs, samples and budget spent
+    paired, drawn = {}, {}  # per (search, kind of slices): their pairs, their samples
+    work = {"slices": [0.0]}  # spent on unit slices by all searches, on pairs by each (a cut's hold laws of their own)
     notes: dict[str, list[str]] = {label: [] for label, _, _ in searches}
 
     def short() -> bool:
@@ -313,7 +314,7 @@ def _search_blocks(
     def units_of(label: str, slices: list, layout: Layout, kind: str) -> None:
         products = {tuple(c): squares_only(len(c)) for _, c in slices} if kind == "large" else None
         samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1, products)
-        units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors))
+        units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors, work["slices"]))
         lawful[label, kind] = (slices, frozenset(units.lawful))
         later.append((label, samples, units.later))
         wide = f"unit slices over {MAX_SLICE} coordinates" + (", on their squares" if degree == 2 else "")
@@ -333,14 +334,14 @@ def _search_blocks(
                 blocks, products = [p[3] for p in pairs], {tuple(p[3]): p[4] for p in pairs if p[4] is not None}
                 drawn[label, kind] = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, 2, products)
             reached = lambda v: enough(found.vectors + v)  # noqa: E731
-            axes, spent = lawful[label, kind][1], work.setdefault(label, [0.0])  # one budget for a search's pairs
+            axes = lawful[label, kind][1]
+            spent = work.setdefault(label, [0.0])
             units = _pair_laws(drawn[label, kind], layout, pairs, degree, reached, axes, others, spent)
             found.join(units)
-            left += units.over_budget
             named = f"pairs of {kind + ' ' if kind else ''}slices" + (" of axes without unit laws" if others else "")
             notes[label].append(_tally(len(scope), named, units))
         if left:
-            notes[label].append(f"{left} pairs of slices left out (over {MAX_SLICE} coordinates or the budget)")
+            notes[label].append(f"{left} pairs of slices left out (over {MAX_SLICE} coordinates)")
 
     for label, plan, layout in searches:
         slices = new(plan.slices, lambda s: s[1])
@@ -370,9 +371,11 @@ def _search_blocks(
         pairs_of(label, layout, "", True)
     for label, samples, rest in later:
         if rest and short():
-            search = block_laws(samples, rest, degree, "", enough and (lambda v: enough(found.vectors + v)))
+            reached = enough and (lambda v: enough(found.vectors + v))
+            search, left = within_budget(samples, rest, degree, work["slices"], SLICE_SECONDS, reached)
             found.add(search)
-            notes[label].append(f"{len(rest)} unit slices whose axis's first has no law: {search.blocks} solved")
+            over = f", {left} over the budget" if left else ""
+            notes[label].append(f"{len(rest)} unit slices whose axis's first has no law: {search.blocks} solved{over}")
     ran = [search for search in searches if notes[search[0]] or search is searches[0]]
     for label, plan, _ in ran:
         if plan.over or (plan.large and not plan.slices):
@@ -397,10 +400,13 @@ def _cut(layout: Layout, degree: int, readers: list[list[str]]) -> list[tuple[st
 
 
 def _tally(blocks: int, kind: str, units: _Units) -> str:
-    """What a stage did: ``"80 unit slices: 66 solved, 14 by symmetry"``, and how many it did not need."""
-    unsearched = blocks - units.solved - units.moved - units.over_budget
-    return f"{blocks} {kind}: {units.solved} solved, {units.moved} by symmetry" + (
-        f", {unsearched} not needed" if unsearched else ""
+    """What a stage did: ``"80 unit slices: 66 solved, 14 by symmetry"``, how many were over its budget and how many
+    it did not need."""
+    unsearched = max(0, blocks - units.solved - units.moved - units.over_budget)  # a pair screened, then solved
+    return (
+        f"{blocks} {kind}: {units.solved} solved, {units.moved} by symmetry"
+        + (f", {units.over_budget} over the budget" if units.over_budget else "")
+        + (f", {unsearched} not needed" if unsearched else "")
     )
 
 
@@ -413,7 +419,7 @@ class _Units:  # what the unit slices gave: the laws, the evidence, the slices s
     moved: int
     lawful: set[tuple] = field(default_factory=set)  # the axes whose first slice has laws
     later: list[list[int]] = field(default_factory=list)  # the other slices of the axes whose first has none
-    over_budget: int = 0  # pairs of slices not solved: PAIR_SECONDS spent
+    over_budget: int = 0  # slices or pairs of them not solved: SLICE_SECONDS or PAIR_SECONDS spent
 
     def join(self, other: _Units) -> _Units:
         """Take another stage's laws and evidence in; that stage."""
@@ -433,25 +439,32 @@ class _Units:  # what the unit slices gave: the laws, the evidence, the slices s
 
 
 def _unit_laws(
-    samples: Samples, layout: Layout, slices: list, degree: int, enough: Callable | None, before: list[dict]
-) -> _Units:
+    samples: Samples, layout: Layout, slices: list, degree: int, enough: Callable | None, before: list[dict],
+    spent: list[float],
+) -> _Units:  # fmt: skip
     """Axis by axis: its first slice solved, its laws moved to its other slices (``swapped``) and kept where conserved
     on every sample (``MOVED_TOL``), the slices where one failed (or of a flattened axis) solved on their own; no
     further axis once the laws found (with ``before``) reach the count. The other slices of an axis whose first has
     no law are left for last (``later``; of a grouped axis, left out), after the pairs of slices: another axis may
     reach the count first (a transformer layer's model axis, 16 slices without a law, before its hidden units; the
-    448 slices without a law of an attention of d = 16 took 140 s before its heads' pairs)."""
+    448 slices without a law of an attention of d = 16 took 140 s before its heads' pairs). Slices are solved while
+    ``SLICE_SECONDS`` last (``spent``: the work so far), the axes with the smallest first slices first (a ResNet block's
+    convolution's channel and its BatchNorm, 38 coordinates, before both axes of the convolution, 63, and no law)."""
     axes: dict[tuple, list] = {}
     for key, coords in slices:
         axes.setdefault(key[:4], []).append((key[4], coords))
     units = _Units([], math.inf, 0.0, 0, 0)
     reached = None if enough is None else (lambda more: enough(before + units.vectors + more))
     later: list[list[int]] = []
-    for axis, ((u0, head), *others) in axes.items():
+    for axis, ((u0, head), *others) in sorted(axes.items(), key=lambda item: samples.unknowns(item[1][0][1], degree)):
         if reached is not None and reached([]):
             break
         n = axis[2]
-        head_laws = units.add(block_laws(samples, [head], degree, ""))
+        search, left = within_budget(samples, [head], degree, spent, SLICE_SECONDS)
+        if left:
+            units.over_budget += 1 + len(others)
+            continue
+        head_laws = units.add(search)
         if head_laws:
             units.lawful.add(axis)
         rest = []
@@ -463,7 +476,9 @@ def _unit_laws(
             else:
                 rest.append(coords)
         if head_laws:
-            units.add(block_laws(samples, rest, degree, "", reached))
+            search, left = within_budget(samples, rest, degree, spent, SLICE_SECONDS, reached)
+            units.add(search)
+            units.over_budget += left
         elif unit_group(axis) is None:  # a grouping of rows whose first unit has none is no grouping of the model's
             later += rest
     units.later = later
@@ -484,7 +499,7 @@ def _pair_laws(
     the laws found reach the count. A flattened axis's pairs are solved one by one."""
     units = _Units([], math.inf, 0.0, 0, 0)
     solved: dict[tuple, list[tuple[tuple[int, int], list[dict]]]] = {}  # per axis: (pair, its laws) when it has some
-    done: set[tuple] = set()  # (axis, pair) of those pairs
+    done: set[tuple] = set()  # (axis, pair) of those pairs, and of the pairs over the budget: never tried again
     by_axis: dict[tuple, list] = {}
     for p in pairs:
         by_axis.setdefault(p[0], []).append(p)
@@ -503,11 +518,11 @@ def _pair_laws(
         return False
 
     def solve(axis: tuple, pair: tuple[int, int], coords: list[int], on: Samples) -> None:
-        work[0] += pair_seconds(on.unknowns(coords, degree))
-        if work[0] > PAIR_SECONDS:
+        search, left = within_budget(on, [coords], degree, work, PAIR_SECONDS, lambda v: enough(units.vectors + v))
+        if left:
             units.over_budget += 1
+            done.add((axis, pair))
             return
-        search = block_laws(on, [coords], degree, "", lambda v: enough(units.vectors + v))
         laws = units.add(search)
         if on is not samples and not laws:  # a screen that found none: the pair is moved or solved whole after it
             units.solved -= search.blocks

@@ -2,8 +2,9 @@
 
 A quadratic law over coordinates ``coords`` is a vector of coefficients over the monomials θ_jθ_k (j ≤ k) and θ_j;
 it is conserved when ``⟨∇h(θ), g⟩ = 0`` for every sampled θ and g ∈ W(θ), one linear row per sample
-(:func:`block_laws`). :class:`Samples` draws the θ and the g, :class:`Span` says how many independent laws the
-vectors found so far hold, :func:`residuals` checks candidate laws (moved to another unit) on the samples.
+(:func:`block_laws`; :func:`within_budget`: as many blocks as a budget of work allows). :class:`Samples` draws the θ
+and the g, :class:`Span` says how many independent laws the vectors found so far hold, :func:`residuals` checks
+candidate laws (moved to another unit) on the samples.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from itertools import combinations_with_replacement
+from itertools import accumulate, combinations_with_replacement, takewhile
 
 import numpy as np
 import torch
@@ -21,7 +22,7 @@ from conslaw_lite.counting import GAP
 from conslaw_lite.counting.count import outputs_over_pieces
 from conslaw_lite.counting.problem import Problem, checked_outputs, sample_inputs
 from conslaw_lite.law_basis import COEFFICIENT_TOL, law_count
-from conslaw_lite.law_blocks import unknowns
+from conslaw_lite.law_blocks import pair_seconds, unknowns
 from conslaw_lite.null_space import null_space
 from conslaw_lite.polynomial_laws import Monomial
 from conslaw_lite.seeding import Stream, generator
@@ -184,6 +185,24 @@ def block_laws(
         if enough is not None and len(null) and enough(vectors):
             break
     return replace(assembled(vectors, kept, dropped, searched), blocks=done)
+
+
+def within_budget(
+    samples: Samples,
+    blocks: list[list[int]],
+    degree: int,
+    spent: list[float],
+    budget: float,
+    enough: Callable[[list], bool] | None = None,
+) -> tuple[Search, int]:
+    """``block_laws`` on the blocks, cheapest first, while their work (:func:`~conslaw_lite.law_blocks.pair_seconds` of
+    their unknowns) fits in what ``spent`` leaves of ``budget``, that of the blocks solved added to ``spent``; how many
+    did not fit."""
+    work = sorted((pair_seconds(samples.unknowns(coords, degree)), n) for n, coords in enumerate(blocks))
+    fit = sum(1 for _ in takewhile(lambda total: spent[0] + total <= budget, accumulate(cost for cost, _ in work)))
+    search = block_laws(samples, [blocks[n] for _, n in work[:fit]], degree, "", enough)
+    spent[0] += sum(cost for cost, _ in work[: search.blocks])
+    return search, len(blocks) - fit
 
 
 def assembled(vectors: list[dict], kept: float, dropped: float, searched: str) -> Search:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -169,6 +170,21 @@ def test_an_mlp_with_biases_beyond_the_old_limit_is_complete(one_thread):
     assert list(found.laws) == ["for i in 0..15: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²"]
     assert found.complete and found.num_found == found.count.num_laws == 16 and found.gap > 1e4
     assert "unit slices" in found.searched and "by symmetry" in found.searched  # one unit solved, moved to the rest
+
+
+def test_unit_slices_past_their_budget_are_left_out_and_the_result_says_so(monkeypatch, one_thread):
+    # 4 → 20 → 3 with biases: each pair of layers is over 64 coordinates, so its 20 laws lie in unit slices and pairs
+    # of them; with no work allowed there, none is solved, and the result says how many laws it missed and why
+    monkeypatch.setattr(fl, "SLICE_SECONDS", 0.0)
+    monkeypatch.setattr(fl, "PAIR_SECONDS", 0.0)
+    found = find_laws(mlp((4, 20, 3), relu=True, bias=True), (4,))
+    assert found.conclusive and not found.complete and found.count.num_laws == 20
+    assert found.num_found < 20 and f"the other {20 - found.num_found} are not in the blocks searched" in found.message
+    assert re.search(r"(\d+) unit slices: 0 solved, 0 by symmetry, \1 over the budget;", found.searched)
+    assert re.search(r"(\d+) pairs of slices of axes without unit laws: 0 solved, 0 by \w+, \1 over", found.searched)
+    monkeypatch.setattr(fl, "SLICE_SECONDS", 0.01)  # one slice's work (5·10⁻⁴), then its laws moved to the rest
+    found = find_laws(mlp((4, 20, 3), relu=True, bias=True), (4,))
+    assert found.complete and re.search(r"unit slices: \d solved, 19 by symmetry", found.searched)
 
 
 def test_cli_laws_in_the_table_and_in_json(capsys, one_thread):
