@@ -294,7 +294,7 @@ def _search_blocks(
     enough = None if target is None else (lambda v: span.reaches(v, degree, target))
     found, lawful, later, seen = _Units([], math.inf, 0.0, 0, 0), {}, [], set()
     paired, drawn = {}, {}  # per (search, kind of slices): their pairs, their samples
-    work = {"slices": [0.0]}  # spent on unit slices by all searches, on pairs by each (a cut's hold laws of their own)
+    slice_work, pair_work = [0.0], {}  # spent on unit slices by all searches, on pairs by each (a cut's have own laws)
     notes: dict[str, list[str]] = {label: [] for label, _, _ in searches}
 
     def short() -> bool:
@@ -314,7 +314,7 @@ def _search_blocks(
     def units_of(label: str, slices: list, layout: Layout, kind: str) -> None:
         products = {tuple(c): squares_only(len(c)) for _, c in slices} if kind == "large" else None
         samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1, products)
-        units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors, work["slices"]))
+        units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors, slice_work))
         lawful[label, kind] = (slices, frozenset(units.lawful))
         later.append((label, samples, units.later))
         wide = f"unit slices over {MAX_SLICE} coordinates" + (", on their squares" if degree == 2 else "")
@@ -334,8 +334,7 @@ def _search_blocks(
                 blocks, products = [p[3] for p in pairs], {tuple(p[3]): p[4] for p in pairs if p[4] is not None}
                 drawn[label, kind] = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, 2, products)
             reached = lambda v: enough(found.vectors + v)  # noqa: E731
-            axes = lawful[label, kind][1]
-            spent = work.setdefault(label, [0.0])
+            axes, spent = lawful[label, kind][1], pair_work.setdefault(label, [0.0])
             units = _pair_laws(drawn[label, kind], layout, pairs, degree, reached, axes, others, spent)
             found.join(units)
             named = f"pairs of {kind + ' ' if kind else ''}slices" + (" of axes without unit laws" if others else "")
@@ -372,7 +371,7 @@ def _search_blocks(
     for label, samples, rest in later:
         if rest and short():
             reached = enough and (lambda v: enough(found.vectors + v))
-            search, left = within_budget(samples, rest, degree, work["slices"], SLICE_SECONDS, reached)
+            search, left = within_budget(samples, rest, degree, slice_work, SLICE_SECONDS, reached)
             found.add(search)
             over = f", {left} over the budget" if left else ""
             notes[label].append(f"{len(rest)} unit slices whose axis's first has no law: {search.blocks} solved{over}")
@@ -402,7 +401,7 @@ def _cut(layout: Layout, degree: int, readers: list[list[str]]) -> list[tuple[st
 def _tally(blocks: int, kind: str, units: _Units) -> str:
     """What a stage did: ``"80 unit slices: 66 solved, 14 by symmetry"``, how many were over its budget and how many
     it did not need."""
-    unsearched = max(0, blocks - units.solved - units.moved - units.over_budget)  # a pair screened, then solved
+    unsearched = blocks - units.solved - units.moved - units.over_budget
     return (
         f"{blocks} {kind}: {units.solved} solved, {units.moved} by symmetry"
         + (f", {units.over_budget} over the budget" if units.over_budget else "")
@@ -499,7 +498,7 @@ def _pair_laws(
     the laws found reach the count. A flattened axis's pairs are solved one by one."""
     units = _Units([], math.inf, 0.0, 0, 0)
     solved: dict[tuple, list[tuple[tuple[int, int], list[dict]]]] = {}  # per axis: (pair, its laws) when it has some
-    done: set[tuple] = set()  # (axis, pair) of those pairs, and of the pairs over the budget: never tried again
+    done: set[tuple] = set()  # (axis, pair) of those pairs, and of those moved or over the budget: not tried again
     by_axis: dict[tuple, list] = {}
     for p in pairs:
         by_axis.setdefault(p[0], []).append(p)
@@ -514,6 +513,7 @@ def _pair_laws(
                 units.vectors += conserved
             if len(conserved) == len(there):
                 units.moved += 1
+                done.add((axis, to))
                 return True
         return False
 
