@@ -281,6 +281,7 @@ class Monitor:
         self.evaluate_every = slots
         self._model, self._read = model, read
         self._theta = [named[n] for n in read]  # copied into a snapshot at each record
+        self._links = _links(model, read)
         self._steps = [0]
         self._drift = list(self._laws.drift(self._laws.h0[None]))  # per record: each law's ‖h_i(θ_k) − h_i(θ₀)‖
         self._say_zero_laws(list(laws))
@@ -368,6 +369,8 @@ class Monitor:
 
     def _check_parameters(self) -> None:
         """A ``ValueError`` naming the parameters the model no longer holds: the records read the tensors it had."""
+        if all(held.get(key) is value for held, key, value in self._links):
+            return
         now = dict(self._model.named_parameters())
         replaced = [name for name, p in zip(self._read, self._theta) if now.get(name) is not p]
         if replaced:
@@ -516,6 +519,24 @@ class WatchedRun:
         """What watching every step costs: the monitor's seconds over the training steps' seconds, in all (a
         median would miss the records evaluated together, see :mod:`conslaw_lite.snapshots`)."""
         return float(self.monitor_seconds.sum() / self.step_seconds.sum())
+
+
+def _links(model: nn.Module, names: list[str]) -> list[tuple[dict, str, object]]:
+    """Every link from ``model`` down to the parameters ``names``, as (the dict that holds it, key, what it holds then):
+    each submodule in its parent's ``_modules``, each parameter in its module's ``_parameters``. The model holds those
+    parameters still while every dict holds the same object: a few dict lookups at each evaluation, where walking
+    ``named_parameters()`` took 0.2 ms (a sixth of the evaluation on a two-layer Qwen3).
+    """
+    links = {}
+    for name in names:
+        *path, leaf = name.split(".")
+        module = model
+        for part in path:
+            child = module._modules[part]
+            links[id(module._modules), part] = (module._modules, part, child)
+            module = child
+        links[id(module._parameters), leaf] = (module._parameters, leaf, module._parameters[leaf])
+    return list(links.values())
 
 
 def train_watched(

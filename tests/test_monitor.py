@@ -232,6 +232,20 @@ def test_a_parameter_replaced_after_the_start_is_named_not_read_stale() -> None:
         monitor.step()
 
 
+def test_a_submodule_replaced_or_a_parameter_deleted_after_the_start_is_named() -> None:
+    # the old Linear still holds its old weight: only the model's own link to it changed
+    model = MultiHeadAttention(4, 2, 2).double()
+    monitor = Monitor(model, evaluate_every=1)
+    model.O = nn.Linear(4, 4, bias=False).double()
+    with pytest.raises(ValueError, match="'O.weight' of the model is no longer the parameter"):
+        monitor.step()
+    model = MultiHeadAttention(4, 2, 2).double()
+    monitor = Monitor(model, evaluate_every=1)
+    del model.Q.weight
+    with pytest.raises(ValueError, match="'Q.weight' of the model is no longer the parameter"):
+        monitor.step()
+
+
 def test_laws_that_read_a_frozen_parameter_are_left_out(capsys: pytest.CaptureFixture) -> None:
     # V frozen, O trained: VᵀV − OᵀO moves at first order (a kept law drifted like its controls); Q, K still train
     model = MultiHeadAttention(4, 2, 2).double()

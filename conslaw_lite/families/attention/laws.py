@@ -168,8 +168,13 @@ def _gram_pair(A: HeadFn, B: HeadFn) -> HeadQuantities:
 
 
 def _gram(a: torch.Tensor) -> torch.Tensor:
-    """``aᵀa`` per head, (m, d, k) -> (m, k, k); bmm where there is one batch axis (a third of the overhead of @)."""
-    return torch.bmm(a.mT, a) if a.ndim == 3 else a.mT @ a
+    """``aᵀa`` per head, (m, d, k) -> (m, k, k); bmm where there is one batch axis (a third of the overhead of @).
+
+    ``aᵀ`` is made contiguous first: an output projection's heads are column blocks, so ``aᵀ`` of several layers at
+    once is a strided view, whose matmul took 1.4 times as long as a copy and a matmul (float64, d = 64, k = 16).
+    """
+    t = a.mT.contiguous()
+    return torch.bmm(t, t.mT) if a.ndim == 3 else t @ t.mT
 
 
 def _block_sums(col: torch.Tensor) -> torch.Tensor:
