@@ -150,15 +150,18 @@ def test_a_convolution_whose_unit_slices_are_over_the_limit_is_searched_on_their
     assert "unit slices over 96 coordinates, on their squares" in found.searched
 
 
-def test_two_hidden_layers_print_as_two_unit_laws(one_thread):
+@pytest.mark.parametrize("widths", [(4, 20, 20, 3), (3, 5, 5, 2)])
+def test_two_hidden_layers_print_as_two_unit_laws(widths, one_thread):
     # the echelon form holds unit 0 of the first layer plus every unit law of the second; the basis printed is the
-    # unit laws found, the fewest terms
-    model = mlp((4, 20, 20, 3), relu=True, bias=True)
-    found = find_laws(model, (4,))
-    assert found.complete and found.num_found == 40, found.message
+    # unit laws, the fewest terms: found per unit at 4-20-20-3, shortened from the echelon form at 3-5-5-2 (D = 62,
+    # one search), where taking the first subtraction that shortens it walked to the sum of all ten unit laws
+    model = mlp(widths, relu=True, bias=True)
+    found = find_laws(model, widths[:1])
+    last = widths[1] - 1
+    assert found.complete and found.num_found == 2 * widths[1], found.message
     assert list(found.laws) == [
-        "for i in 0..19: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²",
-        "for i in 0..19: ‖2.weight[i, :]‖² + 2.bias[i]² − ‖4.weight[:, i]‖²",
+        f"for i in 0..{last}: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²",
+        f"for i in 0..{last}: ‖2.weight[i, :]‖² + 2.bias[i]² − ‖4.weight[:, i]‖²",
     ]
 
 
