@@ -14,6 +14,7 @@ from torch import nn
 import conslaw_lite.cli as cli
 from conslaw_lite import Monitor, check_laws, count_laws, find_laws
 from conslaw_lite.counting import RESIDUAL_TOL
+from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.families.toy.block import ToyProduct
@@ -71,6 +72,19 @@ def test_rational_coefficients_are_exact_and_irrational_ones_stay_floats(one_thr
     found = find_laws(tilted, (1,), params={"a": torch.tensor(1.0), "b": torch.tensor(0.5), "c": torch.tensor(2.0)})
     assert found.complete and found.num_found == 2
     assert "a − 0.7071·b" in found.laws and "a² + b² − c²" in found.laws
+
+
+def test_round_off_beside_an_irrational_coefficient_is_dropped_where_the_law_still_holds(one_thread):
+    # a null vector of a block with a small gap: √2/2 is no small fraction, 3·10⁻¹⁰·c is round-off, 1.0000000001 is 1
+    tilted = lambda p, x: (p["a"] + math.sqrt(2) * p["b"]) * p["c"] * x  # noqa: E731
+    params = {"a": torch.tensor(1.0), "b": torch.tensor(0.5), "c": torch.tensor(2.0)}
+    problem = problem_of(tilted, params)
+    count = count_laws(tilted, (1,), params=params)
+    noisy = {(0,): 1.0000000001, (1,): -math.sqrt(0.5), (2,): 3e-10}
+    (law,) = fl._rounded(tilted, problem, [noisy], (1,), None, params, 0, count)
+    assert law.text() == "a − 0.7071·b"
+    wrong = {(0,): 1.0, (1,): -math.sqrt(0.5), (2,): 0.25}  # no law: left as it is, for the check to refuse
+    assert fl._rounded(tilted, problem, [wrong], (1,), None, params, 0, count)[0].text().endswith("c")
 
 
 def test_a_law_that_is_not_quadratic_is_reported_missing(one_thread):
