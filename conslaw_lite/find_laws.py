@@ -232,10 +232,8 @@ def find_laws(
         search = block_laws(samples, [list(range(D))], degree, "all of θ")
         basis = reduced_basis(search.vectors, search.columns, degree)
     laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
-    each = check_laws(
-        model, {str(n): law for n, law in enumerate(laws)}, input_shape, inputs=inputs, params=params, seed=seed,
-        count=count,
-    )  # fmt: skip
+    numbered = {str(n): law for n, law in enumerate(laws)}
+    each = check_laws(model, numbered, input_shape, inputs=inputs, params=params, seed=seed, count=count)
     passing = [law for n, law in enumerate(laws) if each.residuals[str(n)] <= RESIDUAL_TOL]
     grouped = group_laws(passing)
     check = check_laws(model, grouped, input_shape, inputs=inputs, params=params, seed=seed, count=count)
@@ -583,21 +581,18 @@ def _layout(problem: Problem) -> Layout:
 
 
 def _rounded(model, problem: Problem, basis: list[dict], input_shape, inputs, params, seed, count) -> list:
-    """Each law with its coefficients rounded where the rounded law still passes check_laws, else as computed: to a
-    small rational where one is within 10⁻⁶ of the largest, to 0 where that is (a null vector's round-off, 10⁻⁹ beside
-    an irrational 0.2959 in a block of small gap); the others as they are."""
+    """Each law with its coefficients rounded where that still passes check_laws: to a small rational within 10⁻⁶ of
+    the largest, 0 included (a null vector's round-off, 10⁻⁹ beside an irrational 0.2959), the others as they are."""
     layout = _layout(problem)
     exact = [PolynomialLaw(law, layout) for law in basis]
     rounded = {}
     for n, law in enumerate(basis):
-        size = max(abs(c) for c in law.values())
-        near = {m: rational(c, ROUND_DENOMINATOR, 1e-6 * size) for m, c in law.items()}
+        tol = 1e-6 * max(map(abs, law.values()))
+        near = {m: rational(c, ROUND_DENOMINATOR, tol) for m, c in law.items()}
         if any(f is not None for f in near.values()):
-            snapped = {m: c if f is None else f for (m, c), f in zip(law.items(), near.values(), strict=True)}
-            rounded[str(n)] = PolynomialLaw({m: c for m, c in snapped.items() if c != 0}, layout)
+            kept = {m: c if near[m] is None else near[m] for m, c in law.items() if near[m] != 0}
+            rounded[str(n)] = PolynomialLaw(kept, layout)
     if not rounded:
         return exact
-    check = check_laws(model, rounded, input_shape, inputs=inputs, params=params, seed=seed, count=count)
-    return [
-        rounded[str(n)] if check.residuals.get(str(n), math.inf) <= RESIDUAL_TOL else law for n, law in enumerate(exact)
-    ]
+    passes = check_laws(model, rounded, input_shape, inputs=inputs, params=params, seed=seed, count=count).residuals
+    return [rounded[str(n)] if passes.get(str(n), math.inf) <= RESIDUAL_TOL else law for n, law in enumerate(exact)]
