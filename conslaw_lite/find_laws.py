@@ -226,11 +226,11 @@ def find_laws(
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
     searches = [("pairs of layers", plan, layout), *_cut(layout, degree, readers)]
     search = _search_blocks(problem, input_shape, inputs, seed, degree, searches, count)
-    basis = reduced_basis(search.vectors, search.columns, degree)
+    basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
     if search.conclusive and _short(basis, count) and D <= MAX_FULL:
         samples = Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
         search = block_laws(samples, [list(range(D))], degree, "all of θ")
-        basis = reduced_basis(search.vectors, search.columns, degree)
+        basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
     laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
     numbered = {str(n): law for n, law in enumerate(laws)}
     each = check_laws(model, numbered, input_shape, inputs=inputs, params=params, seed=seed, count=count)

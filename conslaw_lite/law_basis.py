@@ -15,7 +15,7 @@ array([[ 1.,  0.,  1.],
 
 from __future__ import annotations
 
-from collections import Counter
+from contextvars import ContextVar
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -23,6 +23,10 @@ from scipy.sparse import csr_matrix
 from conslaw_lite.polynomial_laws import Monomial
 
 COEFFICIENT_TOL = 1e-9  # relative size under which a coefficient of the echelon basis is zero
+# A null vector's coefficients are off by about σ_dropped / σ_kept of the largest: terms under this many times that are
+# its round-off (a GQA block with biases, gap 2·10⁸: terms of 5·10⁻⁹ kept it from being shortened to one entry's law)
+NOISE_FACTOR = 100.0
+_TOL: ContextVar[float] = ContextVar("coefficient tolerance", default=COEFFICIENT_TOL)
 # A row's residual off the rows before it, relative to its length, under which it adds no direction: its square is
 # read off the Gram matrix, where round-off is about (largest / smallest residual kept) × 10⁻¹⁶ of the squared length
 ADDS_TOL = 1e-5
@@ -41,7 +45,7 @@ def echelon(vectors: np.ndarray, orthonormal: bool = False) -> np.ndarray:
     span = vectors if orthonormal else _span(vectors)
     pivots = _pivots(span, 1e-6 * np.abs(span).max())
     basis = np.linalg.solve(span[:, pivots], span)  # identity on the pivot columns
-    basis[np.abs(basis) < COEFFICIENT_TOL * np.abs(basis).max(axis=1, keepdims=True)] = 0.0
+    basis[np.abs(basis) < _TOL.get() * np.abs(basis).max(axis=1, keepdims=True)] = 0.0
     return basis
 
 
@@ -93,27 +97,44 @@ def _pivots(span: np.ndarray, floor: float, chunk: int = 256) -> list[int]:
     return pivots
 
 
-def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int) -> list[dict]:
+def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int, gap: float = np.inf) -> list[dict]:
     """The echelon basis as ``{monomial: coefficient}``, products of linear laws left out.
 
     Columns are ordered quadratic monomials first, so a law whose pivot is a linear monomial
     has no quadratic part: those rows are the linear laws ℓ, and any quadratic row that lies in
     span(ℓ_i ℓ_j) given the rows kept before it adds no law and is dropped. Each law is then made
     shorter with the others where they share terms (:func:`_shortened`), and the basis is chosen from these laws and
-    the null vectors themselves, fewest terms first (:func:`_fewest_terms`).
+    the null vectors themselves, fewest terms first (:func:`_fewest_terms`), then shortened again: a null vector of a
+    block that holds several laws may be a mix of them (a GQA head's ``V Vᵀ − …`` entry (0, 1) plus 1.5 times entry
+    (0, 0)), shorter than the echelon form's law and longer than the entry alone.
+
+    ``gap``: σ_kept / σ_dropped of the search that gave the vectors. Coefficients under ``NOISE_FACTOR / gap`` of a
+    law's largest (``COEFFICIENT_TOL`` at least) are its round-off, and are dropped.
     """
-    kept, linear, products = _kept(vectors, columns, degree)
-    laws = _shortened([law if law in linear else _sparsest(law, products) for law in kept])
-    return _fewest_terms(laws, _as_laws(vectors, columns), products)
+    token = _TOL.set(max(COEFFICIENT_TOL, NOISE_FACTOR / gap))
+    try:
+        kept, linear, products = _kept(vectors, columns, degree)
+        laws = _shortened([law if law in linear else _sparsest(law, products) for law in kept])
+        chosen = _shortened(_fewest_terms(laws, _as_laws(vectors, columns), products))
+    finally:
+        _TOL.reset(token)
+    return sorted(map(_leading_one, chosen), key=lambda law: min(map(_in_order, law)))
+
+
+def _leading_one(law: dict) -> dict:
+    """The law scaled to 1 at its first monomial."""
+    first = law[min(law, key=_in_order)]
+    return {m: c / first for m, c in law.items()}
 
 
 def _as_laws(vectors: np.ndarray, columns: list[Monomial]) -> list[dict]:
     """The null vectors as laws, each scaled to 1 at its first monomial (quadratic ones first, as :func:`_kept` orders
-    them), coefficients under ``COEFFICIENT_TOL`` of the largest dropped."""
+    them), coefficients under the tolerance (``COEFFICIENT_TOL`` or more, :func:`reduced_basis`) of the largest
+    dropped."""
     order = sorted(range(len(columns)), key=lambda c: _in_order(columns[c]))
     laws = []
     for row in vectors[:, order]:
-        big = np.flatnonzero(np.abs(row) > COEFFICIENT_TOL * np.abs(row).max()) if row.any() else []
+        big = np.flatnonzero(np.abs(row) > _TOL.get() * np.abs(row).max()) if row.any() else []
         if len(big):
             laws.append({columns[order[c]]: float(row[c] / row[big[0]]) for c in big})
     return laws
@@ -168,7 +189,7 @@ def _from_echelon(law: dict, kept: list[dict]) -> dict:
         return law
     target = np.array([law.get(m, 0.0) for m in columns])
     nearest = np.linalg.lstsq(on_law.T, target, rcond=None)[0] @ on_law
-    nearest[np.abs(nearest) < COEFFICIENT_TOL * np.abs(nearest).max()] = 0.0
+    nearest[np.abs(nearest) < _TOL.get() * np.abs(nearest).max()] = 0.0
     big = np.flatnonzero(nearest)
     return {columns[n]: float(nearest[n] / nearest[big[0]]) for n in big}
 
@@ -281,7 +302,7 @@ def _plus(law: dict, other: dict, c: float) -> dict:
     for m, d in other.items():
         out[m] = out.get(m, 0.0) + c * d
     largest = max(map(abs, out.values()), default=0.0)
-    return {m: v for m, v in out.items() if abs(v) > COEFFICIENT_TOL * largest}
+    return {m: v for m, v in out.items() if abs(v) > _TOL.get() * largest}
 
 
 def _sparsest(law: dict, products: list[dict], shared: int = 1) -> dict:
@@ -315,13 +336,16 @@ def _sparsest(law: dict, products: list[dict], shared: int = 1) -> dict:
 
 def _multiples(law: dict, other: dict, shared: int) -> set[float]:
     """The c for which ``law − c·other`` cancels a term: all of them, or (``shared`` > 1) the one that cancels the most
-    terms, if it cancels ``shared`` or more."""
+    terms, if it cancels ``shared`` or more: ratios equal to the tolerance's digits are one, c their mean."""
     ratios = [law[m] / d for m, d in other.items() if m in law]
     if shared == 1:
         return set(ratios)
-    counts = Counter(round(r, 9) for r in ratios)
-    best = max(counts, key=counts.get, default=None)
-    return {best} if best is not None and counts[best] >= shared else set()
+    digits = int(-np.log10(_TOL.get()))
+    groups: dict[float, list[float]] = {}
+    for r in ratios:
+        groups.setdefault(round(r, digits), []).append(r)
+    best = max(groups.values(), key=len, default=[])
+    return {float(np.mean(best))} if len(best) >= shared else set()
 
 
 def _terms(law: dict) -> tuple[int, int]:

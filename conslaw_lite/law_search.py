@@ -140,6 +140,11 @@ class Search:
     sigma_dropped: float
     blocks: int = 0  # blocks searched (the search stops once the laws found reach the count)
 
+    @property
+    def gap(self) -> float:
+        """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
+        return math.inf if self.sigma_dropped == 0 else self.sigma_kept / self.sigma_dropped
+
 
 def _columns(coords: list[int], degree: int, products: list[tuple[int, int]] | None = None) -> list[Monomial]:
     """The monomials over ``coords``: θ_jθ_k (j ≤ k; those of ``products`` alone when given), then θ_j."""
