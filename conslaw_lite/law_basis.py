@@ -26,6 +26,7 @@ COEFFICIENT_TOL = 1e-9  # relative size under which a coefficient of the echelon
 # A null vector's coefficients are off by about σ_dropped / σ_kept of the largest: terms under this many times that are
 # its round-off (a GQA block with biases, gap 2·10⁸: terms of 5·10⁻⁹ kept it from being shortened to one entry's law)
 NOISE_FACTOR = 100.0
+PIVOT_TOL = 1e-4  # a column whose residual is below this of the largest entry is no pivot (the same round-off)
 _TOL: ContextVar[float] = ContextVar("coefficient tolerance", default=COEFFICIENT_TOL)
 # A row's residual off the rows before it, relative to its length, under which it adds no direction: its square is
 # read off the Gram matrix, where round-off is about (largest / smallest residual kept) × 10⁻¹⁶ of the squared length
@@ -43,7 +44,7 @@ def echelon(vectors: np.ndarray, orthonormal: bool = False) -> np.ndarray:
     if vectors.shape[0] == 0:
         return vectors
     span = vectors if orthonormal else _span(vectors)
-    pivots = _pivots(span, 1e-6 * np.abs(span).max())
+    pivots = _pivots(span, PIVOT_TOL * np.abs(span).max())
     basis = np.linalg.solve(span[:, pivots], span)  # identity on the pivot columns
     basis[np.abs(basis) < _TOL.get() * np.abs(basis).max(axis=1, keepdims=True)] = 0.0
     return basis
