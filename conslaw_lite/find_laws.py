@@ -83,6 +83,7 @@ from conslaw_lite.law_blocks import (
 from conslaw_lite.law_moves import swapped, swapped_pair
 from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residuals, within_budget
 from conslaw_lite.laws import Params
+from conslaw_lite.null_space import gap
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
 
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
@@ -127,7 +128,7 @@ class FoundLaws:
     @property
     def gap(self) -> float:
         """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
-        return math.inf if self.sigma_dropped == 0 else self.sigma_kept / self.sigma_dropped
+        return gap(self.sigma_kept, self.sigma_dropped)
 
     @property
     def message(self) -> str:

@@ -119,12 +119,17 @@ def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int, gap
         chosen = _shortened(_fewest_terms(laws, _as_laws(vectors, columns), products))
     finally:
         _TOL.reset(token)
-    return sorted(map(_leading_one, chosen), key=lambda law: min(map(_in_order, law)))
+    return sorted(map(_leading_one, chosen), key=_first)
+
+
+def _first(law: dict) -> tuple[bool, Monomial]:
+    """The law's first monomial, as :func:`_in_order` ranks it."""
+    return min(map(_in_order, law))
 
 
 def _leading_one(law: dict) -> dict:
     """The law scaled to 1 at its first monomial."""
-    first = law[min(law, key=_in_order)]
+    first = law[_first(law)[1]]
     return {m: c / first for m, c in law.items()}
 
 
@@ -137,7 +142,7 @@ def _as_laws(vectors: np.ndarray, columns: list[Monomial]) -> list[dict]:
     for row in vectors[:, order]:
         big = np.flatnonzero(np.abs(row) > _TOL.get() * np.abs(row).max()) if row.any() else []
         if len(big):
-            laws.append({columns[order[c]]: float(row[c] / row[big[0]]) for c in big})
+            laws.append(_leading_one({columns[order[c]]: float(row[c]) for c in big}))
     return laws
 
 
@@ -166,7 +171,7 @@ def _fewest_terms(kept: list[dict], found: list[dict], products: list[dict]) -> 
     adds = _adds((rows @ rows.T).toarray())[len(products) :]
     echelon_laws = {id(law) for law in kept}
     chosen = [law if id(law) in echelon_laws else _from_echelon(law, kept) for law, new in zip(pool, adds) if new]
-    return sorted(chosen, key=lambda law: min(map(_in_order, law))) if len(chosen) == len(kept) else kept
+    return sorted(chosen, key=_first) if len(chosen) == len(kept) else kept
 
 
 def _from_echelon(law: dict, kept: list[dict]) -> dict:
@@ -191,8 +196,7 @@ def _from_echelon(law: dict, kept: list[dict]) -> dict:
     target = np.array([law.get(m, 0.0) for m in columns])
     nearest = np.linalg.lstsq(on_law.T, target, rcond=None)[0] @ on_law
     nearest[np.abs(nearest) < _TOL.get() * np.abs(nearest).max()] = 0.0
-    big = np.flatnonzero(nearest)
-    return {columns[n]: float(nearest[n] / nearest[big[0]]) for n in big}
+    return _leading_one({columns[n]: float(nearest[n]) for n in np.flatnonzero(nearest)})
 
 
 def law_count(vectors: np.ndarray, columns: list[Monomial], degree: int, orthonormal: bool = False) -> int:

@@ -23,7 +23,7 @@ from conslaw_lite.counting.count import outputs_over_pieces
 from conslaw_lite.counting.problem import Problem, checked_outputs, sample_inputs
 from conslaw_lite.law_basis import COEFFICIENT_TOL, law_count
 from conslaw_lite.law_blocks import pair_seconds, unknowns
-from conslaw_lite.null_space import null_space
+from conslaw_lite.null_space import gap, null_space
 from conslaw_lite.polynomial_laws import Monomial
 from conslaw_lite.seeding import Stream, generator
 
@@ -146,7 +146,7 @@ class Search:
     @property
     def gap(self) -> float:
         """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
-        return math.inf if self.sigma_dropped == 0 else self.sigma_kept / self.sigma_dropped
+        return gap(self.sigma_kept, self.sigma_dropped)
 
 
 def _columns(coords: list[int], degree: int, products: list[tuple[int, int]] | None = None) -> list[Monomial]:

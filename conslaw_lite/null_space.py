@@ -23,6 +23,17 @@ TOP_WIDTH, TOP_STEPS = 8, 12  # subspace iteration for λ_max of the Gram matrix
 COLUMN_FLOOR = 1e-6  # columns are scaled to unit length, but by at most 1/(COLUMN_FLOOR·largest)
 
 
+def gap(sigma_kept: float, sigma_dropped: float) -> float:
+    """``sigma_kept / sigma_dropped``, the evidence of a rank decision (infinite when nothing was dropped).
+
+    Examples
+    ========
+    >>> gap(1e-3, 1e-15), gap(1.0, 0.0)
+    (1000000000000.0, inf)
+    """
+    return math.inf if sigma_dropped == 0 else sigma_kept / sigma_dropped
+
+
 def null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
     """Orthonormal null vectors (k, U) of ``rows`` after column scaling, the smallest kept and largest dropped σ.
 

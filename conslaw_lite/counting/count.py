@@ -42,6 +42,7 @@ from conslaw_lite.counting.problem import (
 from conslaw_lite.counting.progress import Progress, wanted
 from conslaw_lite.counting.strata import Stratum, activation_pattern, covering_patterns, forced_patterns, kinked_calls
 from conslaw_lite.laws import Params
+from conslaw_lite.null_space import gap
 from conslaw_lite.seeding import Stream, generator
 
 NUM_POINTS = 2  # random θ that must agree
@@ -107,7 +108,7 @@ class LawCount:
     @property
     def gap(self) -> float:
         """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
-        return math.inf if self.sigma_dropped == 0 else self.sigma_kept / self.sigma_dropped
+        return gap(self.sigma_kept, self.sigma_dropped)
 
 
 def _zero_gradient(f: Field, theta: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
