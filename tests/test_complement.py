@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from conslaw_lite.counting import count, count_laws
-from conslaw_lite.counting.budget import estimate, estimate_complement
-from conslaw_lite.counting.complement import _LU, MARGIN, Buffers, _Depth1, complement_rank, first_width
+from conslaw_lite.counting.budget import TooLarge, estimate_complement
+from conslaw_lite.counting.complement import _LU, MARGIN, Buffers, Gradients, _Depth1, complement_rank, first_width
 from conslaw_lite.families.toy.block import ToyProduct
 
 
@@ -59,7 +59,7 @@ def test_the_bounds_hold_on_a_known_spectrum() -> None:
     X, _ = torch.linalg.qr(torch.randn(D, D, generator=gen, dtype=torch.float64))
     Y, _ = torch.linalg.qr(torch.randn(D, D, generator=gen, dtype=torch.float64))
     sigma = torch.cat([torch.logspace(0, -3, D - n, dtype=torch.float64), torch.zeros(n, dtype=torch.float64)])
-    first = _Depth1((X * sigma) @ Y.T, gen)
+    first = _Depth1(Gradients.of((X * sigma) @ Y.T), gen)
     null = Y[:, D - n :]
     assert first.N == n and torch.linalg.matrix_norm(null.T @ first.Z, ord=-2) > 1 - 1e-9  # the same subspace
     assert torch.linalg.matrix_norm(first.A @ first.Z, ord=2) < 1e-11  # 10⁸ below σ_{D−5}
@@ -82,7 +82,7 @@ def test_an_exactly_singular_lu_is_redone_wider(monkeypatch: pytest.MonkeyPatch)
         lu.singular = lu.singular or len(widths) == 1
 
     monkeypatch.setattr(_LU, "__init__", first_singular)
-    first = _Depth1(A / D, gen)
+    first = _Depth1(Gradients.of(A / D), gen)
     assert len(widths) == 2 and first.N == n and first.solved_B.shape[1] == 4 * first_width(D)
 
 
@@ -113,13 +113,17 @@ def test_every_theta_reuses_the_buffers_and_reports_its_stages() -> None:
     assert calls[:3] == [(1, 0, "gradients 0/12"), (1, 0, "LU of the 12 gradients"), (1, 8)]  # depth 2 adds 1
 
 
-def test_where_the_complement_does_not_fit_the_basis_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The complement needs twice the basis's memory: between the two, the basis (and its residuals) count."""
+def test_where_the_gradients_and_their_lu_do_not_fit_the_lu_alone_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between the LU alone and the gradients with it, the gradients are replayed at each use: the same count;
+    below the LU alone, a refusal naming its size."""
     monkeypatch.setattr(count, "COMPLEMENT_MIN_D", 0)
-    model = net(4, 6, 3)
-    cpu = torch.device("cpu")
-    basis = estimate(42, count.MIN_OUTPUTS, False, cpu, count.NUM_POINTS).bytes
+    model, cpu, replays = net(4, 6, 3), torch.device("cpu"), []
     both = estimate_complement(42, count.MIN_OUTPUTS, cpu, count.NUM_POINTS).bytes
-    assert both == basis + 8 * 42**2  # the gradients and their LU, against the basis
-    result = count_laws(model, (4,), max_memory=(basis + both) / 2)
-    assert result.conclusive and result.num_laws == 6 and result.evidence == "residuals"
+    alone = estimate_complement(42, count.MIN_OUTPUTS, cpu, count.NUM_POINTS, replay=True).bytes
+    assert both == alone + 8 * 42**2
+    spy = lambda D, device, replay: replays.append(replay) or Buffers(D, device, replay)  # noqa: E731
+    monkeypatch.setattr(count, "Buffers", spy)
+    result = count_laws(model, (4,), max_memory=(alone + both) / 2)
+    assert result.conclusive and result.num_laws == 6 and result.evidence == "complement" and replays == [True]
+    with pytest.raises(TooLarge, match=r"would need about .* for D = 42 parameters"):
+        count_laws(model, (4,), max_memory=alone * 0.99)

@@ -29,7 +29,10 @@ the complement is found with one LU factorization (⅔ D³) and the rest is of s
   their sum of squares.
 
 Memory: A and the LU, ``16 D²`` bytes (6.4 GB at D = 20,000), in :class:`Buffers` that every θ of a count
-reuses; the LU overwrites the matrix it factors. Nothing else is of size D². A ReLU MLP 50-200-50 (D = 20,000,
+reuses; the LU overwrites the matrix it factors. Nothing else is of size D². Where both would not fit, A is not
+stored: its rows are recomputed at each product with A (:class:`Gradients`, three passes a θ instead of one), and
+the LU alone is of size D²: a ReLU MLP 200-250-200 (D = 100,000) peaked at 92.9 GB on an H200 (its LU 80 GB) and
+took 72 s for its two θ. A ReLU MLP 50-200-50 (D = 20,000,
 N = 200) takes 107–111 s on 2 cores for its two θ, where the basis took 784 s: 29 s a θ for the LU, 11 s for the
 gradients, 7 s for the solves. The LU is most of it, and it runs at the machine's float64 matrix rate: on 2 cores
 of an AMD EPYC whose LU runs at 65 GFLOP/s (not 180), the same count took 258 s, 82 s a θ for the LU and the solves.
@@ -38,6 +41,7 @@ of an AMD EPYC whose LU runs at 65 GFLOP/s (not 180), the same count took 258 s,
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -45,6 +49,7 @@ from conslaw_lite.counting.lie_rank import (
     CUT,
     FIRST_CHUNK,
     MAX_DEPTH,
+    VMAP_BATCH,
     Rank,
     Report,
     Sampler,
@@ -113,52 +118,111 @@ def _directions(solved: torch.Tensor, M: torch.Tensor, P: torch.Tensor) -> tuple
 
 
 class Buffers:
-    """The two D × D matrices of :func:`complement_rank`, the gradients A and the LU of ``A + B C``, allocated once
-    for every θ of a count: on a CPU each page of a fresh matrix faults at its first write (2.5 s for the 3.2 GB
-    of D = 20,000, ten times the time to copy them).
+    """The D × D matrices of :func:`complement_rank`, allocated once for every θ of a count: the LU of ``A + B C``
+    and, where they fit beside it, the gradients A (``replay``: A is not stored, each product with it recomputes its
+    rows, see :class:`Gradients`). On a CPU each page of a fresh matrix faults at its first write (2.5 s for the
+    3.2 GB of D = 20,000, ten times the time to copy them).
 
     Examples
     ========
     >>> buffers = Buffers(3, torch.device("cpu"))
-    >>> buffers.gradients.shape, buffers.factors.dtype
-    (torch.Size([3, 3]), torch.float64)
+    >>> buffers.gradients.shape, buffers.factors.dtype, Buffers(3, torch.device("cpu"), replay=True).gradients
+    (torch.Size([3, 3]), torch.float64, None)
     """
 
-    def __init__(self, D: int, device: torch.device) -> None:
-        self.gradients = torch.empty(D, D, dtype=torch.float64, device=device)
-        self.factors = torch.empty_like(self.gradients)
+    def __init__(self, D: int, device: torch.device, replay: bool = False) -> None:
+        self.factors = torch.empty(D, D, dtype=torch.float64, device=device)
+        self.gradients = None if replay else torch.empty_like(self.factors)
 
 
-def _gradients(
-    sample: Sampler, n_out: int, gen: torch.Generator, A: torch.Tensor, report: Report | None = None
-) -> torch.Tensor:
-    """A: D random elements of depth 1, as rows (weighted, length 1), written ``GRADIENT_BATCH`` rows at a time.
+class Gradients:
+    """A: D random elements of depth 1, as rows (weighted, length 1), ``GRADIENT_BATCH`` rows at a time: held in a
+    D × D matrix (``stored``), or replayed from a seed, batch by batch, at each use (no memory of size D²: a product
+    with A costs one more pass of gradients instead, the price of a count whose A and LU would not both fit).
 
     Their cotangents are uniform, not normal: any continuous law gives random elements of W, and torch draws
-    uniform numbers three times as fast (D × 1.25 D of them: 5·10⁸ at D = 20,000, 9 s of normal ones a θ).
+    uniform numbers three times as fast (D × 1.25 D of them: 5·10⁸ at D = 20,000, 9 s of normal ones a θ). They
+    are drawn on the device, from a generator seeded by ``gen``: a replay draws the same ones.
+
+    Examples
+    ========
+    >>> f = lambda t: torch.stack([t[0] * t[1], t[0] ** 2])  # two outputs of two parameters
+    >>> theta = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    >>> sample = Sampler(f, theta, torch.ones(2, dtype=torch.float64))
+    >>> stored = Gradients(sample, 2, torch.Generator().manual_seed(0), torch.empty(2, 2, dtype=torch.float64))
+    >>> replayed = Gradients(sample, 2, torch.Generator().manual_seed(0), D=2)
+    >>> y = torch.eye(2, dtype=torch.float64)
+    >>> torch.allclose(stored @ y, replayed @ y), torch.equal(replayed.write(torch.empty_like(y)), stored.stored)
+    (True, True)
     """
-    D, device = len(A), A.device
-    for start in range(0, D, GRADIENT_BATCH):
-        if report is not None and start % (64 * GRADIENT_BATCH) == 0:
-            report(1, 0, f"gradients {start:,}/{D:,}")
-        m = min(GRADIENT_BATCH, D - start)
-        uniform = torch.rand(m, 1, n_out, generator=gen, dtype=torch.float64).to(device)
-        A[start : start + m] = sample(uniform.sub_(0.5))
-    return A
+
+    def __init__(
+        self,
+        sample: Sampler,
+        n_out: int,
+        gen: torch.Generator,
+        stored: torch.Tensor | None = None,
+        report: Report | None = None,
+        D: int | None = None,
+    ) -> None:
+        self.sample, self.n_out, self.stored, self.report = sample, n_out, stored, report
+        self.D = len(stored) if stored is not None else D
+        self.device = stored.device if stored is not None else sample.theta.device
+        self.seed = int(torch.randint(2**62, (1,), generator=gen))
+        if stored is not None:
+            self.write(stored)
+
+    @classmethod
+    def of(cls, matrix: torch.Tensor) -> Gradients:
+        """A given matrix as A (stored): the bounds of :class:`_Depth1` tried on a known spectrum."""
+        A = cls.__new__(cls)
+        A.stored, A.D, A.device, A.report = matrix, len(matrix), matrix.device, None
+        return A
+
+    def __len__(self) -> int:
+        return self.D
+
+    def batches(self, report: Report | None = None) -> Iterator[tuple[int, torch.Tensor]]:
+        """(first row, rows) of A, ``GRADIENT_BATCH`` at a time (``VMAP_BATCH`` on a GPU, where a vmap is cheap)."""
+        gen = torch.Generator(self.device).manual_seed(self.seed)
+        batch = GRADIENT_BATCH if self.device.type == "cpu" else VMAP_BATCH
+        for start in range(0, self.D, batch):
+            if report is not None and start % (64 * batch) == 0:
+                report(1, 0, f"gradients {start:,}/{self.D:,}")
+            m = min(batch, self.D - start)
+            uniform = torch.rand(m, 1, self.n_out, generator=gen, dtype=torch.float64, device=self.device)
+            yield start, self.sample(uniform.sub_(0.5))
+
+    def write(self, out: torch.Tensor) -> torch.Tensor:
+        """A, written into ``out`` (D × D)."""
+        if self.stored is not None and out is not self.stored:
+            return out.copy_(self.stored)
+        for start, rows in self.batches(self.report):
+            out[start : start + len(rows)] = rows
+        return out
+
+    def __matmul__(self, y: torch.Tensor) -> torch.Tensor:
+        """``A y``."""
+        if self.stored is not None:
+            return self.stored @ y
+        out = torch.empty(self.D, y.shape[1], dtype=y.dtype, device=y.device)
+        for start, rows in self.batches():
+            out[start : start + len(rows)] = rows @ y
+        return out
 
 
 class _Depth1:
     """null(A) and null(Aᵀ) from one LU of ``Ã = A + B C``, and the bounds on A's spectrum (module docstring)."""
 
-    def __init__(self, A: torch.Tensor, gen: torch.Generator, factors: torch.Tensor | None = None) -> None:
+    def __init__(self, A: Gradients, gen: torch.Generator, factors: torch.Tensor | None = None) -> None:
         D, device = len(A), A.device
-        factors = torch.empty_like(A) if factors is None else factors  # the memory its LU is computed in
+        factors = torch.empty(D, D, dtype=torch.float64, device=device) if factors is None else factors
         p = first_width(D)
         while True:
             p = min(p, D)
             B = torch.randn(D, p, generator=gen, dtype=torch.float64).to(device) / math.sqrt(D)
             C = torch.randn(p, D, generator=gen, dtype=torch.float64).to(device) / math.sqrt(D)
-            self.lu = _LU(factors.copy_(A).addmm_(B, C))  # addmm into a new matrix: twice as long
+            self.lu = _LU(A.write(factors).addmm_(B, C))  # factors: the memory its LU is computed in
             if self.lu.singular and p < D:  # B C did not fill null(A): p is below N₁
                 p *= 4
                 continue
@@ -173,21 +237,34 @@ class _Depth1:
         self.G = torch.cat([-self.solved_B, self.lu.solve(U) if n else U], 1)  # Ã⁻¹E: Â = Ã + E F, E = [−B, U]
         self.Z = self._refined(W[:, p - n :]) if n else W[:, p:]
 
-    def _woodbury(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """F = [C; Zᵀ] and Woodbury's capacitance ``K = I + F Ã⁻¹E`` of ``Â = A + U Zᵀ = Ã + E F``."""
+    def _solver(self, Z: torch.Tensor) -> Callable[..., torch.Tensor]:
+        """``x ↦ Â⁻¹x`` (or ``Â⁻ᵀx``, ``transposed``) for ``Â = A + U Zᵀ = Ã + E F``, F = [C; Zᵀ], by Woodbury's
+        formula on Ã's LU: ``Â⁻¹ = Ã⁻¹ − G K⁻¹ F Ã⁻¹``, G = Ã⁻¹E, capacitance ``K = I + F G``."""
         F = torch.cat([self.C, Z.T])
-        return F, torch.eye(len(F), dtype=F.dtype, device=F.device) + F @ self.G
+        G = self.G
+        K = torch.eye(len(F), dtype=F.dtype, device=F.device) + F @ G
+
+        def solve(x: torch.Tensor, transposed: bool = False, solved: torch.Tensor | None = None) -> torch.Tensor:
+            if transposed:  # Â⁻ᵀ = Ã⁻ᵀ (I − Fᵀ K⁻ᵀ Gᵀ): one solve
+                return self.lu.solve(x - F.T @ torch.linalg.solve(K.T, G.T @ x), transposed=True)
+            y = self.lu.solve(x) if solved is None else solved  # Ã⁻¹x, where it is known already
+            return y - G @ torch.linalg.solve(K, F @ y)
+
+        return solve
 
     def _refined(self, Z: torch.Tensor) -> torch.Tensor:
         """An orthonormal basis of ``Â⁻¹U``, ``Â = A + U Zᵀ``: null(A) to round-off whatever Z's error.
 
         For ``Z*`` spanning null(A), ``Â Z* = U (Zᵀ Z*)``, so ``Â⁻¹U`` spans null(A). The SVD's Z is only as accurate
         as ``Ã⁻¹B`` (Ã can be ill-conditioned: B C is random), off by up to ``‖A Z‖ / σ_kept`` ≈ 10⁻⁸; a bracket
-        in the span then keeps that much outside it, at ``CUT``. Â is as well conditioned as A's kept part.
+        in the span then keeps that much outside it, at ``CUT``. Â is as well conditioned as A's kept part, but its
+        solves go through Ã's LU: one step of iterative refinement, its residual ``U − Â Y`` computed from A
+        itself, takes out what Ã's conditioning added (ReLU MLP 40-125-40, D = 10,000: ``‖A Z‖₂`` 2.3·10⁻¹⁰ without it,
+        6.2·10⁻¹⁴ with it).
         """
-        F, K = self._woodbury(Z)
-        solved_U = self.G[:, -Z.shape[1] :]
-        return _orthonormal(solved_U - self.G @ torch.linalg.solve(K, F @ solved_U))
+        solve = self._solver(Z)
+        Y = solve(self.U, solved=self.G[:, -Z.shape[1] :])  # G's last columns are Ã⁻¹U
+        return _orthonormal(Y + solve(self.U - self.A @ Y - self.U @ (Z.T @ Y)))
 
     def kept(self, gen: torch.Generator) -> float:
         """A lower bound on ``σ_{D−N₁}(A)``: ``σ_min(Â)`` as the power steps estimate it, over ``MARGIN`` (0 if a
@@ -196,16 +273,10 @@ class _Depth1:
         The estimate is ``min ‖Â y‖/‖y‖`` over the starts' last iterates y: never below ``σ_min(Â)``, and at most
         ``MARGIN`` times it but with the probability of the module docstring.
         """
-        A, Z, U, G = self.A, self.Z, self.U, self.G
-        F, K = self._woodbury(Z)
+        A, Z, U = self.A, self.Z, self.U
+        solve = self._solver(Z)
 
-        def solve(x: torch.Tensor, transposed: bool = False) -> torch.Tensor:  # Â⁻¹ x, or Â⁻ᵀ x
-            if transposed:  # Â⁻ᵀ = (Ã⁻¹ − G K⁻¹ F Ã⁻¹)ᵀ = Ã⁻ᵀ (I − Fᵀ K⁻ᵀ Gᵀ): one solve
-                return self.lu.solve(x - F.T @ torch.linalg.solve(K.T, G.T @ x), transposed=True)
-            y = self.lu.solve(x)
-            return y - G @ torch.linalg.solve(K, F @ y)
-
-        x = torch.randn(len(A), POWER_STARTS, generator=gen, dtype=A.dtype).to(A.device)
+        x = torch.randn(len(A), POWER_STARTS, generator=gen, dtype=torch.float64).to(A.device)
         for step in range(POWER_STEPS):
             x = x / x.norm(dim=0)
             y = solve(x)  # ‖y‖² is the Rayleigh quotient of Â⁻ᵀÂ⁻¹ at x
@@ -246,7 +317,7 @@ def complement_rank(
     D = theta.numel()
     sample = Sampler(f, theta, tensor_weights(f, theta, n_out, gen, sizes))
     buffers = buffers or Buffers(D, theta.device)
-    A = _gradients(sample, n_out, gen, buffers.gradients, report)
+    A = Gradients(sample, n_out, gen, buffers.gradients, report, D)
     if report is not None:
         report(1, 0, f"LU of the {D:,} gradients")
     first = _Depth1(A, gen, buffers.factors)

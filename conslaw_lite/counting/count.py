@@ -237,6 +237,7 @@ class _Run:
 
     keep_stack: bool = True
     complement: bool = False
+    replay: bool = False  # the complement's gradients recomputed at each use, not stored (Buffers)
     bar: Progress | None = None
     buffers: Buffers | None = None
 
@@ -385,24 +386,21 @@ def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tupl
 
     Up to ``SPECTRUM_MAX_D`` parameters the spectrum is the evidence and always kept. Up to ``STACK_MAX_D``
     it is the fallback where the residuals show no gap: kept when it fits. Beyond, the rank is found through
-    its complement (:mod:`.complement`), with bounds on the gradients' spectrum for evidence; where that does
-    not fit (it needs twice the basis), the basis without the stack. Refused, the estimate named is the
-    smaller of the two.
+    its complement (:mod:`.complement`), with bounds on the gradients' spectrum for evidence: the gradients and their
+    LU, or where both do not fit the LU alone (``replay``: the gradients recomputed at each use). Refused, the
+    estimate named is the LU alone's.
     """
     outputs = max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS)
     without = estimate(D, outputs, False, device, NUM_POINTS)
-    if D >= COMPLEMENT_MIN_D:
-        need = estimate_complement(D, outputs, device, NUM_POINTS)
-        try:
-            check_fits(need, D, device, max_memory)
-            return _Run(keep_stack=False, complement=True), need
-        except TooLarge:
+    if D >= COMPLEMENT_MIN_D:  # the LU alone needs the basis's memory, and takes a fifth of its flops and less
+        for replay in (False, True):
+            need = estimate_complement(D, outputs, device, NUM_POINTS, replay)
             try:
-                check_fits(without, D, device, max_memory)
-            except TooLarge as refused:
-                faster = f"the faster count through the complement would need {need.short()}"
-                raise TooLarge(f"{refused}; {faster}") from None
-            return _Run(keep_stack=False), without
+                check_fits(need, D, device, max_memory)
+                return _Run(keep_stack=False, complement=True, replay=replay), need
+            except TooLarge:
+                if replay:
+                    raise
     with_stack = estimate(D, outputs, True, device, NUM_POINTS)
     if D <= SPECTRUM_MAX_D:
         check_fits(with_stack, D, device, max_memory)
@@ -493,7 +491,7 @@ def count_laws(
     bar = Progress(D, need, wanted(progress))
     try:
         with exact_derivatives() if exact_ops else nullcontext():
-            run = replace(plan, bar=bar, buffers=Buffers(D, device) if plan.complement else None)
+            run = replace(plan, bar=bar, buffers=Buffers(D, device, plan.replay) if plan.complement else None)
             results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta, run)
     finally:
         bar.close()
