@@ -9,7 +9,7 @@ flows and training (:mod:`conslaw_lite.flows`), what the laws are good for (:mod
 """
 
 import warnings
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 
 from conslaw_lite.config import device, scale
 from conslaw_lite.counting import check_laws, count_laws
@@ -43,4 +43,18 @@ __all__ = [
     "step_sizes",
     "train",
 ]
-__version__ = version("conslaw_lite")  # pyproject.toml's version: the one place it is written
+
+
+def _version() -> str:
+    """pyproject.toml's version (the one place it is written): the installed one's, else the source tree's."""
+    try:
+        return version("conslaw_lite")
+    except PackageNotFoundError:  # run from a checkout on PYTHONPATH, not installed
+        import re
+        from pathlib import Path
+
+        text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+        return re.search(r'^version = "([^"]+)"', text, re.MULTILINE).group(1)
+
+
+__version__ = _version()

@@ -186,6 +186,20 @@ def test_version_flag_prints_the_package_version(capsys: pytest.CaptureFixture) 
     assert capsys.readouterr().out.strip() == f"conslaw_lite {conslaw_lite.__version__}"
 
 
+def test_a_checkout_that_is_not_installed_reads_its_version_from_pyproject(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from a source tree on PYTHONPATH (no package metadata), the import still works and says the version."""
+    from importlib.metadata import PackageNotFoundError
+
+    import conslaw_lite
+
+    def not_installed(name: str) -> str:
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr(conslaw_lite, "version", not_installed)
+    pyproject = (Path(conslaw_lite.__file__).parents[1] / "pyproject.toml").read_text()
+    assert f'version = "{conslaw_lite._version()}"' in pyproject
+
+
 # ---------------------------------------------------------------- the user's own file: token ids, its errors
 
 EMBEDDING = '''
