@@ -147,12 +147,19 @@ def lacks_forward(model: nn.Module, err: BaseException) -> bool:
 
 
 def layers(model: nn.Module, cut: Cut) -> str:
-    """The classes of the cut's leaf modules outside its blocks, in order: ``"Linear-ReLU-Linear"``.
+    """The classes of the cut's leaf modules outside its blocks, in order: ``"Linear-ReLU-Linear"``; a module with
+    parameters of its own beside its children is named too (its law may read them: ``s² − ‖W‖²`` for ``s · W x``).
 
     Examples
     ========
     >>> layers(nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1)), Cut(("",)))
     'Linear-ReLU-Linear'
+    >>> class Scaled(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.s, self.lin = nn.Parameter(torch.ones(())), nn.Linear(2, 3)
+    >>> layers(Scaled(), Cut(("",)))
+    'Scaled-Linear'
     """
     if cut.own:
         return f"{type(model.get_submodule(cut.members[0])).__name__}'s own parameters"
@@ -161,7 +168,8 @@ def layers(model: nn.Module, cut: Cut) -> str:
         for m in cut.members
         for n, leaf in model.get_submodule(m).named_modules()
     ]
-    leaves = [type(leaf).__name__ for n, leaf in named if not list(leaf.children()) and cut.holds(n)]
+    owns = [(n, m) for n, m in named if not list(m.children()) or next(m.parameters(recurse=False), None) is not None]
+    leaves = [type(leaf).__name__ for n, leaf in owns if cut.holds(n)]  # with modules of parameters of their own
     if len(leaves) > MAX_LAYERS_SHOWN:
         leaves = [*leaves[:MAX_LAYERS_SHOWN], "…"]
     shown = "-".join(leaves) if leaves else type(model.get_submodule(cut.members[0])).__name__
