@@ -34,7 +34,9 @@ WORKSPACE = 32  # copies of a forward's tensors a nested jvp over vjp keeps aliv
 # on 2 cores, estimated 101 s)
 COMPLEMENT_FLOPS = 0.9
 HEADROOM = 0.9  # of the available memory the estimate may use: the allocator and Python need the rest
-RATE_PROBE = 384  # side of the matrices timed to measure the device's float64 matrix-product rate
+RATE_PROBE = 384  # side of the matrices timed to measure a CPU's float64 matrix-product rate
+GPU_RATE_PROBE = 4096  # a GPU's: at 384 a product takes less than its launch (an H200 measured 0.8 TFLOP/s, and
+# estimated 38 min for a count that took 72 s)
 
 
 class TooLarge(MemoryError, ValueError):
@@ -116,16 +118,18 @@ _RATES: dict[str, float] = {}
 
 
 def matmul_rate(device: torch.device) -> float:
-    """Float64 matrix-product rate (flop/s) of ``device``, timed once a process on ``RATE_PROBE``-sized products."""
+    """Float64 matrix-product rate (flop/s) of ``device``, timed once a process on products of side ``RATE_PROBE``
+    (``GPU_RATE_PROBE`` on a GPU)."""
     key = str(device)
     if key not in _RATES:
+        n = RATE_PROBE if device.type == "cpu" else GPU_RATE_PROBE
         gen = torch.Generator().manual_seed(0)
-        a = torch.randn(RATE_PROBE, RATE_PROBE, generator=gen, dtype=torch.float64).to(device)
+        a = torch.randn(n, n, generator=gen, dtype=torch.float64).to(device)
         (a @ a).sum().item()  # warm-up (and CUDA's lazy initialization)
         start = time.perf_counter()
         for _ in range(3):
             (a @ a).sum().item()
-        _RATES[key] = 3 * 2 * RATE_PROBE**3 / max(time.perf_counter() - start, 1e-9)
+        _RATES[key] = 3 * 2 * n**3 / max(time.perf_counter() - start, 1e-9)
     return _RATES[key]
 
 
