@@ -111,6 +111,9 @@ def test_every_theta_reuses_the_buffers_and_reports_its_stages() -> None:
         r = complement_rank(f, theta, 48, gen, [6, 6], lambda *a: calls.append(a), buffers)
         assert r.rank == 9 and r.sigma_kept > 1e4 * r.sigma_dropped
     assert calls[:3] == [(1, 0, "gradients 0/12"), (1, 0, "LU of the 12 gradients"), (1, 8)]  # depth 2 adds 1
+    calls.clear()  # the gradients not stored: drawn into the LU's memory, and the LU named after them
+    complement_rank(f, theta, 48, gen, [6, 6], lambda *a: calls.append(a), Buffers(12, torch.device("cpu"), True))
+    assert calls[:3] == [(1, 0, "gradients 0/12"), (1, 0, "LU of the 12 gradients"), (1, 8)]
 
 
 def test_where_the_gradients_and_their_lu_do_not_fit_the_lu_alone_counts(monkeypatch: pytest.MonkeyPatch) -> None:

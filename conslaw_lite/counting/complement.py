@@ -214,7 +214,9 @@ class Gradients:
 class _Depth1:
     """null(A) and null(Aᵀ) from one LU of ``Ã = A + B C``, and the bounds on A's spectrum (module docstring)."""
 
-    def __init__(self, A: Gradients, gen: torch.Generator, factors: torch.Tensor | None = None) -> None:
+    def __init__(
+        self, A: Gradients, gen: torch.Generator, factors: torch.Tensor | None = None, report: Report | None = None
+    ) -> None:
         D, device = len(A), A.device
         factors = torch.empty(D, D, dtype=torch.float64, device=device) if factors is None else factors
         p = first_width(D)
@@ -222,7 +224,10 @@ class _Depth1:
             p = min(p, D)
             B = torch.randn(D, p, generator=gen, dtype=torch.float64).to(device) / math.sqrt(D)
             C = torch.randn(p, D, generator=gen, dtype=torch.float64).to(device) / math.sqrt(D)
-            self.lu = _LU(A.write(factors).addmm_(B, C))  # factors: the memory its LU is computed in
+            A.write(factors).addmm_(B, C)  # factors: the memory its LU is computed in
+            if report is not None:
+                report(1, 0, f"LU of the {D:,} gradients")
+            self.lu = _LU(factors)
             if self.lu.singular and p < D:  # B C did not fill null(A): p is below N₁
                 p *= 4
                 continue
@@ -318,9 +323,7 @@ def complement_rank(
     sample = Sampler(f, theta, tensor_weights(f, theta, n_out, gen, sizes))
     buffers = buffers or Buffers(D, theta.device)
     A = Gradients(sample, n_out, gen, buffers.gradients, report, D)
-    if report is not None:
-        report(1, 0, f"LU of the {D:,} gradients")
-    first = _Depth1(A, gen, buffers.factors)
+    first = _Depth1(A, gen, buffers.factors, report)
     Z, kept, spectrum = first.Z, first.kept(gen), [first.s]
     del first  # its solves, before the brackets' workspace (A stays, for the dropped bound)
     ranks, residuals, dropped = [D - Z.shape[1]], [], []
