@@ -90,8 +90,9 @@ where a dead unit adds laws. An output whose gradient in θ vanishes at a drawn 
 
 **Size.** The basis of Lie(W)(θ) has up to D rows of D float64 entries (8 D² bytes: 3.2 GB at
 D = 20,000) and projecting on it costs O(D³) per θ; above ``STACK_MAX_D`` the complement needs the
-gradients and their LU instead (16 D² bytes: 6.4 GB at D = 20,000, 40 GB at D = 50,000) and ⅔ D³
-for the LU. Before allocating, the counter estimates both (:mod:`.budget`) and refuses at once,
+gradients and their LU instead (16 D² bytes: 6.4 GB at D = 20,000, 40 GB at D = 50,000), or the LU alone
+where both do not fit (the gradients recomputed at each use), and ⅔ D³ for the LU. Before allocating, the
+counter estimates both (:mod:`.budget`) and refuses at once,
 naming the estimate, a count that would not fit in the memory free (``max_memory=`` overrides);
 above ``SPECTRUM_MAX_D`` it keeps no copy of the vectors unless they fit. ``device="cuda"`` runs the
 same code on a GPU, in float64. A progress bar (:mod:`.progress`) shows the rank so far, the bracket

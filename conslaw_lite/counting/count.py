@@ -462,8 +462,9 @@ def count_laws(
     allocated, the memory and time are estimated (:mod:`conslaw_lite.counting.budget`) and a count that
     would not fit in the memory free on ``device`` (or in ``max_memory`` bytes) is refused at once
     (:class:`~conslaw_lite.counting.budget.TooLarge`, a ``MemoryError`` and a ``ValueError``, naming the
-    estimate). ``device="cuda"`` counts on a GPU, in float64 too; the random numbers are drawn on the
-    CPU, so a seed gives the same θ and inputs on every device. ``progress``: a bar on stderr (rank so
+    estimate). ``device="cuda"`` counts on a GPU, in float64 too; θ and the inputs are drawn on the
+    CPU, so a seed gives the same ones on every device (through the complement, the random gradients are drawn on
+    the device, from a seed drawn on the CPU). ``progress``: a bar on stderr (rank so
     far, bracket depth, outputs) for a count over a few seconds; by default when stderr is a terminal.
 
     Examples
