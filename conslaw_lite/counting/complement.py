@@ -149,8 +149,8 @@ class Gradients:
     >>> f = lambda t: torch.stack([t[0] * t[1], t[0] ** 2])  # two outputs of two parameters
     >>> theta = torch.tensor([1.0, 2.0], dtype=torch.float64)
     >>> sample = Sampler(f, theta, torch.ones(2, dtype=torch.float64))
-    >>> stored = Gradients(sample, 2, torch.Generator().manual_seed(0), torch.empty(2, 2, dtype=torch.float64))
-    >>> replayed = Gradients(sample, 2, torch.Generator().manual_seed(0), D=2)
+    >>> stored = Gradients(sample, 2, torch.Generator().manual_seed(0), 2, torch.empty(2, 2, dtype=torch.float64))
+    >>> replayed = Gradients(sample, 2, torch.Generator().manual_seed(0), 2)
     >>> y = torch.eye(2, dtype=torch.float64)
     >>> torch.allclose(stored @ y, replayed @ y), torch.equal(replayed.write(torch.empty_like(y)), stored.stored)
     (True, True)
@@ -161,13 +161,12 @@ class Gradients:
         sample: Sampler,
         n_out: int,
         gen: torch.Generator,
+        D: int,
         stored: torch.Tensor | None = None,
         report: Report | None = None,
-        D: int | None = None,
     ) -> None:
-        self.sample, self.n_out, self.stored, self.report = sample, n_out, stored, report
-        self.D = len(stored) if stored is not None else D
-        self.device = stored.device if stored is not None else sample.theta.device
+        self.sample, self.n_out, self.D, self.stored, self.report = sample, n_out, D, stored, report
+        self.device = sample.theta.device
         self.seed = int(torch.randint(2**62, (1,), generator=gen))
         if stored is not None:
             self.write(stored)
@@ -322,7 +321,7 @@ def complement_rank(
     D = theta.numel()
     sample = Sampler(f, theta, tensor_weights(f, theta, n_out, gen, sizes))
     buffers = buffers or Buffers(D, theta.device)
-    A = Gradients(sample, n_out, gen, buffers.gradients, report, D)
+    A = Gradients(sample, n_out, gen, D, buffers.gradients, report)
     first = _Depth1(A, gen, buffers.factors, report)
     Z, kept, spectrum = first.Z, first.kept(gen), [first.s]
     del first  # its solves, before the brackets' workspace (A stays, for the dropped bound)

@@ -391,16 +391,16 @@ def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tupl
     estimate named is the LU alone's.
     """
     outputs = max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS)
-    without = estimate(D, outputs, False, device, NUM_POINTS)
     if D >= COMPLEMENT_MIN_D:  # the LU alone needs the basis's memory, and takes a fifth of its flops and less
-        for replay in (False, True):
-            need = estimate_complement(D, outputs, device, NUM_POINTS, replay)
-            try:
-                check_fits(need, D, device, max_memory)
-                return _Run(keep_stack=False, complement=True, replay=replay), need
-            except TooLarge:
-                if replay:
-                    raise
+        need = estimate_complement(D, outputs, device, NUM_POINTS)
+        try:
+            check_fits(need, D, device, max_memory)
+            return _Run(keep_stack=False, complement=True), need
+        except TooLarge:
+            need = estimate_complement(D, outputs, device, NUM_POINTS, replay=True)
+            check_fits(need, D, device, max_memory)
+            return _Run(keep_stack=False, complement=True, replay=True), need
+    without = estimate(D, outputs, False, device, NUM_POINTS)
     with_stack = estimate(D, outputs, True, device, NUM_POINTS)
     if D <= SPECTRUM_MAX_D:
         check_fits(with_stack, D, device, max_memory)
