@@ -14,8 +14,8 @@ as users write it (:mod:`conslaw_lite.models.user_attention`): q, k, v in one ``
 and grouped-query attention of 4 heads on 2, without and with RoPE (N = 40, 24); with ``--large`` too, ``c_attn`` at
 d = 32 with 4 heads and no biases (D = 4,096, N = 288; minutes). With ``--conv``, two ReLU convolutional nets whose
 hidden channels' slices are over 96 coordinates (D = 420, N = 4; D = 898, N = 16), and a ResNet basic block with
-BatchNorm in eval mode (D = 441, N = 16, 4 of them across four layers of the residual stream: the search ends within
-its budgets with 12).
+BatchNorm in eval mode (D = 441, N = 16, 4 of them across four layers of the residual stream: in no slice; the search
+of the sums of squares of all of θ finds them).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ CONV = [  # (case, layers, one input's shape): a hidden channel's slice over 96 
         ],  # fmt: skip
         (3, 8, 8),
     ),
-    (  # 16 laws, 4 of them across the residual stream (conv0, conv1, bn2, fc): in no slice, so found 12 in a budget
+    (  # 16 laws, 4 of them across the residual stream (conv0, conv1, bn2, fc): in no slice, in the sums of squares
         "ResNet block, BatchNorm eval",
         lambda: [
             nn.Conv2d(3, 4, 3, padding=1), ResidualBlock(4), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 5),

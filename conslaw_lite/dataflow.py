@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.config import evaluating
+from conslaw_lite.counting.problem import Problem, sample_inputs
 
 
 def fan_outs(model: nn.Module, x: torch.Tensor) -> list[tuple[str, list[str]]]:
@@ -58,3 +59,17 @@ def fan_outs(model: nn.Module, x: torch.Tensor) -> list[tuple[str, list[str]]]:
         for handle in handles:
             handle.remove()
     return [(name, list(dict.fromkeys(read))) for name, read in readers.items() if len(dict.fromkeys(read)) > 1]
+
+
+def readers_of(problem: Problem, input_shape, inputs, seed: int) -> list[list[str]]:
+    """Each layer with the layers that read its output (:func:`fan_outs`), by module name, on inputs sampled as the
+    counter samples them (``input_shape`` or ``inputs``, ``seed``); none for a function, or a module that one forward
+    on them does not run (:func:`~conslaw_lite.find_laws.find_laws` is sound without them: they only add blocks to
+    its search)."""
+    if problem.module is None:
+        return []
+    x = problem.to_device(sample_inputs(input_shape, inputs, 2, torch.Generator().manual_seed(seed)))
+    try:
+        return [[layer, *readers] for layer, readers in fan_outs(problem.module, x)]
+    except Exception:  # noqa: BLE001 - the count that follows names what is wrong with the model
+        return []

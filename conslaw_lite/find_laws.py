@@ -30,16 +30,18 @@ over the *unit slices* of larger pairs (unit i's row before and column after it,
 layer with the layers reading its output (a pre-norm block's
 γ_i² + β_i² − ‖W_q[:, i]‖² − ‖W_k[:, i]‖² − ‖W_v[:, i]‖²: :mod:`conslaw_lite.dataflow`), over the linear laws of
 all of θ up to 4,096 coordinates (Σ_i b[i] of a ``Linear`` that a LayerNorm centres, Σ(o.bias − fc2.bias) whose sum
-one reads: one unknown per coordinate), then over pairs of slices (per-head matrix laws: one pair
-solved per axis, its laws moved to the others), the last three only until the laws found reach the count
+one reads: one unknown per coordinate), over the sums of squares of all of θ up to 2,376 coordinates (Σ_j c_j θ_j² +
+b_j θ_j: two unknowns per coordinate, the rescaling laws of any number of layers, a residual stream's channel across
+the layer before it, both layers of the block and the head), then over pairs of slices (per-head matrix laws: one
+pair solved per axis, its laws moved to the others), the last four only until the laws found reach the count
 (:mod:`conslaw_lite.law_blocks`); and over the whole of θ only when all that finds fewer laws than
 :func:`~conslaw_lite.counting.count_laws` counts and D is small.
 
 Limits: D ≤ ``MAX_PARAMS`` = 8,192 parameters (an 8-16-4 MLP with biases, D = 212: 16 laws; a
 32-64-16 ReLU MLP, D = 3,072: 64 laws, most of the time in the count); a slice of more than 96
 coordinates is searched on its squares alone, one of more than 2,376 left out (the result says how many were);
-other laws coupling three layers or more, or
-more than two slices, are found only when D ≤ ``MAX_FULL`` = 64. A law that is no polynomial of
+other laws coupling three layers or more, but sums of squares up to D = 2,376, or more than two slices, are found
+only when D ≤ ``MAX_FULL`` = 64. A law that is no polynomial of
 degree ≤ 2 is never found: the comparison with the count says how many such laws there are.
 Chapter 2's example: ``f(x) = (a·b + c)·x`` keeps a² − b² and (a + b)·e^(−c); only the first is found.
 
@@ -64,12 +66,13 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from conslaw_lite.counting import RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
-from conslaw_lite.counting.problem import Problem, problem_of, sample_inputs
-from conslaw_lite.dataflow import fan_outs
+from conslaw_lite.counting.problem import Problem, problem_of
+from conslaw_lite.dataflow import readers_of
 from conslaw_lite.exact_linalg import rational
 from conslaw_lite.law_basis import reduced_basis
 from conslaw_lite.law_blocks import (
     MAX_SLICE,
+    MAX_SQUARES,
     PAIR_SECONDS,
     SLICE_SECONDS,
     Plan,
@@ -80,7 +83,7 @@ from conslaw_lite.law_blocks import (
     squares_only,
     unit_group,
 )
-from conslaw_lite.law_moves import swapped, swapped_pair
+from conslaw_lite.law_moves import MOVED_TOL, swapped, swapped_pair, with_moved_laws
 from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residuals, within_budget
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
@@ -89,7 +92,6 @@ from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
 ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
-MOVED_TOL = 1e-9  # relative residual under which a law moved to another unit (law_blocks.swapped) is kept
 
 
 @dataclass(frozen=True)
@@ -146,9 +148,10 @@ class FoundLaws:
             return f"{found}; N = {n}: the list is complete"
         head = f"found {self.num_found} of N = {n}: "
         if self.searched != "all of θ":  # blocks of θ only: a law across more of it is not excluded
+            squares = ", sums of squares of all of θ" if "sums of squares of all of θ" in self.searched else ""
             where = (
                 "layers and pairs of layers of ≤ 64 coordinates, hidden units and pairs of them, fused layers cut in "
-                "parts; a law across other slices is not excluded"
+                f"parts{squares}; a law across other slices is not excluded"
             )
             return head + f"the other {missing} {'is' if missing == 1 else 'are'} not in the blocks searched ({where})"
         what = f"is not a {kind} polynomial" if missing == 1 else f"are not {kind} polynomials"
@@ -194,8 +197,8 @@ def find_laws(
     function's result if already computed. ``degree=1`` looks for linear laws ``bᵀθ`` only.
     See the module docstring for the method and its limits: D ≤ ``MAX_PARAMS`` = 8,192; layers and
     pairs of layers of more than 64 coordinates are searched per unit slice (≤ 96 coordinates) and
-    pair of slices; laws coupling more than two layers, but for a layer and those reading its output and linear
-    laws, are found only when D ≤ ``MAX_FULL`` = 64.
+    pair of slices; laws coupling more than two layers, but for a layer and those reading its output, linear
+    laws and (D ≤ 2,376) sums of squares, are found only when D ≤ ``MAX_FULL`` = 64.
 
     Examples
     ========
@@ -221,13 +224,15 @@ def find_laws(
             "count_laws(model, input_shape) still counts this one's laws"
         )
     layout = _layout(problem)
-    readers = _fan_outs(problem, input_shape, inputs, seed)
+    readers = readers_of(problem, input_shape, inputs, seed)
     plan = blocks_plan(layout, degree, _layer_groups(readers, layout))
     if count is None:
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
     searches = [("pairs of layers", plan, layout), *_cut(layout, degree, readers)]
     search = _search_blocks(problem, input_shape, inputs, seed, degree, searches, count)
     basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
+    if D <= MAX_SQUARES:
+        basis = with_moved_laws(basis, search.vectors, search.columns, layout, degree, search.gap)
     if search.conclusive and _short(basis, count) and D <= MAX_FULL:
         samples = Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
         search = block_laws(samples, [list(range(D))], degree, "all of θ")
@@ -356,6 +361,13 @@ def _search_blocks(
         notes[searches[0][0]].append(
             "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
         )
+    D = problem.num_params
+    if degree == 2 and D <= MAX_SQUARES and short():
+        every = list(range(D))
+        products = {tuple(every): squares_only(D)}
+        samples = Samples.draw(problem, input_shape, inputs, seed, [every], 2, 4, products)
+        found.add(block_laws(samples, [every], 2, ""))
+        notes[searches[0][0]].append("sums of squares of all of θ")
     by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
     for label, _, layout in by_laws:
         pairs_of(label, layout, "", False)
@@ -553,19 +565,6 @@ def _pair_laws(
             if (axis, (u, v)) not in done and not moved(axis, (u, v)):
                 solve(axis, (u, v), coords, on(coords))
     return units
-
-
-def _fan_outs(problem: Problem, input_shape, inputs, seed: int) -> list[list[str]]:
-    """Each layer with the layers that read its output (:func:`conslaw_lite.dataflow.fan_outs`), by module name; none
-    for a function, or a module that one forward on sampled inputs does not run (the search is sound without them:
-    they only add blocks to it)."""
-    if problem.module is None:
-        return []
-    x = problem.to_device(sample_inputs(input_shape, inputs, 2, torch.Generator().manual_seed(seed)))
-    try:
-        return [[layer, *readers] for layer, readers in fan_outs(problem.module, x)]
-    except Exception:  # noqa: BLE001 - the count that follows names what is wrong with the model
-        return []
 
 
 def _layer_groups(groups: list[list[str]], layout: Layout) -> list[list[int]]:

@@ -59,7 +59,7 @@ from conslaw_lite.polynomial_laws import Layout
 
 MAX_BLOCK = 64  # coordinates of a layer or pair of layers searched whole
 MAX_SLICE = 96  # coordinates of a unit slice (or pair of slices): 4,752 unknowns at degree 2
-MAX_SQUARES = 2376  # coordinates of a larger unit slice searched on its squares alone: as many unknowns (2 each)
+MAX_SQUARES = 2376  # coordinates of a larger unit slice, or of all of θ, searched on its squares alone: 2 unknowns each
 MAX_LINEAR = 4096  # coordinates of a layer whose linear laws are searched whole (one unknown each: Σ bias[i] of a
 # Linear before a LayerNorm spans all its unit slices)
 PAIR_SECONDS = 60.0  # the pairs of unit slices searched, in pair_seconds (a small transformer has thousands of pairs

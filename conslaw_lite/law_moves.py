@@ -2,7 +2,8 @@
 
 The permutation of hidden units is a symmetry of most models, so a law found on the slice of unit u is, with u
 exchanged for v, a law of the slice of v wherever the architecture treats them alike;
-:func:`~conslaw_lite.find_laws.find_laws` keeps a moved law only where it is conserved. A unit of a *grouped* axis
+:func:`~conslaw_lite.find_laws.find_laws` keeps a moved law only where it is conserved (or, choosing its basis, where
+it lies in the span of the laws found: :func:`with_moved_laws`). A unit of a *grouped* axis
 (the K/V rows of grouped-query attention) owns rows of another, G times longer axis too (the query rows of the heads
 that share it): they move with it.
 
@@ -21,7 +22,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from conslaw_lite.polynomial_laws import Layout
+from conslaw_lite.law_basis import reduced_basis
+from conslaw_lite.polynomial_laws import Layout, Monomial
+
+MOVED_TOL = 1e-9  # relative residual under which a law moved to another unit is kept
 
 Group = tuple[int, int]  # (G, b): an axis of size G·n whose indices come in G blocks of b per block of b units
 
@@ -73,6 +77,70 @@ def swapped_pair(
     once = swapped(law, layout, n, u0, u, group)
     at = u0 if v0 == u else v0
     return swapped(once, layout, n, at, v, group) if at != v else once
+
+
+def moved_laws(laws: list[dict], layout: Layout) -> list[dict]:
+    """Every law with its unit exchanged for each other unit, along each axis size of its tensors, those already among
+    ``laws`` left out: a law's unit u is the index of its first coordinate along the first axis of that size.
+
+    A law across several layers may come out of a search as a mix of the laws of one unit (a ResNet stream's channel 0
+    plus every law of the convolution reading it) while its neighbours' come out alone: a neighbour moved to unit 0 is
+    the law alone, which :func:`~conslaw_lite.find_laws.find_laws` takes where it lies in the span of the laws found.
+
+    Examples
+    ========
+    >>> layout = Layout(("W1", "W2"), ((2, 1), (1, 2)))  # W1[i, 0] W2[0, i]: units 0 and 1
+    >>> moved_laws([{(1, 1): 1.0, (3, 3): -1.0}, {(0, 0): 1.0, (1, 1): 1.0, (2, 2): -1.0, (3, 3): -1.0}], layout)
+    [{(0, 0): 1.0, (2, 2): -1.0}]
+    """
+    seen = {_key(law) for law in laws}
+    moved = []
+    for law in laws:
+        t, index = layout.where(min(j for mono in law for j in mono))
+        for axis, n in enumerate(layout.shapes[t]):
+            if n < 2 or n in layout.shapes[t][:axis]:
+                continue
+            for v in range(n):
+                other = swapped(law, layout, n, index[axis], v)
+                if _key(other) not in seen:
+                    seen.add(_key(other))
+                    moved.append(other)
+    return moved
+
+
+def with_moved_laws(
+    basis: list[dict], vectors: np.ndarray, columns: list[Monomial], layout: Layout, degree: int, gap: float
+) -> list[dict]:
+    """The basis chosen again (:func:`~conslaw_lite.law_basis.reduced_basis`) with the laws moved to other units
+    (:func:`moved_laws`) among the candidates, those within ``MOVED_TOL`` of the span of the null vectors ``vectors``
+    (over the monomials ``columns``, from a search with ``gap``): a law found as a mix comes out alone, as its
+    neighbours do.
+
+    Examples
+    ========
+    >>> layout = Layout(("W1", "W2"), ((2, 1), (1, 2)))
+    >>> mix, alone = [1.0, 1.0, -1.0, -1.0], [0.0, 1.0, 0.0, -1.0]  # units 0 + 1, and unit 1
+    >>> columns = [(0, 0), (1, 1), (2, 2), (3, 3)]
+    >>> basis = [dict(zip(columns, mix)), {(1, 1): 1.0, (3, 3): -1.0}]
+    >>> [{m: round(c, 9) for m, c in law.items()} for law in with_moved_laws(basis, np.array([mix, alone]), columns,
+    ...                                                                    layout, 2, np.inf)]
+    [{(0, 0): 1.0, (2, 2): -1.0}, {(1, 1): 1.0, (3, 3): -1.0}]
+    """
+    index = {mono: c for c, mono in enumerate(columns)}
+    moved = [law for law in moved_laws(basis, layout) if law.keys() <= index.keys()]
+    if not moved or not len(vectors):
+        return basis
+    candidates = np.zeros((len(moved), len(index)))
+    for row, law in zip(candidates, moved):
+        row[[index[mono] for mono in law]] = list(law.values())
+    combination = np.linalg.lstsq(vectors.T, candidates.T, rcond=None)[0]
+    off = np.linalg.norm(vectors.T @ combination - candidates.T, axis=0) / np.linalg.norm(candidates, axis=1)
+    inside = candidates[off <= MOVED_TOL]
+    return reduced_basis(np.vstack([vectors, inside]), columns, degree, gap) if len(inside) else basis
+
+
+def _key(law: dict) -> tuple:
+    return tuple(sorted((mono, round(c, 9)) for mono, c in law.items()))
 
 
 @lru_cache(maxsize=4096)

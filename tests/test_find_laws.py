@@ -191,9 +191,13 @@ def test_an_mlp_with_biases_beyond_the_old_limit_is_complete(one_thread):
 
 def test_unit_slices_past_their_budget_are_left_out_and_the_result_says_so(monkeypatch, one_thread):
     # 4 → 20 → 3 with biases: each pair of layers is over 64 coordinates, so its 20 laws lie in unit slices and pairs
-    # of them; with no work allowed there, none is solved, and the result says how many laws it missed and why
+    # of them; with no work allowed there (and no search of the sums of squares of all of θ, which holds them all),
+    # none is solved, and the result says how many laws it missed and why
     monkeypatch.setattr(fl, "SLICE_SECONDS", 0.0)
     monkeypatch.setattr(fl, "PAIR_SECONDS", 0.0)
+    found = find_laws(mlp((4, 20, 3), relu=True, bias=True), (4,))
+    assert found.complete and "sums of squares of all of θ" in found.searched  # the units' laws are sums of squares
+    monkeypatch.setattr(fl, "MAX_SQUARES", 0)
     found = find_laws(mlp((4, 20, 3), relu=True, bias=True), (4,))
     assert found.conclusive and not found.complete and found.count.num_laws == 20
     assert found.num_found < 20 and f"the other {20 - found.num_found} are not in the blocks searched" in found.message
@@ -202,6 +206,29 @@ def test_unit_slices_past_their_budget_are_left_out_and_the_result_says_so(monke
     monkeypatch.setattr(fl, "SLICE_SECONDS", 0.01)  # one slice's work (5·10⁻⁴), then its laws moved to the rest
     found = find_laws(mlp((4, 20, 3), relu=True, bias=True), (4,))
     assert found.complete and re.search(r"unit slices: \d solved, 19 by symmetry", found.searched)
+
+
+class ResidualMLP(nn.Module):
+    """``relu(x + fc2(relu(fc1(x))))``: a residual block of the way users write them, the add outside any module."""
+
+    def __init__(self, d: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d, hidden), nn.Linear(hidden, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.fc2(torch.relu(self.fc1(x))))
+
+
+def test_the_laws_of_a_residual_stream_across_four_layers_are_found(one_thread):
+    # Scaling channel i of the stream scales row i of the layer before it and of fc2, column i of fc1 and of the head:
+    # a law over four layers in no pair of them (found 6 of N = 10 before the sums of squares of all of θ were searched)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), ResidualMLP(4, 6), nn.Linear(4, 2)).double()
+    found = find_laws(model, (3,))
+    assert found.complete and found.count.num_laws == 10 and "sums of squares of all of θ" in found.searched
+    stream = "‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.fc1.weight[:, i]‖² + ‖2.fc2.weight[i, :]‖² + 2.fc2.bias[i]² − "
+    assert f"for i in 0..3: {stream}‖3.weight[:, i]‖²" in found.laws  # channel 0 alone too, not mixed with fc1's
+    assert "for i in 0..5: ‖2.fc1.weight[i, :]‖² + 2.fc1.bias[i]² − ‖2.fc2.weight[:, i]‖²" in found.laws
 
 
 def test_cli_laws_in_the_table_and_in_json(capsys, one_thread):
