@@ -365,9 +365,12 @@ def _search_blocks(
     if degree == 2 and D <= MAX_SQUARES and short():
         every = list(range(D))
         products = {tuple(every): squares_only(D)}
-        samples = Samples.draw(problem, input_shape, inputs, seed, [every], 2, 4, products)
-        found.add(block_laws(samples, [every], 2, ""))
-        notes[searches[0][0]].append("sums of squares of all of θ")
+        squares = block_laws(Samples.draw(problem, input_shape, inputs, seed, [every], 2, 4, products), [every], 2, "")
+        if squares.conclusive:  # else left out: no clear gap on all of θ does not make the blocks' laws doubtful
+            found.add(squares)
+        notes[searches[0][0]].append(
+            "sums of squares of all of θ" if squares.conclusive else "squares of all of θ without a clear gap, left out"
+        )
     by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
     for label, _, layout in by_laws:
         pairs_of(label, layout, "", False)

@@ -6,6 +6,7 @@ import importlib
 import json
 import math
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -229,6 +230,23 @@ def test_the_laws_of_a_residual_stream_across_four_layers_are_found(one_thread):
     stream = "‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.fc1.weight[:, i]‖² + ‖2.fc2.weight[i, :]‖² + 2.fc2.bias[i]² − "
     assert f"for i in 0..3: {stream}‖3.weight[:, i]‖²" in found.laws  # channel 0 alone too, not mixed with fc1's
     assert "for i in 0..5: ‖2.fc1.weight[i, :]‖² + 2.fc1.bias[i]² − ‖2.fc2.weight[:, i]‖²" in found.laws
+
+
+def test_sums_of_squares_of_all_of_theta_without_a_clear_gap_are_left_out(monkeypatch, one_thread):
+    # a system of all of θ without a clear gap is no evidence: its null vectors are left out, not the blocks' laws
+    real = fl.block_laws
+
+    def doubtful(samples, blocks, degree, searched, enough=None):
+        search = real(samples, blocks, degree, searched, enough)
+        if len(blocks) == 1 and len(blocks[0]) == samples.theta.shape[1]:
+            return replace(search, conclusive=False, reason="no gap", sigma_dropped=search.sigma_kept)
+        return search
+
+    monkeypatch.setattr(fl, "block_laws", doubtful)
+    torch.manual_seed(0)
+    found = find_laws(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), ResidualMLP(4, 6), nn.Linear(4, 2)).double(), (3,))
+    assert found.conclusive and found.num_found == 6 and found.count.num_laws == 10
+    assert "squares of all of θ without a clear gap, left out" in found.searched
 
 
 def test_cli_laws_in_the_table_and_in_json(capsys, one_thread):
