@@ -30,12 +30,12 @@ over the *unit slices* of larger pairs (unit i's row before and column after it,
 layer with the layers reading its output (a pre-norm block's
 γ_i² + β_i² − ‖W_q[:, i]‖² − ‖W_k[:, i]‖² − ‖W_v[:, i]‖²: :mod:`conslaw_lite.dataflow`), over the linear laws of
 all of θ up to 4,096 coordinates (Σ_i b[i] of a ``Linear`` that a LayerNorm centres, Σ(o.bias − fc2.bias) whose sum
-one reads: one unknown per coordinate), over the sums of squares of all of θ up to 2,376 coordinates (Σ_j c_j θ_j² +
-b_j θ_j: two unknowns per coordinate, the rescaling laws of any number of layers, a residual stream's channel across
-the layer before it, both layers of the block and the head), then over pairs of slices (per-head matrix laws: one
-pair solved per axis, its laws moved to the others), the last four only until the laws found reach the count
-(:mod:`conslaw_lite.law_blocks`); and over the whole of θ only when all that finds fewer laws than
-:func:`~conslaw_lite.counting.count_laws` counts and D is small.
+one reads: one unknown per coordinate), then over pairs of slices (per-head matrix laws: one pair solved per axis,
+its laws moved to the others) and over the sums of squares of all of θ up to 2,376 coordinates (Σ_j c_j θ_j² + b_j θ_j:
+two unknowns per coordinate, the rescaling laws of any number of layers, a residual stream's channel across the layer
+before it, both layers of the block and the head; after the blocks, whose laws it would otherwise give as mixes), the
+last four only until the laws found reach the count (:mod:`conslaw_lite.law_blocks`); and over the whole of θ only
+when all that finds fewer laws than :func:`~conslaw_lite.counting.count_laws` counts and D is small.
 
 Limits: D ≤ ``MAX_PARAMS`` = 8,192 parameters (an 8-16-4 MLP with biases, D = 212: 16 laws; a
 32-64-16 ReLU MLP, D = 3,072: 64 laws, most of the time in the count); a slice of more than 96
@@ -361,16 +361,6 @@ def _search_blocks(
         notes[searches[0][0]].append(
             "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
         )
-    D = problem.num_params
-    if degree == 2 and D <= MAX_SQUARES and short():
-        every = list(range(D))
-        products = {tuple(every): squares_only(D)}
-        squares = block_laws(Samples.draw(problem, input_shape, inputs, seed, [every], 2, 4, products), [every], 2, "")
-        if squares.conclusive:  # else left out: no clear gap on all of θ does not make the blocks' laws doubtful
-            found.add(squares)
-        notes[searches[0][0]].append(
-            "sums of squares of all of θ" if squares.conclusive else "squares of all of θ without a clear gap, left out"
-        )
     by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
     for label, _, layout in by_laws:
         pairs_of(label, layout, "", False)
@@ -380,6 +370,16 @@ def _search_blocks(
             units_of(label, grouped, layout, "grouped")
             pairs_of(label, layout, "grouped", False)
             pairs_of(label, layout, "grouped", True)
+    D = problem.num_params  # after the blocks, whose laws print alone: its null vectors are mixes of all of them
+    if degree == 2 and D <= MAX_SQUARES and short():
+        every = list(range(D))
+        products = {tuple(every): squares_only(D)}
+        squares = block_laws(Samples.draw(problem, input_shape, inputs, seed, [every], 2, 4, products), [every], 2, "")
+        if squares.conclusive:  # else left out: no clear gap on all of θ does not make the blocks' laws doubtful
+            found.add(squares)
+        notes[searches[0][0]].append(
+            "sums of squares of all of θ" if squares.conclusive else "squares of all of θ without a clear gap, left out"
+        )
     for label, _, layout in by_laws:
         pairs_of(label, layout, "", True)
     for label, samples, rest in later:
