@@ -76,9 +76,7 @@ from conslaw_lite.law_blocks import (
     PAIR_SECONDS,
     SLICE_SECONDS,
     Plan,
-    blocks_plan,
-    fused_layout,
-    layer_names,
+    layout_searches,
     slice_pairs,
     squares_only,
     unit_group,
@@ -225,10 +223,9 @@ def find_laws(
         )
     layout = _layout(problem)
     readers = readers_of(problem, input_shape, inputs, seed)
-    plan = blocks_plan(layout, degree, _layer_groups(readers, layout))
     if count is None:
         count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
-    searches = [("pairs of layers", plan, layout), *_cut(layout, degree, readers)]
+    searches = layout_searches(layout, degree, readers)
     search = _search_blocks(problem, input_shape, inputs, seed, degree, searches, count)
     basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
     if D <= MAX_SQUARES:
@@ -361,25 +358,35 @@ def _search_blocks(
         notes[searches[0][0]].append(
             "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
         )
-    by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
-    for label, _, layout in by_laws:
-        pairs_of(label, layout, "", False)
-    for label, plan, layout in searches:  # grouped-query heads, before the axes without unit laws
-        grouped = new(plan.grouped, lambda s: s[1])
-        if grouped and target is not None and short():
-            units_of(label, grouped, layout, "grouped")
-            pairs_of(label, layout, "grouped", False)
-            pairs_of(label, layout, "grouped", True)
-    D = problem.num_params  # after the blocks, whose laws print alone: its null vectors are mixes of all of them
-    if degree == 2 and D <= MAX_SQUARES and short():
-        every = list(range(D))
-        products = {tuple(every): squares_only(D)}
+    def sums_of_squares() -> None:
+        """All of θ on its squares (D ≤ MAX_SQUARES): a law across any number of layers (a residual stream's channel).
+        Its null vectors mix every law of the blocks, so it comes after the searches whose laws print alone, θ's own
+        grouped-query heads' pairs included (a Llama attention's RoPE blocks, which it printed as a sum over all of θ),
+        and before the guesses of a layer cut in grouped-query parts (a minute of pairs without laws in an MLP)."""
+        every = list(range(problem.num_params))
+        if degree == 1 or len(every) > MAX_SQUARES or not short():
+            return
+        products = {tuple(every): squares_only(len(every))}
         squares = block_laws(Samples.draw(problem, input_shape, inputs, seed, [every], 2, 4, products), [every], 2, "")
         if squares.conclusive:  # else left out: no clear gap on all of θ does not make the blocks' laws doubtful
             found.add(squares)
         notes[searches[0][0]].append(
             "sums of squares of all of θ" if squares.conclusive else "squares of all of θ without a clear gap, left out"
         )
+
+    by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
+    for label, _, layout in by_laws:
+        pairs_of(label, layout, "", False)
+    for n, (label, plan, layout) in enumerate(searches):  # grouped-query heads, before the axes without unit laws
+        if n == 1:  # after θ's own heads, before those of a layer cut in parts (a guess)
+            sums_of_squares()
+        grouped = new(plan.grouped, lambda s: s[1])
+        if grouped and target is not None and short():
+            units_of(label, grouped, layout, "grouped")
+            pairs_of(label, layout, "grouped", False)
+            pairs_of(label, layout, "grouped", True)
+    if len(searches) == 1:
+        sums_of_squares()
     for label, _, layout in by_laws:
         pairs_of(label, layout, "", True)
     for label, samples, rest in later:
@@ -395,21 +402,6 @@ def _search_blocks(
             notes[label].append(f"{plan.over} slices over {MAX_SLICE} coordinates left out")
     searched = "; ".join(label + (f" ({'; '.join(notes[label])})" if notes[label] else "") for label, _, _ in ran)
     return assembled(span.independent(found.vectors), found.sigma_kept, found.sigma_dropped, searched)
-
-
-def _cut(layout: Layout, degree: int, readers: list[list[str]]) -> list[tuple[str, Plan, Layout]]:
-    """The searches of θ with its fused layers cut in parts (:func:`~conslaw_lite.law_blocks.fused_layout`): in equal
-    parts, then in those of grouped-query heads (their unit slices searched with the grouped ones, after the pairs of
-    the axes with unit laws), each where it cuts a layer and a block of the parts fits."""
-    searches = []
-    for grouped, kind in ((False, "parts"), (True, "grouped-query parts")):
-        cut, fused = fused_layout(layout, grouped)
-        plan = blocks_plan(cut, degree, _layer_groups(readers, cut)) if fused else None
-        if plan is not None and grouped:  # a guess (an MLP's 16 → 32 cut in 16, 8, 8 too): searched with the grouped
-            plan = replace(plan, slices=[], squares=[], grouped=plan.slices + plan.grouped)
-        if plan is not None and cut not in [c for _, _, c in searches]:
-            searches.append((f"{', '.join(f'`{name}`' for name in fused)} cut in {kind}", plan, cut))
-    return searches
 
 
 def _tally(blocks: int, kind: str, units: _Units) -> str:
@@ -568,15 +560,6 @@ def _pair_laws(
             if (axis, (u, v)) not in done and not moved(axis, (u, v)):
                 solve(axis, (u, v), coords, on(coords))
     return units
-
-
-def _layer_groups(groups: list[list[str]], layout: Layout) -> list[list[int]]:
-    """The groups of module names as layer numbers of ``layout``, a layer cut in parts (``c_attn[0:3]``: a reader
-    of a norm) standing for all its parts; a group with a module the layout lacks (a function's names) is left out."""
-    index: dict[str, list[int]] = {}
-    for i, name in enumerate(layer_names(layout)):
-        index.setdefault(name.partition("[")[0] if name.endswith("]") else name, []).append(i)
-    return [[i for n in group for i in index[n]] for group in groups if all(n in index for n in group)]
 
 
 def _layout(problem: Problem) -> Layout:

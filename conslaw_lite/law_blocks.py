@@ -49,7 +49,7 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations, combinations_with_replacement, product
 
 import numpy as np
@@ -563,3 +563,29 @@ def blocks_plan(layout: Layout, degree: int, fan_outs: list[list[int]] = ()) -> 
     grouped = [(key, c) for i, j in large for key, c in grouped_slices(layout, [i, j]) if len(c) <= MAX_SLICE]
     grouped = [(key, c) for key, c in grouped if tuple(c) not in seen]
     return Plan(whole, large, slices, over, linear, grouped, squares)
+
+
+def layout_searches(layout: Layout, degree: int, readers: list[list[str]]) -> list[tuple[str, Plan, Layout]]:
+    """The searches of :func:`~conslaw_lite.find_laws.find_laws`, ``(label, plan, layout)``: θ's own layers
+    (``readers``: each layer with those reading its output, :func:`~conslaw_lite.dataflow.readers_of`), then θ with its
+    fused layers cut in parts (:func:`fused_layout`): in equal parts, then in those of grouped-query heads (their unit
+    slices searched with the grouped ones, after the pairs of the axes with unit laws), each where it cuts a layer and a
+    block of the parts fits."""
+    searches = [("pairs of layers", blocks_plan(layout, degree, layer_groups(readers, layout)), layout)]
+    for grouped, kind in ((False, "parts"), (True, "grouped-query parts")):
+        cut, fused = fused_layout(layout, grouped)
+        plan = blocks_plan(cut, degree, layer_groups(readers, cut)) if fused else None
+        if plan is not None and grouped:  # a guess (an MLP's 16 → 32 cut in 16, 8, 8 too): searched with the grouped
+            plan = replace(plan, slices=[], squares=[], grouped=plan.slices + plan.grouped)
+        if plan is not None and cut not in [c for _, _, c in searches]:
+            searches.append((f"{', '.join(f'`{name}`' for name in fused)} cut in {kind}", plan, cut))
+    return searches
+
+
+def layer_groups(groups: list[list[str]], layout: Layout) -> list[list[int]]:
+    """The groups of module names as layer numbers of ``layout``, a layer cut in parts (``c_attn[0:3]``: a reader
+    of a norm) standing for all its parts; a group with a module the layout lacks (a function's names) is left out."""
+    index: dict[str, list[int]] = {}
+    for i, name in enumerate(layer_names(layout)):
+        index.setdefault(name.partition("[")[0] if name.endswith("]") else name, []).append(i)
+    return [[i for n in group for i in index[n]] for group in groups if all(n in index for n in group)]
