@@ -358,6 +358,7 @@ def _search_blocks(
         notes[searches[0][0]].append(
             "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
         )
+
     def sums_of_squares() -> None:
         """All of θ on its squares (D ≤ MAX_SQUARES): a law across any number of layers (a residual stream's channel).
         Its null vectors mix every law of the blocks, so it comes after the searches whose laws print alone, θ's own
@@ -377,16 +378,18 @@ def _search_blocks(
     by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
     for label, _, layout in by_laws:
         pairs_of(label, layout, "", False)
-    for n, (label, plan, layout) in enumerate(searches):  # grouped-query heads, before the axes without unit laws
-        if n == 1:  # after θ's own heads, before those of a layer cut in parts (a guess)
-            sums_of_squares()
+    def grouped_heads(label: str, plan: Plan, layout: Layout) -> None:
+        """Grouped-query heads' unit slices and their pairs, before the axes without unit laws."""
         grouped = new(plan.grouped, lambda s: s[1])
         if grouped and target is not None and short():
             units_of(label, grouped, layout, "grouped")
             pairs_of(label, layout, "grouped", False)
             pairs_of(label, layout, "grouped", True)
-    if len(searches) == 1:
-        sums_of_squares()
+
+    grouped_heads(*searches[0])
+    sums_of_squares()  # after θ's own heads, before those of a layer cut in parts (a guess)
+    for search in searches[1:]:
+        grouped_heads(*search)
     for label, _, layout in by_laws:
         pairs_of(label, layout, "", True)
     for label, samples, rest in later:
