@@ -31,6 +31,7 @@ _TOL: ContextVar[float] = ContextVar("coefficient tolerance", default=COEFFICIEN
 # A row's residual off the rows before it, relative to its length, under which it adds no direction: its square is
 # read off the Gram matrix, where round-off is about (largest / smallest residual kept) × 10⁻¹⁶ of the squared length
 ADDS_TOL = 1e-5
+SPAN_TOL = 1e-7  # singular values of the null vectors under this of the largest add no direction to their span
 
 
 def _in_order(m: Monomial) -> tuple[bool, Monomial]:
@@ -51,8 +52,8 @@ def echelon(vectors: np.ndarray, orthonormal: bool = False) -> np.ndarray:
 
 
 def _span(vectors: np.ndarray, chunk: int = 512) -> np.ndarray:
-    """An orthonormal basis of the rows' span (singular values over 10⁻⁷ of the largest), ``chunk`` rows at a time
-    beside the basis so far: the laws of overlapping pairs repeat, and one SVD of an LM's thousands of null vectors
+    """An orthonormal basis of the rows' span (singular values over ``SPAN_TOL`` of the largest), ``chunk`` rows at a
+    time beside the basis so far: the laws of overlapping pairs repeat, and one SVD of an LM's thousands of null vectors
     over 50,000 monomials took minutes.
 
     Examples
@@ -63,7 +64,7 @@ def _span(vectors: np.ndarray, chunk: int = 512) -> np.ndarray:
     span = np.zeros((0, vectors.shape[1]))
     for start in range(0, len(vectors), chunk):
         _, s, vh = np.linalg.svd(np.vstack([span, vectors[start : start + chunk]]), full_matrices=False)
-        span = vh[s > 1e-7 * s[0]] if len(s) and s[0] > 0 else span
+        span = vh[s > SPAN_TOL * s[0]] if len(s) and s[0] > 0 else span
     return span
 
 
@@ -98,7 +99,9 @@ def _pivots(span: np.ndarray, floor: float, chunk: int = 256) -> list[int]:
     return pivots
 
 
-def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int, gap: float = np.inf) -> list[dict]:
+def reduced_basis(
+    vectors: np.ndarray, columns: list[Monomial], degree: int, gap: float = np.inf, first: np.ndarray | None = None
+) -> list[dict]:
     """The echelon basis as ``{monomial: coefficient}``, products of linear laws left out.
 
     Columns are ordered quadratic monomials first, so a law whose pivot is a linear monomial
@@ -110,13 +113,15 @@ def reduced_basis(vectors: np.ndarray, columns: list[Monomial], degree: int, gap
     (0, 0)), shorter than the echelon form's law and longer than the entry alone.
 
     ``gap``: σ_kept / σ_dropped of the search that gave the vectors. Coefficients under ``NOISE_FACTOR / gap`` of a
-    law's largest (``COEFFICIENT_TOL`` at least) are its round-off, and are dropped.
+    law's largest (``COEFFICIENT_TOL`` at least) are its round-off, and are dropped. ``first``: laws of the span (rows
+    over ``columns``) chosen before all others, fewest terms first among them.
     """
     token = _TOL.set(max(COEFFICIENT_TOL, NOISE_FACTOR / gap))
     try:
         kept, linear, products = _kept(vectors, columns, degree)
         laws = _shortened([law if law in linear else _sparsest(law, products) for law in kept])
-        chosen = _shortened(_fewest_terms(laws, _as_laws(vectors, columns), products))
+        preferred = _as_laws(first, columns) if first is not None else []
+        chosen = _shortened(_fewest_terms(laws, _as_laws(vectors, columns), products, preferred))
     finally:
         _TOL.reset(token)
     return sorted(map(_leading_one, chosen), key=_first)
@@ -146,11 +151,11 @@ def _as_laws(vectors: np.ndarray, columns: list[Monomial]) -> list[dict]:
     return laws
 
 
-def _fewest_terms(kept: list[dict], found: list[dict], products: list[dict]) -> list[dict]:
+def _fewest_terms(kept: list[dict], found: list[dict], products: list[dict], first: list[dict] = ()) -> list[dict]:
     """A basis of ``kept``'s span chosen from the laws of both lists, fewest terms first, each null vector taken from
     the span (:func:`_from_echelon`): greedy is optimal for independent sets, so no other choice from them has fewer
     terms in all. ``kept`` itself where the choice does not give as many laws (round-off in a null vector making it
-    look independent).
+    look independent). The laws ``first`` go before both lists, fewest terms first among them.
 
     The echelon form alone holds, for two hidden layers of a ReLU MLP, unit 0's law of the first layer plus every
     unit law of the second, whose pivots ``W₂[i, 0]²`` it holds, and :func:`_shortened` can walk from there to the
@@ -162,7 +167,7 @@ def _fewest_terms(kept: list[dict], found: list[dict], products: list[dict]) -> 
     >>> _fewest_terms([{(0, 0): 1.0, (1, 1): 1.0, (2, 2): -2.0}, b], [a, b], [])  # a + 2b replaced by a
     [{(0, 0): 1.0, (1, 1): -1.0}, {(1, 1): 1.0, (2, 2): -1.0}]
     """
-    pool = sorted(kept + found, key=_terms)  # stable: on a tie, the echelon form's law
+    pool = sorted(first, key=_terms) + sorted(kept + found, key=_terms)  # stable: on a tie, the echelon form's law
     index: dict = {}
     for law in products + pool:
         for m in law:

@@ -60,7 +60,7 @@ from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import cosine_residuals
 from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import find_laws
-from conslaw_lite.laws import Law
+from conslaw_lite.laws import Law, find_blocks
 from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module
 from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.user_inputs import inputs_needed, token_inputs
@@ -117,6 +117,7 @@ class OwnLaws:
     seconds: float
     searched: bool  # False when no input was given: the parts are listed, not searched
     note: str = ""  # for a model with no forward of its own: which of its children were searched
+    beside_blocks: bool = False  # the model has registered blocks, whose laws with a part's are not searched
 
     @property
     def laws(self) -> dict[str, Law]:
@@ -131,7 +132,7 @@ class OwnLaws:
         parts = f"{len(self.parts)} part{'' if len(self.parts) == 1 else 's'} outside the registered blocks"
         head = f"searched {parts} for their laws, in {self.seconds:.1f} s" if self.searched else parts
         lines = [*([self.note] if self.note else []), f"{head}:", *(f"  {part}" for part in self.parts)]
-        if self.searched and len(self.parts) > 1:
+        if self.searched and (len(self.parts) > 1 or self.beside_blocks):
             lines.append("  (each part alone: laws that couple two parts, or a part and a block, are not searched)")
         return "\n".join(lines)
 
@@ -193,7 +194,10 @@ laws of training as long as the training step reads its parameters only by calli
         alone = [p for p in searched if not p.cut.held]  # a part with blocks held was checked when it was searched
         checked = dict(zip(map(id, alone), _on_the_model(host, alone, example, seed)))
         parts += [checked.get(id(p), p) for p in searched]
-    return OwnLaws(tuple(parts + skipped), time.perf_counter() - start, True, note)
+    with warnings.catch_warnings():  # cuts() has given find_blocks' warnings already
+        warnings.simplefilter("ignore")
+        beside_blocks = bool(find_blocks(model))
+    return OwnLaws(tuple(parts + skipped), time.perf_counter() - start, True, note, beside_blocks)
 
 
 def uncovered(model: nn.Module) -> list[str]:

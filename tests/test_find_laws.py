@@ -232,6 +232,30 @@ def test_the_laws_of_a_residual_stream_across_four_layers_are_found(one_thread):
     assert "for i in 0..5: ‖2.fc1.weight[i, :]‖² + 2.fc1.bias[i]² − ‖2.fc2.weight[:, i]‖²" in found.laws
 
 
+class ResidualConvBlock(nn.Module):
+    """ResNet's basic block in one dimension, ``relu(x + bn2(conv2(relu(bn1(conv1(x))))))``."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv1d(channels, channels, 3, padding=1, bias=False), nn.BatchNorm1d(channels)
+        self.conv2, self.bn2 = nn.Conv1d(channels, channels, 3, padding=1, bias=False), nn.BatchNorm1d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
+
+
+def test_a_resnet_blocks_laws_print_one_unit_at_a_time(one_thread):
+    # Σ_i (bn1.weight[i]² + bn1.bias[i]² − ‖conv2.weight[:, i]‖²) + Σ_i (‖conv2.weight[i]‖² − bn2.weight[i]²) has 6
+    # terms, one unit's law 8: fewest terms first printed that sum in place of unit 0's law ("for i in 1..1" beside it)
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv1d(1, 2, 3, padding=1), ResidualConvBlock(2), nn.AdaptiveAvgPool1d(1), nn.Flatten(),
+                        nn.Linear(2, 2)).double().eval()  # fmt: skip
+    found = find_laws(net, (1, 5))
+    assert found.complete and found.count.num_laws == 8
+    assert all(law.startswith("for i in 0..1: ") for law in found.laws), list(found.laws)
+    assert "for i in 0..1: 1.bn1.weight[i]² + 1.bn1.bias[i]² − ‖1.conv2.weight[:, i, :]‖²" in found.laws
+
+
 def test_sums_of_squares_of_all_of_theta_without_a_clear_gap_are_left_out(monkeypatch, one_thread):
     # a system of all of θ without a clear gap is no evidence: its null vectors are left out, not the blocks' laws
     real = fl.block_laws

@@ -11,6 +11,7 @@ from torch import nn
 from torch.func import functional_call
 
 from conslaw_lite import check_laws, count_laws
+from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.module_checks import UnreadRows, check_countable, check_dtypes, mode_dependent_layers
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.find_laws import find_laws
@@ -67,6 +68,11 @@ class TrainScaled(nn.Module):
 class Noise(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return h + 0.1 * torch.randn_like(h)
+
+
+class NoisyInput(ReLUNet):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x + 0.1 * torch.randn_like(x))
 
 
 def relu_count(model: nn.Module) -> int:
@@ -147,6 +153,9 @@ def test_a_module_reading_self_training_or_drawing_noise_is_refused() -> None:
     assert relu_count(ReLUNet(TrainScaled()).eval()) == relu_count(ReLUNet())
     with pytest.raises(ValueError, match=r"^`mid` \(Noise\) gives another output on a second call"):
         count_laws(ReLUNet(Noise()).eval(), (3,))
+    # noise drawn in the model's own forward, before a layer: the model is named, not the layer that reads it
+    with pytest.raises(ValueError, match=r"^the model \(NoisyInput\) gives another output on a second call"):
+        count_laws(NoisyInput().eval(), (3,))
 
 
 def test_a_rounding_op_is_named() -> None:
@@ -257,6 +266,20 @@ def test_token_ids_that_leave_embedding_rows_unread_are_warned_of() -> None:
         warnings.simplefilter("error")
         full = count_laws(net, inputs=torch.arange(64).reshape(16, 4) % 6)
     assert count.num_laws == full.num_laws + 2 * 3
+
+
+def test_an_embeddings_padding_row_is_held_constant_and_its_entries_are_laws() -> None:
+    """torch's backward gives row padding_idx no gradient while its forward-mode derivative moves it: two ways of
+    taking D²f disagreed, and every count of a model with a padding row was inconclusive."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Embedding(6, 3, padding_idx=0), nn.Linear(3, 4, bias=False)).double()
+    ids = torch.arange(64).reshape(16, 4) % 6  # every id, the padding row's too
+    with pytest.warns(UnreadRows, match=r"`0` \(Embedding\) gets no gradient on its padding row 0 .*3 entries"):
+        count = count_laws(net, inputs=ids)
+    assert count.conclusive and count.num_laws >= 3
+    with pytest.warns(UnreadRows):
+        pad = check_laws(net, {"pad": lambda p: p["0.weight"][0]}, inputs=ids)
+    assert pad.max_residual <= RESIDUAL_TOL and pad.independent == 3
 
 
 def test_the_unread_rows_warning_points_at_the_callers_line() -> None:

@@ -345,3 +345,14 @@ def test_a_monitor_on_a_module_without_forward_with_a_registered_block_and_an_in
     monitor = Monitor(holder, input_shape=(4,))
     assert {"swiglu", "found"} <= {g.key for g in monitor.groups}
     assert monitor.own.note and [part.path for part in monitor.own.parts] == ["model.1-3"]
+
+
+def test_a_part_beside_a_registered_block_says_their_common_laws_are_not_searched():
+    # one part (the Linear after the SwiGLU block): the report names what it leaves out, as it does for two parts
+    torch.manual_seed(0)
+    model = nn.Sequential(SwiGLU(3, 2, 3), nn.Linear(3, 2)).double()
+    own = own_laws(model, input_shape=(3,))
+    assert len(own.parts) == 1
+    assert "(each part alone: laws that couple two parts, or a part and a block, are not searched)" in str(own)
+    alone = str(own_laws(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double(), input_shape=(3,)))
+    assert "each part alone" not in alone

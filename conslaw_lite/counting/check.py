@@ -143,4 +143,3 @@ def check_laws(
     max_residual = max(residuals.values(), default=0.0)
     complete = count.conclusive and independent == count.num_laws and max_residual <= RESIDUAL_TOL
     return LawCheck(max_residual, residuals, independent, count.num_laws, complete, count)
-

@@ -28,7 +28,7 @@ from conslaw_lite.counting.lie_rank import (
     gradient_field,
     lie_rank,
 )
-from conslaw_lite.counting.module_checks import PROBE_SAMPLES, check_countable, warn_unread_rows
+from conslaw_lite.counting.module_checks import PROBE_SAMPLES, check_countable, warn_padding_rows, warn_unread_rows
 from conslaw_lite.counting.problem import (
     INPUT_DECADES,
     Field,
@@ -487,6 +487,7 @@ def count_laws(
     checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
     check_countable(problem.apply, problem.unflatten(probe_theta), probe[:PROBE_SAMPLES], problem.module)
     warn_unread_rows(problem.module, inputs, problem.apply, problem.unflatten(probe_theta))
+    warn_padding_rows(problem.module)
     problem = problem.on(device)
     theta = None if at is None else problem.flatten(at)
     bar = Progress(D, need, wanted(progress))

@@ -21,6 +21,9 @@ derivative. In torch 2.14 (float64; checked on CPU) these do not have one:
   derivative of their derivative kernels (``glu_jvp``, ``_weight_norm_interface``).
 * ``scaled_dot_product_attention`` on CPU dispatches to a flash kernel that has no
   forward-mode derivative at all (``NotImplementedError``).
+* ``embedding`` with a ``padding_idx``: its backward gives the padding row no gradient, its forward-mode
+  derivative moves it, so two ways of taking D²f disagree. Training never moves that row: the stand-in holds it
+  constant.
 
 :func:`exact_derivatives` routes these to formulas built from elementary ops (whose
 derivatives of every order are composed from exact ones) while it is active, and
@@ -179,10 +182,34 @@ def weight_norm(v: torch.Tensor, g: torch.Tensor, dim: int = 0) -> torch.Tensor:
     return v * (g / v.square().sum(axes, keepdim=True).sqrt())
 
 
+_EMBEDDING = F.embedding  # torch's own, which the stand-in calls
+
+
+def embedding(input: torch.Tensor, weight: torch.Tensor, padding_idx: int | None = None, *rest: object, **kw: object):
+    """``F.embedding`` with row ``padding_idx`` of ``weight`` held constant: torch's backward gives that row no
+    gradient, so training never moves it, while its forward-mode derivative moves it (two ways of taking D²f
+    disagreed on every ``nn.Embedding(padding_idx=…)``). Held constant, each of the row's entries is a law, as for a
+    row the inputs never read.
+
+    Examples
+    ========
+    >>> w, ids = torch.randn(4, 2, dtype=torch.float64), torch.tensor([0, 3, 0])
+    >>> torch.equal(embedding(ids, w, 0), F.embedding(ids, w, 0))
+    True
+    >>> torch.func.jvp(lambda w: embedding(ids, w, 0), (w,), (torch.ones_like(w),))[1][:, 0].tolist()
+    [0.0, 1.0, 0.0]
+    """
+    if padding_idx is not None:
+        pad = torch.arange(weight.shape[0], device=weight.device) == padding_idx % weight.shape[0]
+        weight = torch.where(pad[:, None], weight.detach(), weight)
+    return _EMBEDDING(input, weight, None, *rest, **kw)
+
+
 _TORCH = {"layer_norm": F.layer_norm, "batch_norm": F.batch_norm, "instance_norm": F.instance_norm}
 _ROUTES = [(F, "layer_norm", layer_norm), (torch, "layer_norm", layer_norm), (F, "batch_norm", batch_norm),
            (F, "instance_norm", instance_norm), (F, "hardsigmoid", hardsigmoid),
-           (F, "hardswish", hardswish), (F, "glu", glu), (torch, "_weight_norm", weight_norm)]  # fmt: skip
+           (F, "hardswish", hardswish), (F, "glu", glu), (torch, "_weight_norm", weight_norm),
+           (F, "embedding", embedding)]  # fmt: skip
 
 
 @contextmanager
@@ -190,9 +217,9 @@ def exact_derivatives() -> Iterator[None]:
     """Within the block, the ops listed in the module docstring have exact derivatives of every order.
 
     ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm``, ``F.instance_norm``, ``F.hardsigmoid``,
-    ``F.hardswish``, ``F.glu`` and ``torch._weight_norm`` are replaced by the elementary formulas of this module, and
-    ``F.scaled_dot_product_attention`` runs torch's composite ``MATH`` backend
-    (``softmax(QKᵀ/√k + mask) V`` in elementary ops). Everything is restored on exit.
+    ``F.hardswish``, ``F.glu``, ``torch._weight_norm`` and ``F.embedding`` are replaced by the elementary formulas
+    of this module (the last holding its padding row constant), and ``F.scaled_dot_product_attention`` runs torch's
+    composite ``MATH`` backend (``softmax(QKᵀ/√k + mask) V`` in elementary ops). Everything is restored on exit.
 
     Examples
     ========

@@ -37,6 +37,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -186,25 +187,36 @@ class _Run:
     """One forward: its output, every submodule call (name, output tensors) in the order they finished."""
 
     output: torch.Tensor
-    calls: list[tuple[str, list[torch.Tensor]]] = field(default_factory=list)
+    calls: list[_Call] = field(default_factory=list)
     downcast: tuple[str, str, torch.dtype] | None = None  # (innermost module, aten op, dtype) of the first one
     flat: list[tuple[str, str]] = field(default_factory=list)  # (module, op) of ops with zero derivative
 
 
+class _Call(NamedTuple):
+    """One submodule call: its name, output and input tensors, and the module whose forward called it (``None``: the
+    model itself, called from outside)."""
+
+    name: str
+    outputs: list[torch.Tensor]
+    inputs: list[torch.Tensor]
+    caller: str | None
+
+
 class _Calls:
-    """Forward hooks on every submodule: the innermost one running, and each call's output when it finishes."""
+    """Forward hooks on every submodule: the innermost one running, and each call when it finishes."""
 
     def __init__(self, module: nn.Module | None) -> None:
         self.stack: list[str] = []
-        self.calls: list[tuple[str, list[torch.Tensor]]] = []
+        self.calls: list[_Call] = []
         self.hooks = []
         for name, sub in module.named_modules() if module is not None else ():
             self.hooks.append(sub.register_forward_pre_hook(lambda _m, _x, name=name: self.stack.append(name)))
             self.hooks.append(sub.register_forward_hook(self._finished, always_call=True))
 
-    def _finished(self, _module: nn.Module, _inputs: object, output: object) -> None:
+    def _finished(self, _module: nn.Module, inputs: object, output: object) -> None:
         name = self.stack.pop() if self.stack else ""
-        self.calls.append((name, [t.detach() for t in _tensors(output)]))
+        outputs, inputs = ([t.detach() for t in _tensors(x)] for x in (output, inputs))
+        self.calls.append(_Call(name, outputs, inputs, self.stack[-1] if self.stack else None))
 
     def where(self) -> str | None:
         return self.stack[-1] if self.stack else None
@@ -304,6 +316,30 @@ def _restored(module: nn.Module | None) -> Iterator[None]:
 
 class UnreadRows(UserWarning):
     """Given token ids leave rows of an embedding unread: each entry of such a row counts as a law."""
+
+
+def warn_padding_rows(module: nn.Module | None) -> None:
+    """Warn (:class:`UnreadRows`) for each ``nn.Embedding`` with a ``padding_idx``: torch gives that row no gradient,
+    so training never moves it and each of its entries is a law (the counter holds it constant:
+    :func:`~conslaw_lite.counting.exact_ops.embedding`).
+
+    Examples
+    ========
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_padding_rows(nn.Sequential(nn.Embedding(5, 2, padding_idx=0), nn.Linear(2, 1)))
+    >>> print(caught[0].message)
+    `0` (Embedding) gets no gradient on its padding row 0 (padding_idx=0): each of its 2 entries counts as a law
+    """
+    for name, m in module.named_modules() if module is not None else ():
+        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+            warnings.warn(
+                f"{_where(name, module)} gets no gradient on its padding row {m.padding_idx} (padding_idx="
+                f"{m.padding_idx}): each of its {m.embedding_dim} entries counts as a law",
+                UnreadRows,
+                stacklevel=user_stacklevel(),
+            )
 
 
 def warn_unread_rows(module: nn.Module | None, inputs: torch.Tensor | None, apply: Callable, params: Params) -> None:
@@ -481,17 +517,24 @@ def _check_differentiable(first: _Run, apply: Callable, params: Params, inputs: 
 
 def _first_difference(a: _Run, b: _Run, rows: tuple[int, int] | None = None) -> str | None:
     """The first submodule call whose output differs between two runs; ``""`` if only the output does; else None.
+    Where that call's input differs too, no module called before it made the difference: its caller's own forward
+    did (``x + torch.randn_like(x)`` before ``self.fc``), and the caller is named.
 
     ``rows = (n, k)``: run b saw the first k of run a's n inputs; only tensors with the batch first are compared.
     """
-    for (name_a, out_a), (name_b, out_b) in zip(a.calls, b.calls):
-        if name_a != name_b:  # the calls themselves differ: the module that ran in one and not the other
-            return name_a
-        if any(_differ(x, y, rows) for x, y in zip(out_a, out_b)) or len(out_a) != len(out_b):
-            return name_a
+    for call_a, call_b in zip(a.calls, b.calls):
+        if call_a.name != call_b.name:  # the calls themselves differ: the module that ran in one and not the other
+            return call_a.name
+        if _any_differ(call_a.outputs, call_b.outputs, rows):
+            inherited = call_a.caller is not None and _any_differ(call_a.inputs, call_b.inputs, rows)
+            return call_a.caller if inherited else call_a.name
     if len(a.calls) != len(b.calls) or _differ(a.output, b.output, rows):
         return ""
     return None
+
+
+def _any_differ(xs: list[torch.Tensor], ys: list[torch.Tensor], rows: tuple[int, int] | None) -> bool:
+    return len(xs) != len(ys) or any(_differ(x, y, rows) for x, y in zip(xs, ys))
 
 
 def _differ(x: torch.Tensor, y: torch.Tensor, rows: tuple[int, int] | None = None) -> bool:
