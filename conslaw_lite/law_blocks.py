@@ -121,7 +121,9 @@ def fused_layout(layout: Layout, grouped: bool = False) -> tuple[Layout, list[st
     first axis is m is cut into k tensors of s rows, named ``{layer}[p:k].{tensor}`` (``grouped``: into the parts of
     grouped-query heads, :func:`_parts`). A row-major tensor's row blocks are consecutive in θ, so the cut layout
     numbers every coordinate as ``layout`` does: a law found on it is a law of the same θ. A layer that merely widens
-    (an MLP's 8 → 16) is cut too; the cut only adds blocks to search.
+    (an MLP's 8 → 16) is cut too; the cut only adds blocks to search. A layer of k separate weights of m rows and one
+    bias of k·m entries has its bias cut alone (:func:`_fused_biases`), the parts named ``{layer}.{bias}[p:k]`` in
+    the layer, beside the weights' rows they go with.
 
     Examples
     ========
@@ -137,6 +139,7 @@ def fused_layout(layout: Layout, grouped: bool = False) -> tuple[Layout, list[st
     tensors = _layer_tensors(layout)
     sizes = [_sizes(layout, ts) for ts in tensors]
     parts: dict[int, list[int]] = {}  # tensor -> the rows of its parts, when cut
+    in_layer: set[int] = set()  # tensors whose parts stay in their layer
     cut = []
     for i, (ts, name) in enumerate(zip(tensors, layer_names(layout), strict=True)):
         weights = [layout.shapes[t] for t in ts if len(layout.shapes[t]) == 2]
@@ -148,6 +151,10 @@ def fused_layout(layout: Layout, grouped: bool = False) -> tuple[Layout, list[st
         if rows:
             cut.append(name)
             parts |= {t: rows for t in ts if layout.shapes[t] and layout.shapes[t][0] == m}
+        elif not grouped and (biases := _fused_biases(layout, ts, weights)):
+            cut.append(name)
+            parts |= biases
+            in_layer |= set(biases)
     names, shapes = [], []
     for t, (name, shape) in enumerate(zip(layout.names, layout.shapes, strict=True)):
         if t not in parts:
@@ -155,10 +162,28 @@ def fused_layout(layout: Layout, grouped: bool = False) -> tuple[Layout, list[st
             shapes.append(shape)
             continue
         rows, (module, dot, leaf) = parts[t], name.rpartition(".")
-        for p, r in enumerate(rows):
-            names.append(f"{module if dot else name}[{p}:{len(rows)}].{leaf}")
+        for p, r in enumerate(rows):  # a bias cut alone stays in its layer, beside the weights its parts go with
+            part = f"[{p}:{len(rows)}]"
+            names.append(f"{name}{part}" if t in in_layer else f"{module if dot else name}{part}.{leaf}")
             shapes.append((r, *shape[1:]))
     return Layout(tuple(names), tuple(shapes)), cut
+
+
+def _fused_biases(layout: Layout, tensors: list[int], weights: list[tuple[int, ...]]) -> dict[int, list[int]]:
+    """The biases of a layer with k > 1 weights of m rows each that hold k·m entries, cut in k parts of m: one bias for
+    separate q, k and v weights (``nn.MultiheadAttention`` with ``kdim``/``vdim``: ``in_proj_bias`` beside
+    ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight``), whose part p goes with weight p's rows.
+
+    Examples
+    ========
+    >>> mha = Layout(("a.q", "a.k", "a.v", "a.bias"), ((4, 4), (4, 3), (4, 3), (12,)))
+    >>> _fused_biases(mha, [0, 1, 2, 3], list(mha.shapes[:3]))
+    {3: [4, 4, 4]}
+    """
+    m, k = weights[0][0], len(weights)
+    if k < 2 or any(w[0] != m for w in weights):
+        return {}
+    return {t: [m] * k for t in tensors if layout.shapes[t] == (k * m,)}
 
 
 def _parts(m: int, elsewhere: set[int], grouped: bool) -> list[int]:

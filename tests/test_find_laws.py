@@ -256,6 +256,27 @@ def test_a_resnet_blocks_laws_print_one_unit_at_a_time(one_thread):
     assert "for i in 0..1: 1.bn1.weight[i]² + 1.bn1.bias[i]² − ‖1.conv2.weight[:, i, :]‖²" in found.laws
 
 
+class KeysOfOtherWidth(nn.Module):
+    """``nn.MultiheadAttention`` with ``kdim``/``vdim``: separate q, k, v weights, their biases in one tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(4, 2, kdim=3, vdim=3, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x, x[..., :3], x[..., :3], need_weights=False)[0]
+
+
+def test_separate_q_k_v_weights_with_one_bias_tensor_give_each_heads_matrix_laws(one_thread):
+    # V_B V_Bᵀ + b_B b_Bᵀ − O_Bᵀ O_B pairs rows B of v_proj_weight with entries 8 + B of in_proj_bias: its entries
+    # off the diagonal were in no slice (found 14 of N = 16) before the bias was cut in the weights' three parts
+    torch.manual_seed(0)
+    found = find_laws(KeysOfOtherWidth().double(), (3, 4))
+    assert found.complete and found.count.num_laws == 16
+    vo = "attn.v_proj_weight[B, :] attn.v_proj_weight[B, :]ᵀ + attn.in_proj_bias[B+8] attn.in_proj_bias[B+8]ᵀ − "
+    assert f"for h in 0..1, B = 2h:2h+2 (2×2): {vo}attn.out_proj.weight[:, B]ᵀ attn.out_proj.weight[:, B]" in found.laws
+
+
 def test_sums_of_squares_of_all_of_theta_without_a_clear_gap_are_left_out(monkeypatch, one_thread):
     # a system of all of θ without a clear gap is no evidence: its null vectors are left out, not the blocks' laws
     real = fl.block_laws
