@@ -76,7 +76,6 @@ from conslaw_lite.law_blocks import (
     PAIR_SECONDS,
     SLICE_SECONDS,
     Plan,
-    layout_searches,
     slice_pairs,
     squares_only,
     unit_group,
@@ -86,6 +85,7 @@ from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, 
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
+from conslaw_lite.search_plans import layout_searches
 
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
@@ -287,7 +287,7 @@ def _search_blocks(
     """Layers and pairs of layers whole, then unit slices of the larger pairs, the larger layers' linear laws, then
     pairs of slices (:mod:`conslaw_lite.law_blocks`), then grouped unit slices and their pairs; each stage on every
     ``(label, plan, layout)`` in turn (θ's own layers, then with fused layers cut:
-    :func:`~conslaw_lite.law_blocks.fused_layout`), a block met before left out, and the pairs of slices first of the
+    :func:`~conslaw_lite.search_plans.fused_layout`), a block met before left out, and the pairs of slices first of the
     layout whose unit slices hold laws on the most axes (a fused qkv's cut heads, not its whole rows); all but the first
     stage only until the laws found reach the count."""
     target = count.num_laws if count.conclusive else None

@@ -49,7 +49,7 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import combinations, combinations_with_replacement, product
 
 import numpy as np
@@ -101,106 +101,13 @@ def layer_names(layout: Layout) -> list[str]:
     return list(dict.fromkeys(name.rpartition(".")[0] or name for name in layout.names))
 
 
-def _layer_tensors(layout: Layout) -> list[list[int]]:
+def layer_tensors(layout: Layout) -> list[list[int]]:
     """The tensor numbers of each layer, in the order of :func:`layers`."""
     found: dict[str, list[int]] = {}
     for t, name in enumerate(layout.names):
         module, dot, _ = name.rpartition(".")
         found.setdefault(module if dot else name, []).append(t)
     return list(found.values())
-
-
-def fused_layout(layout: Layout, grouped: bool = False) -> tuple[Layout, list[str]]:
-    """The layout with each *fused* layer cut into its parts, and the names of the layers cut.
-
-    A layer computing q, k and v in one matrix (``c_attn = nn.Linear(d, 3d)`` then ``.split(d, dim=-1)``, or
-    ``nn.MultiheadAttention``'s ``in_proj_weight``) holds its heads' laws in row blocks of one tensor:
-    ``Q_h Q_hᵀ − K_h K_hᵀ`` pairs rows ``B`` with rows ``d + B``, which no unit slice of the whole tensor does.
-    A layer is cut when its output axis m (the first axis of a 2-D weight) is k parts of a size s = m/k that the
-    model has elsewhere (k = 3, else 2: another layer's axis, or the layer's own input axis); every tensor of it whose
-    first axis is m is cut into k tensors of s rows, named ``{layer}[p:k].{tensor}`` (``grouped``: into the parts of
-    grouped-query heads, :func:`_parts`). A row-major tensor's row blocks are consecutive in θ, so the cut layout
-    numbers every coordinate as ``layout`` does: a law found on it is a law of the same θ. A layer that merely widens
-    (an MLP's 8 → 16) is cut too; the cut only adds blocks to search. A layer of k separate weights of m rows and one
-    bias of k·m entries has its bias cut alone (:func:`_fused_biases`), the parts named ``{layer}.{bias}[p:k]`` in
-    the layer, beside the weights' rows they go with.
-
-    Examples
-    ========
-    >>> qkv = Layout(("c_attn.weight", "c_attn.bias", "c_proj.weight"), ((6, 2), (6,), (2, 2)))
-    >>> cut, names = fused_layout(qkv)
-    >>> names, cut.names[:4]
-    (['c_attn'], ('c_attn[0:3].weight', 'c_attn[1:3].weight', 'c_attn[2:3].weight', 'c_attn[0:3].bias'))
-    >>> cut.shapes[:4]
-    ((2, 2), (2, 2), (2, 2), (2,))
-    >>> layers(cut)[:2]  # the parts' rows and biases, at the coordinates θ has them
-    [[0, 1, 2, 3, 12, 13], [4, 5, 6, 7, 14, 15]]
-    """
-    tensors = _layer_tensors(layout)
-    sizes = [_sizes(layout, ts) for ts in tensors]
-    parts: dict[int, list[int]] = {}  # tensor -> the rows of its parts, when cut
-    in_layer: set[int] = set()  # tensors whose parts stay in their layer
-    cut = []
-    for i, (ts, name) in enumerate(zip(tensors, layer_names(layout), strict=True)):
-        weights = [layout.shapes[t] for t in ts if len(layout.shapes[t]) == 2]
-        if not weights:
-            continue
-        m, n_in = weights[0]
-        elsewhere = {n for j, s in enumerate(sizes) if j != i for n in s} | {n_in}
-        rows = _parts(m, elsewhere, grouped)
-        if rows:
-            cut.append(name)
-            parts |= {t: rows for t in ts if layout.shapes[t] and layout.shapes[t][0] == m}
-        elif not grouped and (biases := _fused_biases(layout, ts, weights)):
-            cut.append(name)
-            parts |= biases
-            in_layer |= set(biases)
-    names, shapes = [], []
-    for t, (name, shape) in enumerate(zip(layout.names, layout.shapes, strict=True)):
-        if t not in parts:
-            names.append(name)
-            shapes.append(shape)
-            continue
-        rows, (module, dot, leaf) = parts[t], name.rpartition(".")
-        for p, r in enumerate(rows):  # a bias cut alone stays in its layer, beside the weights its parts go with
-            part = f"[{p}:{len(rows)}]"
-            names.append(f"{name}{part}" if t in in_layer else f"{module if dot else name}{part}.{leaf}")
-            shapes.append((r, *shape[1:]))
-    return Layout(tuple(names), tuple(shapes)), cut
-
-
-def _fused_biases(layout: Layout, tensors: list[int], weights: list[tuple[int, ...]]) -> dict[int, list[int]]:
-    """The biases of a layer with k > 1 weights of m rows each that hold k·m entries, cut in k parts of m: one bias for
-    separate q, k and v weights (``nn.MultiheadAttention`` with ``kdim``/``vdim``: ``in_proj_bias`` beside
-    ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight``), whose part p goes with weight p's rows.
-
-    Examples
-    ========
-    >>> mha = Layout(("a.q", "a.k", "a.v", "a.bias"), ((4, 4), (4, 3), (4, 3), (12,)))
-    >>> _fused_biases(mha, [0, 1, 2, 3], list(mha.shapes[:3]))
-    {3: [4, 4, 4]}
-    """
-    m, k = weights[0][0], len(weights)
-    if k < 2 or any(w[0] != m for w in weights):
-        return {}
-    return {t: [m] * k for t in tensors if layout.shapes[t] == (k * m,)}
-
-
-def _parts(m: int, elsewhere: set[int], grouped: bool) -> list[int]:
-    """The rows of a fused layer's parts, [] where it is not cut: k equal parts of a size the model has elsewhere
-    (k = 3, else 2); with ``grouped``, the queries' q rows (a size it has elsewhere, o's input) and two parts of r
-    rows, the keys' and the values', r dividing q: grouped-query attention's ``qkv_proj``, q = G·r, G > 1.
-
-    Examples
-    ========
-    >>> _parts(24, {8}, False), _parts(16, {8}, False), _parts(16, {8}, True), _parts(24, {8}, True)
-    ([8, 8, 8], [8, 8], [8, 4, 4], [])
-    """
-    if grouped:
-        halves = [(q, (m - q) // 2) for q in sorted(elsewhere, reverse=True) if q < m and (m - q) % 2 == 0]
-        return next(([q, r, r] for q, r in halves if 0 < r < q and q % r == 0), [])
-    k = next((k for k in (3, 2) if m % k == 0 and m // k > 1 and m // k in elsewhere), 0)
-    return [m // k] * k if k else []
 
 
 def pairs(count: int) -> list[tuple[int, int]]:
@@ -224,8 +131,8 @@ def whole_blocks(layout: Layout) -> tuple[list[list[int]], list[tuple[int, int]]
 def unit_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
     """For each axis size n shared by the layers in ``pair`` (one layer: any of its sizes) and each u < n,
     the coordinates whose index along some axis of size n is u, in the tensors with such an axis."""
-    tensors = _layer_tensors(layout)
-    sizes = [_sizes(layout, tensors[i]) for i in pair]
+    tensors = layer_tensors(layout)
+    sizes = [axis_sizes(layout, tensors[i]) for i in pair]
     shared = sorted(set.intersection(*sizes)) if len(set(pair)) > 1 else sorted(sizes[0])
     out = []
     for n in shared:
@@ -264,7 +171,7 @@ def flattened_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[in
     i, j = pair
     if j != i + 1:  # a Flatten sits between two consecutive layers
         return []
-    tensors = _layer_tensors(layout)
+    tensors = layer_tensors(layout)
     inputs = {layout.shapes[t][1] for t in tensors[j] if len(layout.shapes[t]) >= 2}
     out = []
     for n in sorted({layout.shapes[t][0] for t in tensors[i] if layout.shapes[t] and layout.shapes[t][0] > 1}):
@@ -291,9 +198,9 @@ def axis_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
     [((0, 1, 2, 1, 0), [0, 1, 4, 5]), ((0, 1, 2, 1, 1), [2, 3, 6, 7])]
     """
     i, j = pair
-    tensors = _layer_tensors(layout)
+    tensors = layer_tensors(layout)
     out = []
-    for n in sorted(_sizes(layout, tensors[i]) & _sizes(layout, tensors[j])):
+    for n in sorted(axis_sizes(layout, tensors[i]) & axis_sizes(layout, tensors[j])):
         choices = [_axes(layout, tensors[layer], n) for layer in pair]
         if i == j or all(len(c) <= 1 for c in choices):
             continue
@@ -321,7 +228,7 @@ def grouped_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]
     i, j = pair
     if i == j:
         return []
-    tensors = _layer_tensors(layout)
+    tensors = layer_tensors(layout)
     out = []
     for small, big in ((i, j), (j, i)):
         weights = [layout.shapes[t] for t in tensors[small] if len(layout.shapes[t]) == 2]
@@ -347,7 +254,7 @@ def unit_group(axis: tuple) -> Group | None:
     return axis[3][:2] if isinstance(axis[3], tuple) else None
 
 
-def _sizes(layout: Layout, tensors: list[int]) -> set[int]:
+def axis_sizes(layout: Layout, tensors: list[int]) -> set[int]:
     """The axis sizes of a layer's tensors."""
     return {n for t in tensors for n in layout.shapes[t]}
 
@@ -498,7 +405,7 @@ def _alignment(layout: Layout, axis: tuple, coords: list[int]) -> dict[int, tupl
     i, j, n, variant = axis
     if n <= 0 or j < 0:
         return None
-    tensors = _layer_tensors(layout)
+    tensors = layer_tensors(layout)
     unit_axis: dict[int, int] = {}
     if isinstance(variant, tuple):
         _, _, big, along = variant
@@ -588,29 +495,3 @@ def blocks_plan(layout: Layout, degree: int, fan_outs: list[list[int]] = ()) -> 
     grouped = [(key, c) for i, j in large for key, c in grouped_slices(layout, [i, j]) if len(c) <= MAX_SLICE]
     grouped = [(key, c) for key, c in grouped if tuple(c) not in seen]
     return Plan(whole, large, slices, over, linear, grouped, squares)
-
-
-def layout_searches(layout: Layout, degree: int, readers: list[list[str]]) -> list[tuple[str, Plan, Layout]]:
-    """The searches of :func:`~conslaw_lite.find_laws.find_laws`, ``(label, plan, layout)``: θ's own layers
-    (``readers``: each layer with those reading its output, :func:`~conslaw_lite.dataflow.readers_of`), then θ with its
-    fused layers cut in parts (:func:`fused_layout`): in equal parts, then in those of grouped-query heads (their unit
-    slices searched with the grouped ones, after the pairs of the axes with unit laws), each where it cuts a layer and a
-    block of the parts fits."""
-    searches = [("pairs of layers", blocks_plan(layout, degree, layer_groups(readers, layout)), layout)]
-    for grouped, kind in ((False, "parts"), (True, "grouped-query parts")):
-        cut, fused = fused_layout(layout, grouped)
-        plan = blocks_plan(cut, degree, layer_groups(readers, cut)) if fused else None
-        if plan is not None and grouped:  # a guess (an MLP's 16 → 32 cut in 16, 8, 8 too): searched with the grouped
-            plan = replace(plan, slices=[], squares=[], grouped=plan.slices + plan.grouped)
-        if plan is not None and cut not in [c for _, _, c in searches]:
-            searches.append((f"{', '.join(f'`{name}`' for name in fused)} cut in {kind}", plan, cut))
-    return searches
-
-
-def layer_groups(groups: list[list[str]], layout: Layout) -> list[list[int]]:
-    """The groups of module names as layer numbers of ``layout``, a layer cut in parts (``c_attn[0:3]``: a reader
-    of a norm) standing for all its parts; a group with a module the layout lacks (a function's names) is left out."""
-    index: dict[str, list[int]] = {}
-    for i, name in enumerate(layer_names(layout)):
-        index.setdefault(name.partition("[")[0] if name.endswith("]") else name, []).append(i)
-    return [[i for n in group for i in index[n]] for group in groups if all(n in index for n in group)]
