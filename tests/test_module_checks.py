@@ -12,7 +12,8 @@ from torch.func import functional_call
 
 from conslaw_lite import check_laws, count_laws
 from conslaw_lite.counting import RESIDUAL_TOL
-from conslaw_lite.counting.module_checks import UnreadRows, check_countable, check_dtypes, mode_dependent_layers
+from conslaw_lite.counting.embedding_rows import UnreadRows
+from conslaw_lite.counting.module_checks import check_countable, check_dtypes, mode_dependent_layers
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.find_laws import find_laws
 from conslaw_lite.monitor import Monitor

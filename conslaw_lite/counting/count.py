@@ -16,6 +16,7 @@ from torch.func import vmap
 
 from conslaw_lite.counting.budget import Estimate, TooLarge, check_fits, estimate, estimate_complement, resolve_device
 from conslaw_lite.counting.complement import Buffers, complement_rank
+from conslaw_lite.counting.embedding_rows import warn_padding_rows, warn_unread_rows
 from conslaw_lite.counting.exact_ops import exact_derivatives
 from conslaw_lite.counting.lie_rank import (
     FIRST_CHUNK,
@@ -28,7 +29,7 @@ from conslaw_lite.counting.lie_rank import (
     gradient_field,
     lie_rank,
 )
-from conslaw_lite.counting.module_checks import PROBE_SAMPLES, check_countable, warn_padding_rows, warn_unread_rows
+from conslaw_lite.counting.module_checks import PROBE_SAMPLES, check_countable
 from conslaw_lite.counting.problem import (
     INPUT_DECADES,
     Field,

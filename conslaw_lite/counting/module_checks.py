@@ -45,7 +45,6 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from conslaw_lite.config import evaluating
-from conslaw_lite.laws import user_stacklevel
 
 Params = Mapping[str, torch.Tensor]
 
@@ -312,91 +311,6 @@ def _restored(module: nn.Module | None) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------- the checks
-
-
-class UnreadRows(UserWarning):
-    """Given token ids leave rows of an embedding unread: each entry of such a row counts as a law."""
-
-
-def warn_padding_rows(module: nn.Module | None) -> None:
-    """Warn (:class:`UnreadRows`) for each ``nn.Embedding`` with a ``padding_idx``: torch gives that row no gradient,
-    so training never moves it and each of its entries is a law (the counter holds it constant:
-    :func:`~conslaw_lite.counting.exact_ops.embedding`).
-
-    Examples
-    ========
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     warn_padding_rows(nn.Sequential(nn.Embedding(5, 2, padding_idx=0), nn.Linear(2, 1)))
-    >>> print(caught[0].message)
-    `0` (Embedding) gets no gradient on its padding row 0 (padding_idx=0): each of its 2 entries counts as a law
-    """
-    for name, m in module.named_modules() if module is not None else ():
-        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
-            warnings.warn(
-                f"{_where(name, module)} gets no gradient on its padding row {m.padding_idx} (padding_idx="
-                f"{m.padding_idx}): each of its {m.embedding_dim} entries counts as a law",
-                UnreadRows,
-                stacklevel=user_stacklevel(),
-            )
-
-
-def warn_unread_rows(module: nn.Module | None, inputs: torch.Tensor | None, apply: Callable, params: Params) -> None:
-    """Warn (:class:`UnreadRows`) for each ``nn.Embedding`` that the given ``inputs`` leave rows of unread.
-
-    Those rows get no gradient on these inputs, so each of their entries is conserved: a law of training on data
-    like these inputs, not of the model. The warning names the rows, so that a count meant for the model can be
-    taken on inputs that hold every id.
-
-    Examples
-    ========
-    >>> import warnings
-    >>> net = nn.Sequential(nn.Embedding(5, 2), nn.Linear(2, 1)).double()
-    >>> apply = lambda p, x: torch.func.functional_call(net, p, (x,))
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     warn_unread_rows(net, torch.tensor([[0], [1], [1]]), apply, dict(net.named_parameters()))
-    >>> print(caught[0].message)  # doctest: +NORMALIZE_WHITESPACE
-    `0` (Embedding) reads rows 0, 1 of 5 on the given inputs: rows 2..4 get no gradient, and each of their
-    6 entries counts as a law
-    """
-    if module is None or inputs is None or inputs.is_floating_point():
-        return
-    embeddings = {m: name for name, m in module.named_modules() if isinstance(m, nn.Embedding)}
-    read: dict[nn.Module, torch.Tensor] = {}
-    hooks = [m.register_forward_pre_hook(lambda m, args: read.setdefault(m, args[0])) for m in embeddings]
-    try:
-        with torch.no_grad():
-            apply(params, inputs)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    for m, ids in read.items():
-        rows = m.num_embeddings
-        seen = torch.zeros(rows, dtype=torch.bool)
-        seen[ids.reshape(-1).long().cpu().clamp(0, rows - 1)] = True
-        if bool(seen.all()):
-            continue
-        unread = torch.nonzero(~seen).flatten().tolist()
-        warnings.warn(
-            f"{_where(embeddings[m], module)} reads rows {_ranges(torch.nonzero(seen).flatten().tolist())} of {rows} "
-            f"on the given inputs: rows {_ranges(unread)} get no gradient, and each of their "
-            f"{len(unread) * m.embedding_dim} entries counts as a law",
-            UnreadRows,
-            stacklevel=user_stacklevel(),
-        )
-
-
-def _ranges(ids: list[int]) -> str:
-    """``[0, 1, 2, 5]`` → ``"0..2, 5"`` (two in a row: ``"0, 1"``)."""
-    parts, start = [], 0
-    for k in range(1, len(ids) + 1):
-        if k == len(ids) or ids[k] != ids[k - 1] + 1:
-            run = ids[start:k]
-            parts.append(f"{run[0]}..{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
-            start = k
-    return ", ".join(parts)
 
 
 def _check_in_place(module: nn.Module | None) -> None:
