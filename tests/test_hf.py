@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -23,6 +24,7 @@ from conslaw_lite.laws import quantities  # noqa: E402
 
 # The issue's size: d = 16, 4 query heads on 2 key/value heads of width 4.
 ISSUE = ArchOptions(dim=16, heads=2, head_dim=4)
+LINEAR_ROPE = {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}  # positions divided by 2
 
 
 def _certified(module: torch.nn.Module, input_shape=None, inputs=None):
@@ -50,6 +52,7 @@ def _perturb_gains(model: torch.nn.Module) -> None:
         ("qwen3", {"rms_norm_eps": 0.0}, True, 0.0),  # ε = 0: each query and key head's scale too: 28
         ("llama", {}, False, 1e-6),  # GQA, RoPE on rotate_half pairs: n_kv·k/2 + n_kv·k(k+1)/2 = 24
         ("llama", {"attention_bias": True}, False, 1e-6),  # biases extend the heads: the same count
+        ("llama", {"rope_parameters": LINEAR_ROPE}, False, 1e-6),  # ω_j / factor: as distinct, the same blocks
     ],
 )
 def test_attention_count_agrees_with_the_closed_form_and_the_laws_are_complete(arch, config, qk_norm, eps) -> None:
@@ -127,6 +130,16 @@ def test_countable_copies_compute_what_transformers_computes() -> None:
         assert torch.allclose(countable(layer)(X.double()), layer(X, position_embeddings=cos_sin).double(), atol=1e-5)
 
 
+def test_a_linear_rope_is_covered_and_computed_as_transformers_computes_it() -> None:
+    torch.manual_seed(0)
+    model = tiny_model("llama", ArchOptions(dim=8, heads=2), rope_parameters=LINEAR_ROPE).float()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no block left out for its rotary embedding
+        assert any(key.startswith("model.layers.0.self_attn:") for key in laws_of(model))
+    ids = torch.randint(0, 16, (3, 5))
+    assert torch.allclose(countable(model)(ids), model(input_ids=ids).logits.double(), atol=1e-5)
+
+
 def test_a_sliding_window_layer_is_counted_with_its_window() -> None:
     """The countable copy of a sliding-window layer applies the window (transformers' sdpa path alone would not):
     on each layer's input inside the model's own forward, it gives that layer's output."""
@@ -180,7 +193,7 @@ def test_laws_of_keys_use_huggingface_names() -> None:
     "config, option",
     [
         ({"use_sliding_window": True, "sliding_window": 4, "layer_types": ["sliding_attention"]}, "sliding_window=4"),
-        ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}, "rope_type='linear'"),
+        ({"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4}}, "rope_type='yarn'"),
         ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
     ],
 )
@@ -190,7 +203,7 @@ def test_an_option_the_laws_do_not_cover_is_left_out_by_name(config, option) -> 
         kinds = {q.block for q in quantities(model)}
     assert "network" in kinds  # the norm couplings do not depend on the option
     if option.startswith("rope"):
-        with pytest.raises(ValueError, match="rope_type='linear'"):
+        with pytest.raises(ValueError, match="rope_type='yarn'"):
             countable(model.model.layers[0].self_attn)
 
 

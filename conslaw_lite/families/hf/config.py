@@ -56,19 +56,20 @@ def head_dim_of(config: object) -> int:
 
 
 def rope_problem(config: object) -> str | None:
-    """Why the RoPE laws here do not cover ``config``'s rotary embedding, or None: only ``rope_type="default"``
-    (ω_j = θ^(−2j/k) on every coordinate of the head) is covered.
+    """Why the RoPE laws here do not cover ``config``'s rotary embedding, or None: ``rope_type="default"``
+    (ω_j = θ^(−2j/k) on every coordinate of the head) and ``"linear"`` (positions divided by ``factor``: ω_j / factor,
+    as distinct, so the same 2×2 blocks) are covered.
 
     Examples
     ========
     >>> from types import SimpleNamespace
     >>> rope_problem(SimpleNamespace(rope_parameters={"rope_type": "yarn", "rope_theta": 1e4}))
-    "rope_type='yarn' (only the default rotary embedding is covered)"
+    "rope_type='yarn' (only the default and linear rotary embeddings are covered)"
     """
     params = getattr(config, "rope_parameters", None) or {}
     rope_type = params.get("rope_type", "default")
-    if rope_type != "default":
-        return f"rope_type={rope_type!r} (only the default rotary embedding is covered)"
+    if rope_type not in ("default", "linear"):
+        return f"rope_type={rope_type!r} (only the default and linear rotary embeddings are covered)"
     partial = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
     if partial != 1.0:
         return f"partial_rotary_factor={partial} (only a rotary embedding on the whole head is covered)"

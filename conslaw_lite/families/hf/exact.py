@@ -40,9 +40,18 @@ class ExactRotary(nn.Module):
     (torch.Size([1, 1, 4]), True)
     """
 
-    def __init__(self, head_dim: int, base: float) -> None:
+    def __init__(self, head_dim: int, base: float, factor: float = 1.0) -> None:
+        """``factor``: linear scaling (``rope_type="linear"``), positions divided by it."""
         super().__init__()
-        self.inv_freq = nn.Buffer(base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        self.inv_freq = nn.Buffer(base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim) / factor)
+
+    @classmethod
+    def of(cls, config: object) -> ExactRotary:
+        """The rotary table of a transformers ``config`` (:func:`~conslaw_lite.families.hf.config.check_rope` first)."""
+        check_rope(config)
+        params = config.rope_parameters
+        linear = params.get("rope_type", "default") == "linear"
+        return cls(head_dim_of(config), params["rope_theta"], params.get("factor", 1.0) if linear else 1.0)
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         angle = position_ids[..., None].to(self.inv_freq.dtype) * self.inv_freq  # (B, T, k/2)
@@ -165,8 +174,7 @@ def _replacement(module: nn.Module) -> nn.Module | None:
         norm.weight = module.weight  # the same Parameter: same name, same value
         return norm
     if name in ROTARIES:
-        check_rope(module.config)
-        return ExactRotary(head_dim_of(module.config), module.config.rope_parameters["rope_theta"])
+        return ExactRotary.of(module.config)
     if name == "Qwen3MoeTopKRouter":
         return ExactRouter(module)
     if name == "Qwen3MoeExperts":
@@ -219,9 +227,7 @@ def countable(module: nn.Module) -> nn.Module:
     exact = exact_copy(module)
     if name.endswith(("Attention", "DecoderLayer")):
         config = getattr(module, "config", None) or module.self_attn.config  # a decoder layer keeps none of its own
-        check_rope(config)
-        rotary = ExactRotary(head_dim_of(config), config.rope_parameters["rope_theta"])
-        return called_as_one_tensor(exact, _position_forward, rotary)
+        return called_as_one_tensor(exact, _position_forward, ExactRotary.of(config))
     if name.endswith("ForCausalLM"):
         return called_as_one_tensor(exact, _logits_forward)
     return exact

@@ -3,8 +3,8 @@
 Registered by name (transformers is optional and slow to import): each decoder layer's attention
 (:mod:`.attention`), MLP or MoE block (:mod:`.moe`), the layer's norm couplings and the causal LM's
 final norm against its head (:mod:`.network`). A module with an option these laws do not cover (a
-sliding window, another rotary type, a gated MLP on another activation) gets no laws, with a warning
-naming the option (:func:`.config.leave_out`): never a guess.
+sliding window, a rotary type other than the default and linear, a gated MLP on another activation) gets
+no laws, with a warning naming the option (:func:`.config.leave_out`): never a guess.
 """
 
 from __future__ import annotations
