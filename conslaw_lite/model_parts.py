@@ -75,8 +75,9 @@ class Cut:
         return [c for cut in self.instead for c in cut.finest()] if self.held else [self]
 
 
-def cuts(model: nn.Module, under: str = "") -> list[Cut]:
-    """The cuts of ``model`` (module docstring), from the top, or from its module ``under`` (named as in ``model``).
+def cuts(model: nn.Module, under: str = "", blocks: list[str] | None = None) -> list[Cut]:
+    """The cuts of ``model`` (module docstring), from the top, or from its module ``under`` (named as in ``model``);
+    ``blocks``: the paths of its registered blocks, where the caller has them (:func:`~conslaw_lite.laws.find_blocks`).
 
     Examples
     ========
@@ -90,7 +91,7 @@ def cuts(model: nn.Module, under: str = "") -> list[Cut]:
     >>> [c.members for c in cuts(nn.Sequential(nn.Linear(4, 5), nn.Sequential(nn.Linear(5, 2))), under="1")]
     [('1',)]
     """
-    return _walk(model, under, [block.path for block in find_blocks(model)])
+    return _walk(model, under, [block.path for block in find_blocks(model)] if blocks is None else blocks)
 
 
 def _has_params(module: nn.Module, recurse: bool = True) -> bool:

@@ -174,7 +174,8 @@ laws of training as long as the training step reads its parameters only by calli
     `net` (Linear-ReLU-Linear, 11 parameters): 2 quadratic laws found; N = 2: the list is complete
     """
     start = time.perf_counter()
-    top = cuts(model)
+    blocks = [block.path for block in find_blocks(model)]
+    top = cuts(model, blocks=blocks)
     finest = [c for cut in top for c in cut.finest()]
     if input_shape is None and inputs is None:
         listed = [_unsearched(model, c, "not searched: no input_shape or inputs given") for c in finest if not c.own]
@@ -188,16 +189,13 @@ laws of training as long as the training step reads its parameters only by calli
         entries, skipped, note = _children_taking(model, example)
     parts = []
     for entry, (host, recorded) in entries.items():  # host: the entry, named as in the model (the model for "")
-        below = cuts(model, entry) if entry else top
+        below = cuts(model, entry, blocks) if entry else top
         searched = [p for cut in below for p in _search(host, cut, recorded, example, seed)]
         searched.sort(key=lambda p: p.cut.own)
         alone = [p for p in searched if not p.cut.held]  # a part with blocks held was checked when it was searched
         checked = dict(zip(map(id, alone), _on_the_model(host, alone, example, seed)))
         parts += [checked.get(id(p), p) for p in searched]
-    with warnings.catch_warnings():  # cuts() has given find_blocks' warnings already
-        warnings.simplefilter("ignore")
-        beside_blocks = bool(find_blocks(model))
-    return OwnLaws(tuple(parts + skipped), time.perf_counter() - start, True, note, beside_blocks)
+    return OwnLaws(tuple(parts + skipped), time.perf_counter() - start, True, note, bool(blocks))
 
 
 def uncovered(model: nn.Module) -> list[str]:
