@@ -14,6 +14,7 @@ from torch.func import jvp
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.counting import GAP, check_laws, count_laws, lie_rank
 from conslaw_lite.counting.exact_ops import exact_derivatives
+from conslaw_lite.counting.strata import covering_patterns, forced_patterns
 from conslaw_lite.families.toy.block import ToyProduct
 
 
@@ -612,6 +613,44 @@ def test_a_relu_written_with_a_comparison_or_a_select_takes_every_pattern(act) -
         count = count_laws(PositiveInputs(act).double(), (1,), seed=seed)
         assert count.conclusive and count.patterns == "realizable", count.reason
         assert count.num_laws == 3
+
+
+HELD_HARDSIGMOID, HELD_HARDSWISH = F.hardsigmoid, F.hardswish  # held from before exact_ops routes them by name
+PIECEWISE_ANALYTIC = {
+    "elu": nn.ELU(), "selu": nn.SELU(), "celu": nn.CELU(0.7), "elu_alpha": lambda z: F.elu(z, 0.5),
+    "held_hardsigmoid": lambda z: HELD_HARDSIGMOID(z - 2.0), "held_hardswish": lambda z: HELD_HARDSWISH(z - 2.0),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("act", PIECEWISE_ANALYTIC.values(), ids=PIECEWISE_ANALYTIC.keys())
+def test_an_activation_kept_on_one_piece_by_theta_takes_its_other_pieces(act) -> None:
+    """Behind softplus a θ keeps each unit on one piece for every input. An ELU's pieces (z, α(eᶻ − 1)) were not
+    recorded: where its units stayed positive, the laws of the linear piece were counted (1, conclusive, at two
+    seeds of three; N = 0); a hardsigmoid held by reference reached torch's kernel (no count)."""
+    for seed in range(3):
+        torch.manual_seed(seed)
+        count = count_laws(PositiveInputs(act).double(), (1,), seed=seed)
+        assert count.conclusive and count.patterns == "realizable", count.reason
+        assert count.num_laws == 0
+
+
+def test_a_prelu_unit_is_counted_on_both_slopes() -> None:
+    """PReLU's pieces z and a·z both rescale: the 3 unit laws, whichever piece θ keeps each unit on (6 were
+    counted where θ kept them all positive, the slope unread)."""
+    for seed in range(2):
+        torch.manual_seed(seed)
+        count = count_laws(PositiveInputs(nn.PReLU()).double(), (1,), seed=seed)
+        assert count.conclusive and count.patterns == "realizable", count.reason
+        assert count.num_laws == 3
+
+
+@pytest.mark.parametrize("act", [*PIECEWISE_ANALYTIC.values(), nn.PReLU(3).double()], ids=[*PIECEWISE_ANALYTIC, "prelu"])
+def test_an_activation_on_the_pieces_it_takes_is_itself(act) -> None:
+    z = torch.linspace(-1500.0, 1500.0, 33, dtype=torch.float64).reshape(11, 3)
+    patterns = covering_patterns(lambda t, x: act(t * x), lambda r, n: [torch.ones(1)] * n, z, draws=1, rounds=0)
+    with forced_patterns(patterns):
+        forced = act(z)
+    assert len(patterns) == 1 and torch.allclose(forced, act(z), rtol=1e-14, atol=0.0)
 
 
 def test_a_count_of_another_model_is_refused_by_check_laws() -> None:

@@ -105,6 +105,17 @@ def test_no_count_is_conclusive_and_wrong(index: int) -> None:
     assert result.outcome != "error", result.reason
 
 
+@pytest.mark.parametrize("seed", [200_087, 200_291], ids=["tanh-elu", "held-hardsigmoid"])
+def test_the_cases_seed_2_found_wrong_are_counted_right(seed: int) -> None:
+    """Seed 2 of the fuzz, 300 cases: widths [1, 5, 3, 6], tanh then elu (an ELU unit behind the bounded tanh kept
+    positive at θ: 1 law counted, N = 0) and a pre-norm residual with F.hardsigmoid held by reference (its pieces
+    not recorded: 20 counted, the oracle's N ≤ 19)."""
+    result = run_case(make_case(seed))
+    assert result.conclusive and result.lower <= result.counted <= result.upper, (
+        f"counted {result.counted}, oracle [{result.lower}, {result.upper}]: {result.outcome} {result.reason}"
+    )
+
+
 def test_functional_relu_matches_module_relu() -> None:  # the two styles the generator writes give one function
     x = torch.randn(5, 3, dtype=torch.float64)
     assert torch.equal(draw_activation(random.Random(0), ("relu",)).function(x), F.relu(x))

@@ -168,7 +168,9 @@ def _draw(
     x, weights, n_out = balanced_inputs(problem, theta, x)
     f, patterns, stratum = problem.outputs(x, weights), "", Stratum(index)
     if calls and not own:
-        f, patterns = realizable_outputs(problem, x, weights, gen), "realizable"
+        x, on_pieces = realizable_inputs(problem, theta, x, gen)
+        x, weights, n_out = balanced_inputs(on_pieces, theta, x)
+        f, patterns = on_pieces.outputs(x, weights), "realizable"
     elif own:
         tracked = theta.detach().requires_grad_()  # the pattern asks which units reach the output
         dead, linear, _ = activation_pattern(lambda: forward(tracked, x), len(x), problem.module)
@@ -185,14 +187,20 @@ def _draw(
     return _Draw(theta, f, n_out, gen, stratum, patterns, zero if bool(zero.any()) else None, factor, standard)
 
 
-def realizable_outputs(problem: Problem, x: torch.Tensor, weights: torch.Tensor | None, gen: torch.Generator) -> Field:
-    """θ ↦ the outputs on ``x``, each input's piecewise-linear units on the pieces a random θ' puts them on.
+def realizable_inputs(
+    problem: Problem, theta: torch.Tensor, x: torch.Tensor, gen: torch.Generator
+) -> tuple[torch.Tensor, Problem]:
+    """The inputs, and the model with each input's piecewise units on the pieces a random θ' puts them on.
 
     ``PATTERN_DRAWS`` θ' (:func:`.strata.covering_patterns`), at scales ``10^u`` times the model's, u uniform in
     ``INPUT_DECADES`` widened by ``WIDEN`` decades each way a round, for up to ``WIDEN_ROUNDS`` rounds while some
     unit has a piece no input meets. Any θ' will do (a law holds at every θ); behind a norm the inputs' scale cannot
     reach a cap, θ' over six decades do (relu6 after an RMSNorm at nn.Linear's scale), and a first layer
     initialized at 10⁻⁶ needs more (its relu6 counted 6 laws of relu instead of 0).
+
+    An input whose outputs overflow at θ on its pieces is left out, and so is one that puts an ELU unit on its
+    exponential piece where its input at θ is above ``EXP_CONTINUATION`` (an exp the model itself never computes,
+    whose brackets overflow).
     """
     forward = lambda t, inputs: problem.apply(problem.unflatten(t), inputs)  # noqa: E731
 
@@ -201,17 +209,26 @@ def realizable_outputs(problem: Problem, x: torch.Tensor, weights: torch.Tensor 
         scale = lambda: 10.0 ** (low + (high - low) * float(torch.rand((), generator=gen, dtype=torch.float64)))  # noqa: E731
         return [problem.random_theta(gen, scale()) for _ in range(n)]
 
-    draws = min(PATTERN_DRAWS, len(x))
-    return _with_patterns(problem.outputs(x, weights), covering_patterns(forward, thetas_at, x, draws, WIDEN_ROUNDS))
+    patterns = covering_patterns(forward, thetas_at, x, min(PATTERN_DRAWS, len(x)), WIDEN_ROUNDS)
+    with torch.no_grad(), forced_patterns(patterns) as forced:
+        rows = forward(theta, x).reshape(len(x), -1)
+    kept = torch.isfinite(rows).all(dim=1) & ~forced.far.to(rows.device)
+    if not bool(kept.all()):
+        x, patterns = x[kept], [m[kept] for m in patterns]
+    return x, _on_pieces(problem, patterns)
 
 
 def outputs_over_pieces(problem: Problem, theta: torch.Tensor, x: torch.Tensor, gen: torch.Generator) -> Field:
-    """θ ↦ the outputs on ``x``: :func:`realizable_outputs` where the model applies piecewise-linear units per input,
-    the plain outputs otherwise (for :func:`~conslaw_lite.counting.check_laws` and :func:`~conslaw_lite.find_laws`:
-    a law of ``relu`` that ``relu6``'s cap breaks fails there as it does in the count)."""
+    """θ ↦ the outputs on ``x``: those of :func:`realizable_inputs` where the model applies piecewise units per
+    input, the plain outputs otherwise (for :func:`~conslaw_lite.counting.check_laws` and
+    :func:`~conslaw_lite.find_laws`: a law of ``relu`` that ``relu6``'s cap breaks fails there as it does in the
+    count)."""
     forward = lambda inputs: problem.apply(problem.unflatten(theta), inputs)  # noqa: E731
     calls, per_input = kinked_calls(forward, x)
-    return realizable_outputs(problem, x, None, gen) if calls and per_input else problem.outputs(x)
+    if not (calls and per_input):
+        return problem.outputs(x)
+    x, on_pieces = realizable_inputs(problem, theta, x, gen)
+    return on_pieces.outputs(x)
 
 
 def _probe_outputs(problem: Problem, x: torch.Tensor, weights: torch.Tensor | None) -> Field:
@@ -221,14 +238,15 @@ def _probe_outputs(problem: Problem, x: torch.Tensor, weights: torch.Tensor | No
     return problem.outputs(x[:n], None if weights is None else weights[:n])
 
 
-def _with_patterns(f: Field, patterns: list[torch.Tensor]) -> Field:
-    """θ ↦ f(θ) with every ReLU applied as its recorded pattern (:func:`.strata.forced_patterns`)."""
+def _on_pieces(problem: Problem, patterns: list[torch.Tensor]) -> Problem:
+    """The model with every piecewise unit applied on its recorded pieces (:func:`.strata.forced_patterns`), on
+    the inputs the patterns were recorded for."""
 
-    def forced(theta: torch.Tensor) -> torch.Tensor:
+    def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
         with forced_patterns(patterns):
-            return f(theta)
+            return problem.apply(p, x)
 
-    return forced
+    return replace(problem, apply=apply)
 
 
 @dataclass(frozen=True)

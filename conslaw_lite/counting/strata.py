@@ -16,8 +16,12 @@ Recorded: ``torch.relu``, ``F.relu``, ``Tensor.relu`` (hence ``nn.ReLU``) and
 to a tensor whose first dimension is the batch of inputs. The laws of the whole
 parameter space are also taken with the pieces of ``|z|`` and of every clamp at
 number bounds (``torch.clamp``/``clip``, ``clamp_min``, ``clamp_max``, ``F.hardtanh``,
-``F.relu6``, hence ``nn.ReLU6``, ``nn.Hardtanh`` and ``nn.Hardsigmoid``): a unit that
-one θ leaves below its cap for every input is capped for others (:data:`PIECEWISE`). So are the branches a
+``F.relu6``, hence ``nn.ReLU6``, ``nn.Hardtanh``), ``F.hardsigmoid`` and ``F.hardswish`` (clamps of ``z/6 + 1/2``
+and ``z + 3``, however the model reached them: ``exact_ops`` routes ``F.hardsigmoid`` by name only), and
+``F.prelu``: a unit that one θ leaves below its cap for every input is capped for others (:data:`PIECEWISE`).
+So are the activations made of two analytic pieces at 0, ``F.elu``, ``F.selu`` and ``F.celu`` (``z`` and
+``α(eᶻ − 1)``): an ELU unit that one θ keeps positive on every input (behind a ``tanh``, whose output is bounded)
+is linear there, with the law of a linear unit, and the other piece breaks it. So are the branches a
 forward takes on the batch of inputs (:func:`_branch`): a comparison's result (``torch.where(z > 0, z, 0)``,
 ``z * (z > 0)``) and the operand a select keeps (``torch.maximum``/``minimum``, ``F.threshold``): a ReLU written
 that way counted the laws of the pieces one θ realized (5 instead of 3). A unit is an index of
@@ -50,6 +54,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from conslaw_lite.activations import kinked_at_zero
+from conslaw_lite.counting import exact_ops
 
 KINKED_AT_ZERO = kinked_at_zero()  # the activations' kinks, from their table
 ABS = frozenset({torch.abs, torch.abs_, torch.Tensor.abs, torch.Tensor.abs_})
@@ -59,9 +64,26 @@ CLAMPS = frozenset(
      torch.clamp_max, torch.clamp_max_, torch.Tensor.clamp_max, torch.Tensor.clamp_max_, F.hardtanh, F.hardtanh_,
      F.relu6}
 )  # fmt: skip
-# Every piecewise-linear primitive whose pattern the counter records and forces: units kinked at 0 (their pieces
-# z and αz), |z| (z and −z), and clamps at any bounds (lo, z, hi; hardsigmoid is routed to a clamp by exact_ops).
-PIECEWISE = KINKED_AT_ZERO | ABS | CLAMPS
+# Clamps of an affine map of the input, torch's one-kernel activations: u = a·z + b clamped to [lo, hi] as (a, b, lo,
+# hi); hardswish is z·clamp(z + 3, 0, 6)/6. exact_ops routes F.hardsigmoid and F.hardswish to clamps by name; a model
+# holding torch's function from before reaches torch's kernel, or under a torch function mode, exact_ops' function
+# as the call's func (torch looks the name up again), whose clamp inside the mode's handler no mode sees.
+HARDSWISH = frozenset({F.hardswish, exact_ops.hardswish})
+HARD = {f: (1 / 6, 0.5, 0.0, 1.0) for f in (F.hardsigmoid, exact_ops.hardsigmoid)} | {
+    f: (1.0, 3.0, 0.0, 6.0) for f in HARDSWISH
+}
+PRELU = frozenset({F.prelu, torch.prelu})  # z and a·z, the slope a a parameter
+# Two analytic pieces at 0, z and α·expm1(z/c) (selu: both times its scale): each unit's piece is recorded and
+# forced as a ReLU's is.
+EXPONENTIAL = frozenset({F.elu, F.elu_, F.selu, torch.selu, torch.selu_, F.celu, torch.celu, torch.celu_})
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+# How far past 0 the exponential piece is continued: an input that puts a unit on it where z > this at θ is flagged
+# (_Forced.far) and left out by the counter. e^20 ≈ 5·10⁸: its gradient row keeps the other terms 10⁷ above round-off,
+# and the brackets' e^(3z) stays finite (an ELU on its exp piece at z = 600 gave a finite output, NaN brackets).
+EXP_CONTINUATION = 20.0
+# Every piecewise primitive whose pattern the counter records and forces: units kinked at 0 (their pieces z and αz,
+# or z and an exponential), |z| (z and −z), and clamps at any bounds (lo, z, hi).
+PIECEWISE = KINKED_AT_ZERO | ABS | CLAMPS | frozenset(HARD) | PRELU | EXPONENTIAL
 # Branches on the batch of inputs: a comparison's result (torch.where(z > 0, z, 0), z * (z > 0)) and which operand a
 # select takes (torch.maximum(z, 0): a ReLU written another way) are pieces too, recorded and forced as a ReLU's are.
 COMPARISONS = frozenset(
@@ -77,6 +99,8 @@ BRANCHES = COMPARISONS | LARGER | SMALLER | {F.threshold}
 
 def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None] | None:
     """``(lo, hi)`` of a clamp-like call (``None`` for a missing side); ``None`` if a bound is a tensor."""
+    if func in HARD:
+        return HARD[func][2:]
     if func is F.relu6:
         return 0.0, 6.0
     if func in (F.hardtanh, F.hardtanh_):
@@ -93,6 +117,14 @@ def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None
     if isinstance(lo, torch.Tensor) or isinstance(hi, torch.Tensor):
         return None
     return lo, hi
+
+
+def _clamped(func, z: torch.Tensor) -> torch.Tensor:
+    """What a clamp-like call clamps: its input, or ``a·z + b`` for :data:`HARD`."""
+    if func not in HARD:
+        return z
+    a, b, _, _ = HARD[func]
+    return z * a + b
 
 
 def _is_piecewise(func, args: tuple, kwargs: dict) -> bool:
@@ -139,14 +171,15 @@ def _piece(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch.T
     if not _is_piecewise(func, args, kwargs):
         return None
     z = args[0]
-    if func not in CLAMPS:
+    if func not in CLAMPS and func not in HARD:
         return z.detach() > 0
     lo, hi = _bounds(func, args, kwargs)
-    code = torch.ones_like(z.detach(), dtype=torch.int64)
+    u = _clamped(func, z.detach())
+    code = torch.ones_like(u, dtype=torch.int64)
     if lo is not None:
-        code = code - (z.detach() < lo).long()
+        code = code - (u < lo).long()
     if hi is not None:
-        code = code + (z.detach() > hi).long()
+        code = code + (u > hi).long()
     return code
 
 
@@ -159,18 +192,36 @@ def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor, branch: tuple | 
     z = args[0]
     if func in ABS:
         return z * (2 * m - 1)
-    if func in CLAMPS:
+    if func in CLAMPS or func in HARD:
         lo, hi = _bounds(func, args, kwargs)
-        middle = (m == 1).to(z.dtype)
-        out = z * middle
+        out = _clamped(func, z) * (m == 1).to(z.dtype)
         if lo is not None:
             out = out + lo * (m == 0).to(z.dtype)
         if hi is not None:
             out = out + hi * (m == 2).to(z.dtype)
-        return out
+        return z * out / 6 if func in HARDSWISH else out
+    if func in EXPONENTIAL:
+        return _exponential(func, args, kwargs, m.bool())
+    if func in PRELU:
+        a = args[1] if len(args) > 1 else kwargs["weight"]
+        a = a.reshape(1, -1, *[1] * (z.dim() - 2)) if a.numel() > 1 and z.dim() >= 2 else a
+        return z * (m + a * (1 - m))
     leaky = func in (F.leaky_relu, F.leaky_relu_)
     slope = (args[1] if len(args) > 1 else kwargs.get("negative_slope", 0.01)) if leaky else 0.0
     return z * (m + slope * (1 - m))
+
+
+def _exponential(func, args: tuple, kwargs: dict, on: torch.Tensor) -> torch.Tensor:
+    """An ELU-like call with each entry on its recorded piece: ``z`` where ``on``, ``α·expm1(z/c)`` elsewhere (the
+    analytic piece continued past 0), both times SELU's scale for ``selu``."""
+    z = args[0]
+    if func in (F.selu, torch.selu, torch.selu_):
+        alpha, inner, scale = SELU_ALPHA, 1.0, SELU_SCALE
+    else:
+        alpha = args[1] if len(args) > 1 else kwargs.get("alpha", 1.0)
+        inner, scale = alpha if func in (F.celu, torch.celu, torch.celu_) else 1.0, 1.0
+    negative = alpha * torch.expm1(torch.where(on, 0.0, z) / inner)  # 0 on the other piece: no exp of a large z
+    return scale * torch.where(on, z, negative)
 
 
 @dataclass(frozen=True)
@@ -294,7 +345,7 @@ def activation_pattern(
 
 def _pieces(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
     """The codes :func:`_piece` can give for this call: (0, 1) for a kink or |z|, those of a clamp's sides."""
-    if func not in CLAMPS:
+    if func not in CLAMPS and func not in HARD:
         return 0, 1
     lo, hi = _bounds(func, args, kwargs)
     return (0,) * (lo is not None) + (1,) + (2,) * (hi is not None)
@@ -435,6 +486,8 @@ class _Forced(TorchFunctionMode):
         super().__init__()
         self.patterns, self.calls = patterns, 0
         self.batch = patterns[0].shape[0] if patterns and patterns[0].dim() else None  # branches: on the inputs' batch
+        # the inputs that put a unit on an exponential piece past EXP_CONTINUATION (on the batch of the patterns)
+        self.far = torch.zeros(self.batch or 0, dtype=torch.bool)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -450,12 +503,16 @@ class _Forced(TorchFunctionMode):
             raise ValueError(
                 f"ReLU #{self.calls}: input of shape {tuple(shape)}, pattern recorded for {tuple(m.shape)}"
             )
+        if func in EXPONENTIAL and self.batch is not None and m.dim() and m.shape[0] == self.batch:
+            far = (m == 0) & (args[0].detach() > EXP_CONTINUATION)
+            self.far = self.far | far.reshape(self.batch, -1).any(1).cpu()
         return _on_piece(func, args, kwargs, m, branch)
 
 
 @contextmanager
-def forced_patterns(patterns: Sequence[torch.Tensor]) -> Iterator[None]:
-    """While active, every activation kinked at 0 multiplies by its recorded pattern instead of testing signs.
+def forced_patterns(patterns: Sequence[torch.Tensor]) -> Iterator[_Forced]:
+    """While active, every activation kinked at 0 multiplies by its recorded pattern instead of testing signs;
+    the mode it yields flags, in ``far``, the inputs that took an exponential piece past ``EXP_CONTINUATION``.
 
     The model becomes the polynomial ``f_m`` of the patterns m (one per ReLU call, in
     order, as :func:`covering_patterns` returns them); torch's derivatives in θ are then
@@ -468,5 +525,5 @@ def forced_patterns(patterns: Sequence[torch.Tensor]) -> Iterator[None]:
     ...     torch.relu(torch.tensor([-2.0, 3.0]))
     tensor([-2., 0.])
     """
-    with _Forced(patterns):
-        yield
+    with _Forced(patterns) as mode:
+        yield mode
