@@ -644,7 +644,36 @@ def test_a_prelu_unit_is_counted_on_both_slopes() -> None:
         assert count.num_laws == 3
 
 
-@pytest.mark.parametrize("act", [*PIECEWISE_ANALYTIC.values(), nn.PReLU(3).double()], ids=[*PIECEWISE_ANALYTIC, "prelu"])
+class BehindTanh(nn.Module):
+    """``c(act(b(tanh(a x))))``: b's outputs are bounded by ``Σ|b_ij| + |b_i|``, inside ±λ at a small scale."""
+
+    def __init__(self, act: Callable, scale: float) -> None:
+        super().__init__()
+        self.a, self.b, self.c, self.act = nn.Linear(1, 3), nn.Linear(3, 2), nn.Linear(2, 1), act
+        with torch.no_grad():
+            self.b.weight.mul_(scale), self.b.bias.mul_(scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c(self.act(self.b(torch.tanh(self.a(x)))))
+
+
+@pytest.mark.parametrize("act, laws", [(nn.Hardshrink(), 2), (nn.Softshrink(), 0)], ids=["hardshrink", "softshrink"])
+def test_a_shrink_unit_kept_inside_its_dead_zone_by_theta_takes_its_other_pieces(act, laws: int) -> None:
+    """Hardshrink's pieces z, 0, z rescale (one law per unit), softshrink's z ± λ do not. Its pieces were not recorded:
+    where θ kept both units inside ±λ for every input the output was constant in all but c's bias, and 16 of D = 17
+    were counted (conclusive, at five of six seeds and scales)."""
+    for seed, scale in [(0, 1.0), (1, 1.0), (2, 0.2)]:
+        torch.manual_seed(seed)
+        count = count_laws(BehindTanh(act, scale).double(), (1,), seed=seed)
+        assert count.conclusive and count.patterns == "realizable", count.reason
+        assert count.num_laws == laws
+
+
+PIECES = {**PIECEWISE_ANALYTIC, "prelu": nn.PReLU(3).double(), "hardshrink": nn.Hardshrink(200.0),
+          "softshrink": nn.Softshrink(300.0)}  # fmt: skip
+
+
+@pytest.mark.parametrize("act", PIECES.values(), ids=PIECES.keys())
 def test_an_activation_on_the_pieces_it_takes_is_itself(act) -> None:
     z = torch.linspace(-1500.0, 1500.0, 33, dtype=torch.float64).reshape(11, 3)
     patterns = covering_patterns(lambda t, x: act(t * x), lambda r, n: [torch.ones(1)] * n, z, draws=1, rounds=0)

@@ -17,8 +17,9 @@ to a tensor whose first dimension is the batch of inputs. The laws of the whole
 parameter space are also taken with the pieces of ``|z|`` and of every clamp at
 number bounds (``torch.clamp``/``clip``, ``clamp_min``, ``clamp_max``, ``F.hardtanh``,
 ``F.relu6``, hence ``nn.ReLU6``, ``nn.Hardtanh``), ``F.hardsigmoid`` and ``F.hardswish`` (clamps of ``z/6 + 1/2``
-and ``z + 3``, however the model reached them: ``exact_ops`` routes ``F.hardsigmoid`` by name only), and
-``F.prelu``: a unit that one θ leaves below its cap for every input is capped for others (:data:`PIECEWISE`).
+and ``z + 3``, however the model reached them: ``exact_ops`` routes ``F.hardsigmoid`` by name only),
+``F.prelu``, ``F.hardshrink`` and ``F.softshrink`` (pieces at ±λ): a unit that one θ leaves below its cap (or
+inside ±λ) for every input is capped for others (:data:`PIECEWISE`).
 So are the activations made of two analytic pieces at 0, ``F.elu``, ``F.selu`` and ``F.celu`` (``z`` and
 ``α(eᶻ − 1)``): an ELU unit that one θ keeps positive on every input (behind a ``tanh``, whose output is bounded)
 is linear there, with the law of a linear unit, and the other piece breaks it. So are the branches a
@@ -73,6 +74,9 @@ HARD = {f: (1 / 6, 0.5, 0.0, 1.0) for f in (F.hardsigmoid, exact_ops.hardsigmoid
     f: (1.0, 3.0, 0.0, 6.0) for f in HARDSWISH
 }
 PRELU = frozenset({F.prelu, torch.prelu})  # z and a·z, the slope a a parameter
+# Three pieces at ±λ: hardshrink z, 0, z; softshrink z + λ, 0, z − λ. Behind a bounded layer (a tanh) a θ can keep a
+# unit inside ±λ for every input, dead there.
+SHRINK = frozenset({F.hardshrink, torch.Tensor.hardshrink, F.softshrink})
 # Two analytic pieces at 0, z and α·expm1(z/c) (selu: both times its scale): each unit's piece is recorded and
 # forced as a ReLU's is.
 EXPONENTIAL = frozenset({F.elu, F.elu_, F.selu, torch.selu, torch.selu_, F.celu, torch.celu, torch.celu_})
@@ -83,7 +87,7 @@ SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.050700987355480493
 EXP_CONTINUATION = 20.0
 # Every piecewise primitive whose pattern the counter records and forces: units kinked at 0 (their pieces z and αz,
 # or z and an exponential), |z| (z and −z), and clamps at any bounds (lo, z, hi).
-PIECEWISE = KINKED_AT_ZERO | ABS | CLAMPS | frozenset(HARD) | PRELU | EXPONENTIAL
+PIECEWISE = KINKED_AT_ZERO | ABS | CLAMPS | frozenset(HARD) | PRELU | EXPONENTIAL | SHRINK
 # Branches on the batch of inputs: a comparison's result (torch.where(z > 0, z, 0), z * (z > 0)) and which operand a
 # select takes (torch.maximum(z, 0): a ReLU written another way) are pieces too, recorded and forced as a ReLU's are.
 COMPARISONS = frozenset(
@@ -101,6 +105,9 @@ def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None
     """``(lo, hi)`` of a clamp-like call (``None`` for a missing side); ``None`` if a bound is a tensor."""
     if func in HARD:
         return HARD[func][2:]
+    if func in SHRINK:
+        lambd = args[1] if len(args) > 1 else kwargs.get("lambd", 0.5)
+        return -lambd, lambd
     if func is F.relu6:
         return 0.0, 6.0
     if func in (F.hardtanh, F.hardtanh_):
@@ -171,7 +178,7 @@ def _piece(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch.T
     if not _is_piecewise(func, args, kwargs):
         return None
     z = args[0]
-    if func not in CLAMPS and func not in HARD:
+    if func not in CLAMPS and func not in HARD and func not in SHRINK:
         return z.detach() > 0
     lo, hi = _bounds(func, args, kwargs)
     u = _clamped(func, z.detach())
@@ -192,6 +199,11 @@ def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor, branch: tuple | 
     z = args[0]
     if func in ABS:
         return z * (2 * m - 1)
+    if func in SHRINK:
+        lo, hi = _bounds(func, args, kwargs)
+        if func is F.softshrink:
+            return (z - lo) * (m == 0).to(z.dtype) + (z - hi) * (m == 2).to(z.dtype)
+        return z * (m != 1).to(z.dtype)
     if func in CLAMPS or func in HARD:
         lo, hi = _bounds(func, args, kwargs)
         out = _clamped(func, z) * (m == 1).to(z.dtype)
@@ -345,7 +357,7 @@ def activation_pattern(
 
 def _pieces(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
     """The codes :func:`_piece` can give for this call: (0, 1) for a kink or |z|, those of a clamp's sides."""
-    if func not in CLAMPS and func not in HARD:
+    if func not in CLAMPS and func not in HARD and func not in SHRINK:
         return 0, 1
     lo, hi = _bounds(func, args, kwargs)
     return (0,) * (lo is not None) + (1,) + (2,) * (hi is not None)
