@@ -634,12 +634,13 @@ def test_an_activation_kept_on_one_piece_by_theta_takes_its_other_pieces(act) ->
         assert count.num_laws == 0
 
 
-def test_a_prelu_unit_is_counted_on_both_slopes() -> None:
+@pytest.mark.parametrize("act", [nn.PReLU(), nn.RReLU().eval()], ids=["prelu", "rrelu"])
+def test_a_prelu_unit_is_counted_on_both_slopes(act) -> None:
     """PReLU's pieces z and a·z both rescale: the 3 unit laws, whichever piece θ keeps each unit on (6 were
-    counted where θ kept them all positive, the slope unread)."""
+    counted where θ kept them all positive, the slope unread); so do RReLU's in eval mode."""
     for seed in range(2):
         torch.manual_seed(seed)
-        count = count_laws(PositiveInputs(nn.PReLU()).double(), (1,), seed=seed)
+        count = count_laws(PositiveInputs(act).double(), (1,), seed=seed)
         assert count.conclusive and count.patterns == "realizable", count.reason
         assert count.num_laws == 3
 
@@ -669,8 +670,8 @@ def test_a_shrink_unit_kept_inside_its_dead_zone_by_theta_takes_its_other_pieces
         assert count.num_laws == laws
 
 
-PIECES = {**PIECEWISE_ANALYTIC, "prelu": nn.PReLU(3).double(), "hardshrink": nn.Hardshrink(200.0),
-          "softshrink": nn.Softshrink(300.0)}  # fmt: skip
+PIECES = {**PIECEWISE_ANALYTIC, "prelu": nn.PReLU(3).double(), "rrelu": nn.RReLU().eval(),
+          "hardshrink": nn.Hardshrink(200.0), "softshrink": nn.Softshrink(300.0)}  # fmt: skip
 
 
 @pytest.mark.parametrize("act", PIECES.values(), ids=PIECES.keys())

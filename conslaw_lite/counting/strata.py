@@ -18,8 +18,8 @@ parameter space are also taken with the pieces of ``|z|`` and of every clamp at
 number bounds (``torch.clamp``/``clip``, ``clamp_min``, ``clamp_max``, ``F.hardtanh``,
 ``F.relu6``, hence ``nn.ReLU6``, ``nn.Hardtanh``), ``F.hardsigmoid`` and ``F.hardswish`` (clamps of ``z/6 + 1/2``
 and ``z + 3``, however the model reached them: ``exact_ops`` routes ``F.hardsigmoid`` by name only),
-``F.prelu``, ``F.hardshrink`` and ``F.softshrink`` (pieces at ±λ): a unit that one θ leaves below its cap (or
-inside ±λ) for every input is capped for others (:data:`PIECEWISE`).
+``F.prelu``, ``F.rrelu`` in eval mode, ``F.hardshrink`` and ``F.softshrink`` (pieces at ±λ): a unit that one θ
+leaves below its cap (or inside ±λ) for every input is capped for others (:data:`PIECEWISE`).
 So are the activations made of two analytic pieces at 0, ``F.elu``, ``F.selu`` and ``F.celu`` (``z`` and
 ``α(eᶻ − 1)``): an ELU unit that one θ keeps positive on every input (behind a ``tanh``, whose output is bounded)
 is linear there, with the law of a linear unit, and the other piece breaks it. So are the branches a
@@ -74,6 +74,7 @@ HARD = {f: (1 / 6, 0.5, 0.0, 1.0) for f in (F.hardsigmoid, exact_ops.hardsigmoid
     f: (1.0, 3.0, 0.0, 6.0) for f in HARDSWISH
 }
 PRELU = frozenset({F.prelu, torch.prelu})  # z and a·z, the slope a a parameter
+RRELU = frozenset({F.rrelu, F.rrelu_})  # in eval mode z and a·z, a = (lower + upper)/2; random in training
 # Three pieces at ±λ: hardshrink z, 0, z; softshrink z + λ, 0, z − λ. Behind a bounded layer (a tanh) a θ can keep a
 # unit inside ±λ for every input, dead there.
 SHRINK = frozenset({F.hardshrink, torch.Tensor.hardshrink, F.softshrink})
@@ -87,7 +88,7 @@ SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.050700987355480493
 EXP_CONTINUATION = 20.0
 # Every piecewise primitive whose pattern the counter records and forces: units kinked at 0 (their pieces z and αz,
 # or z and an exponential), |z| (z and −z), and clamps at any bounds (lo, z, hi).
-PIECEWISE = KINKED_AT_ZERO | ABS | CLAMPS | frozenset(HARD) | PRELU | EXPONENTIAL | SHRINK
+PIECEWISE = KINKED_AT_ZERO | ABS | CLAMPS | frozenset(HARD) | PRELU | RRELU | EXPONENTIAL | SHRINK
 # Branches on the batch of inputs: a comparison's result (torch.where(z > 0, z, 0), z * (z > 0)) and which operand a
 # select takes (torch.maximum(z, 0): a ReLU written another way) are pieces too, recorded and forced as a ReLU's are.
 COMPARISONS = frozenset(
@@ -126,6 +127,11 @@ def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None
     return lo, hi
 
 
+def _argument(args: tuple, kwargs: dict, position: int, name: str, default: object) -> object:
+    """A call's argument, given by position or by name."""
+    return args[position] if len(args) > position else kwargs.get(name, default)
+
+
 def _clamped(func, z: torch.Tensor) -> torch.Tensor:
     """What a clamp-like call clamps: its input, or ``a·z + b`` for :data:`HARD`."""
     if func not in HARD:
@@ -138,6 +144,8 @@ def _is_piecewise(func, args: tuple, kwargs: dict) -> bool:
     """A call of a piecewise-linear primitive on a tensor (a clamp with number bounds)."""
     if func not in PIECEWISE or not args or not isinstance(args[0], torch.Tensor):
         return False
+    if func in RRELU:
+        return not (args[3] if len(args) > 3 else kwargs.get("training", False))
     return func not in CLAMPS or _bounds(func, args, kwargs) is not None
 
 
@@ -218,8 +226,11 @@ def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor, branch: tuple | 
         a = args[1] if len(args) > 1 else kwargs["weight"]
         a = a.reshape(1, -1, *[1] * (z.dim() - 2)) if a.numel() > 1 and z.dim() >= 2 else a
         return z * (m + a * (1 - m))
+    if func in RRELU:
+        slope = (_argument(args, kwargs, 1, "lower", 1 / 8) + _argument(args, kwargs, 2, "upper", 1 / 3)) / 2
+        return z * (m + slope * (1 - m))
     leaky = func in (F.leaky_relu, F.leaky_relu_)
-    slope = (args[1] if len(args) > 1 else kwargs.get("negative_slope", 0.01)) if leaky else 0.0
+    slope = _argument(args, kwargs, 1, "negative_slope", 0.01) if leaky else 0.0
     return z * (m + slope * (1 - m))
 
 
