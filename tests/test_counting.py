@@ -407,6 +407,32 @@ def test_relu_of_the_weights_alone_is_counted_with_its_own_pattern() -> None:
     assert count_laws(model, (3,), params={"W": W}).patterns == "at θ"  # at random θ too, and no error
 
 
+class ClampedWeights(nn.Module):
+    """``fc(relu(x clamp(W, −½, ½)ᵀ + b))``: the clamp acts on the weight alone, no input to pair its pieces with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.W, self.b, self.fc = nn.Parameter(0.5 * torch.randn(6, 4)), nn.Parameter(torch.zeros(6)), nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.relu(x @ self.W.clamp(-0.5, 0.5).T + self.b))
+
+
+def test_a_clamp_of_the_weights_alone_is_no_count_at_a_random_theta() -> None:
+    """Each θ's saturated entries are conserved near it: counted 7, 8 or 9 (conclusive where two θ agreed) at
+    seeds where 45 of D = 51 is reached elsewhere. Near a given θ the count is that θ's; a scalar clamp whose entry
+    stays on one piece is counted."""
+    for seed in (0, 6):
+        torch.manual_seed(0)
+        count = count_laws(ClampedWeights().double(), (4,), seed=seed)
+        assert not count.conclusive and "acts on the parameters alone" in count.reason
+    model = ClampedWeights().double()
+    assert count_laws(model, (4,), at=dict(model.named_parameters())).conclusive
+    scale = lambda p, x: (x @ p["W"].T) * p["s"].exp().clamp(max=100.0)  # noqa: E731  CLIP's logit scale
+    params = {"W": torch.randn(3, 4, dtype=torch.float64), "s": torch.tensor(2.659, dtype=torch.float64)}
+    assert count_laws(scale, (4,), params=params).num_laws == 1  # (W, s) → (λW, s − ln λ)
+
+
 def test_model_constant_for_every_theta_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="does not depend on θ"):
         count_laws(lambda p, x: x.sum(-1, keepdim=True) + 0 * p["a"].sum(), (3,), params={"a": torch.ones(2)})

@@ -41,7 +41,14 @@ from conslaw_lite.counting.problem import (
     sample_inputs,
 )
 from conslaw_lite.counting.progress import Progress, wanted
-from conslaw_lite.counting.strata import Stratum, activation_pattern, covering_patterns, forced_patterns, kinked_calls
+from conslaw_lite.counting.strata import (
+    Stratum,
+    activation_pattern,
+    covering_patterns,
+    forced_patterns,
+    kinked_calls,
+    parameter_pieces,
+)
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
 from conslaw_lite.seeding import Stream, generator
@@ -131,6 +138,7 @@ class _Draw:
     zero: torch.Tensor | None = None  # (D,) coordinates whose gradient is exactly zero on every input
     factor: float = 1.0  # θ's scale relative to the model's (or to the standard scale)
     standard: bool = False  # θ drawn at nn.Linear's standard scale, not the model's (Problem.random_theta)
+    pieces: tuple[tuple[int, ...], ...] = ()  # the pieces of each piecewise call of the weights alone (at random θ)
 
 
 def _draw(
@@ -166,7 +174,7 @@ def _draw(
         batch *= PIECEWISE_SAMPLES
     x = problem.to_device(sample_inputs(input_shape, inputs, batch, gen))
     x, weights, n_out = balanced_inputs(problem, theta, x)
-    f, patterns, stratum = problem.outputs(x, weights), "", Stratum(index)
+    f, patterns, stratum, pieces = problem.outputs(x, weights), "", Stratum(index), ()
     if calls and not own:
         x, on_pieces = realizable_inputs(problem, theta, x, gen)
         x, weights, n_out = balanced_inputs(on_pieces, theta, x)
@@ -175,6 +183,7 @@ def _draw(
         tracked = theta.detach().requires_grad_()  # the pattern asks which units reach the output
         dead, linear, _ = activation_pattern(lambda: forward(tracked, x), len(x), problem.module)
         stratum, patterns = Stratum(index, dead, linear), "at θ"
+        pieces = parameter_pieces(lambda inputs: forward(theta, inputs), x) if at is None else ()
     if _zero_gradient(f, theta, gen).all():
         return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, None, factor, standard)
     zero = _zero_gradient(_probe_outputs(problem, x, weights) if not patterns else f, theta, gen)
@@ -184,7 +193,8 @@ def _draw(
         zero = zero & ~problem.unread(theta, x[:1])
     if bool(zero.all()):
         return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, None, factor, standard)
-    return _Draw(theta, f, n_out, gen, stratum, patterns, zero if bool(zero.any()) else None, factor, standard)
+    zero = zero if bool(zero.any()) else None
+    return _Draw(theta, f, n_out, gen, stratum, patterns, zero, factor, standard, pieces)
 
 
 def realizable_inputs(
@@ -391,6 +401,20 @@ def _frozen_error(problem: Problem, drawn: list[_Draw]) -> ValueError | None:
     )
 
 
+def _pieces_of_parameters(drawn: list[_Draw]) -> str:
+    """Why no count, where a piecewise call of the weights alone (``W.clamp(-c, c)``, ``relu(W)``) has its entries
+    on several pieces at a random θ, or on other pieces at another: the rank there is that of θ's own pattern (its
+    saturated entries conserved near θ), which random θ need not share, not of the whole parameter space."""
+    seen = {d.pieces for d in drawn}
+    if not any(len(codes) > 1 for d in drawn for codes in d.pieces) and len(seen) == 1:
+        return ""
+    return (
+        "a piecewise op acts on the parameters alone (a clamp or ReLU of a weight, not per input), and a random θ "
+        f"puts its entries on pieces {sorted(seen)}: the count at such a θ is that of θ's own pattern, not of the "
+        "whole parameter space; count near your θ with at=dict(model.named_parameters())"
+    )
+
+
 def _strata(results: list[tuple[_Draw, Rank]], drawn: list[_Draw]) -> tuple[Stratum, ...]:
     """The θ passed over (output constant there) and, at a given θ of a ReLU model, its pattern with the rank."""
     ranks = {d.stratum.draw: r.rank for d, r in results}
@@ -526,6 +550,7 @@ def count_laws(
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:
         reason = f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
+    reason = reason or _pieces_of_parameters([d for d, _ in results])
     kept, dropped = min(r.sigma_kept for r in ranks), max(r.sigma_dropped for r in ranks)
     if not reason and not all(r.saturated for r in ranks):
         reason = f"the rank was still growing at bracket depth {MAX_DEPTH}"

@@ -395,6 +395,25 @@ class _Signs(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def parameter_pieces(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> tuple[tuple[int, ...], ...]:
+    """The pieces each piecewise call that does not act per input (a clamp or ReLU of the weights alone) puts its
+    entries on, at the θ ``forward`` computes with: one sorted tuple of codes (:func:`_piece`) per such call.
+
+    Examples
+    ========
+    >>> W = torch.tensor([[1.0, -2.0], [0.5, 0.2]])
+    >>> parameter_pieces(lambda x: x @ W.clamp(-0.5, 0.5) + torch.relu(x), torch.ones(11, 2))  # the relu: per input
+    ((0, 1, 2),)
+    """
+    with _Signs(len(x)) as signs:
+        forward(x)
+    return tuple(
+        tuple(sorted(set(on.flatten().long().tolist())))
+        for on in signs.on
+        if on.dim() == 0 or on.shape[0] != len(x)
+    )
+
+
 PROBE_BATCHES = (11, 13)  # batch sizes kinked_calls runs: a tensor of θ alone rarely has that many rows, so a mask
 # of the weights is not taken for a branch on the inputs (a weight with 2 rows was, at a batch of 2)
 
