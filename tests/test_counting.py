@@ -433,6 +433,22 @@ def test_a_clamp_of_the_weights_alone_is_no_count_at_a_random_theta() -> None:
     assert count_laws(scale, (4,), params=params).num_laws == 1  # (W, s) → (λW, s − ln λ)
 
 
+def test_activation_checkpointing_is_refused_with_what_to_do() -> None:
+    """torch.func has no saved tensor hooks: the count ended in a traceback (the CLI's exit 3, an internal error)."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mlp = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return checkpoint(self.mlp, x, use_reentrant=False)
+
+    with pytest.raises(ValueError, match="saved tensor hooks .* count the model without them"):
+        count_laws(Checkpointed(), (4,))
+
+
 def test_model_constant_for_every_theta_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="does not depend on θ"):
         count_laws(lambda p, x: x.sum(-1, keepdim=True) + 0 * p["a"].sum(), (3,), params={"a": torch.ones(2)})

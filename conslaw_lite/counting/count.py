@@ -538,6 +538,14 @@ def count_laws(
         with exact_derivatives() if exact_ops else nullcontext():
             run = replace(plan, bar=bar, buffers=Buffers(D, device, plan.replay) if plan.complement else None)
             results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta, run)
+    except RuntimeError as err:
+        if "saved tensor hooks" not in str(err):
+            raise
+        raise ValueError(
+            "torch.func cannot differentiate through saved tensor hooks (torch.utils.checkpoint with "
+            "use_reentrant=False, or torch.autograd.graph.saved_tensors_hooks in the forward): count the model "
+            "without them"
+        ) from err
     finally:
         bar.close()
     strata = _strata(results, drawn)
