@@ -449,6 +449,29 @@ def test_activation_checkpointing_is_refused_with_what_to_do() -> None:
         count_laws(Checkpointed(), (4,))
 
 
+class RoutedUnderIf(nn.Module):
+    """Top-1 routing written the usual way: each expert runs on its inputs, only when some are routed to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = nn.Linear(4, 2)
+        self.experts = nn.ModuleList(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)) for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        top_p, idx = torch.softmax(self.gate(x), dim=-1).max(dim=-1)
+        out = torch.zeros(len(x), 2, dtype=x.dtype)
+        for e, expert in enumerate(self.experts):
+            if (idx == e).any():
+                out[idx == e] = top_p[idx == e, None] * expert(x[idx == e])
+        return out
+
+
+def test_an_expert_run_only_when_inputs_are_routed_to_it_is_told_what_to_change() -> None:
+    """The refusal named an internal function (kinked_calls) and said nothing of the routing."""
+    with pytest.raises(ValueError, match="under an `if`.* call it on every batch, even an empty selection"):
+        count_laws(RoutedUnderIf(), (4,))
+
+
 def test_model_constant_for_every_theta_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="does not depend on θ"):
         count_laws(lambda p, x: x.sum(-1, keepdim=True) + 0 * p["a"].sum(), (3,), params={"a": torch.ones(2)})

@@ -453,7 +453,12 @@ def _signs(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch
     with _Signs(len(chunk)) as signs:
         forward(theta, chunk)
     if any(on.dim() == 0 or on.shape[0] != len(chunk) for on in signs.on):
-        raise ValueError("a ReLU acts on a tensor without the inputs' batch first: see kinked_calls")
+        raise ValueError(
+            "a ReLU (or another piecewise op) acts on a tensor whose first dimension is the batch of inputs for some "
+            "inputs and not for others (rows the model selects, as an expert applied only when inputs are routed to "
+            "it, under an `if`): its pieces cannot be paired with the inputs; call it on every batch, even an empty "
+            "selection"
+        )
     return signs
 
 
