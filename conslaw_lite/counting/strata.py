@@ -88,7 +88,8 @@ SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.050700987355480493
 EXP_CONTINUATION = 20.0
 # Every piecewise primitive whose pattern the counter records and forces: units kinked at 0 (their pieces z and αz,
 # or z and an exponential), |z| (z and −z), and clamps at any bounds (lo, z, hi).
-PIECEWISE = KINKED_AT_ZERO | ABS | CLAMPS | frozenset(HARD) | PRELU | RRELU | EXPONENTIAL | SHRINK
+RANGED = CLAMPS | frozenset(HARD) | SHRINK  # the calls with pieces below, between and above two bounds (codes 0/1/2)
+PIECEWISE = KINKED_AT_ZERO | ABS | RANGED | PRELU | RRELU | EXPONENTIAL
 # Branches on the batch of inputs: a comparison's result (torch.where(z > 0, z, 0), z * (z > 0)) and which operand a
 # select takes (torch.maximum(z, 0): a ReLU written another way) are pieces too, recorded and forced as a ReLU's are.
 COMPARISONS = frozenset(
@@ -107,7 +108,7 @@ def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None
     if func in HARD:
         return HARD[func][2:]
     if func in SHRINK:
-        lambd = args[1] if len(args) > 1 else kwargs.get("lambd", 0.5)
+        lambd = _argument(args, kwargs, 1, "lambd", 0.5)
         return -lambd, lambd
     if func is F.relu6:
         return 0.0, 6.0
@@ -145,7 +146,7 @@ def _is_piecewise(func, args: tuple, kwargs: dict) -> bool:
     if func not in PIECEWISE or not args or not isinstance(args[0], torch.Tensor):
         return False
     if func in RRELU:
-        return not (args[3] if len(args) > 3 else kwargs.get("training", False))
+        return not _argument(args, kwargs, 3, "training", False)
     return func not in CLAMPS or _bounds(func, args, kwargs) is not None
 
 
@@ -186,7 +187,7 @@ def _piece(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch.T
     if not _is_piecewise(func, args, kwargs):
         return None
     z = args[0]
-    if func not in CLAMPS and func not in HARD and func not in SHRINK:
+    if func not in RANGED:
         return z.detach() > 0
     lo, hi = _bounds(func, args, kwargs)
     u = _clamped(func, z.detach())
@@ -223,7 +224,7 @@ def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor, branch: tuple | 
     if func in EXPONENTIAL:
         return _exponential(func, args, kwargs, m.bool())
     if func in PRELU:
-        a = args[1] if len(args) > 1 else kwargs["weight"]
+        a = _argument(args, kwargs, 1, "weight", None)
         a = a.reshape(1, -1, *[1] * (z.dim() - 2)) if a.numel() > 1 and z.dim() >= 2 else a
         return z * (m + a * (1 - m))
     if func in RRELU:
@@ -241,7 +242,7 @@ def _exponential(func, args: tuple, kwargs: dict, on: torch.Tensor) -> torch.Ten
     if func in (F.selu, torch.selu, torch.selu_):
         alpha, inner, scale = SELU_ALPHA, 1.0, SELU_SCALE
     else:
-        alpha = args[1] if len(args) > 1 else kwargs.get("alpha", 1.0)
+        alpha = _argument(args, kwargs, 1, "alpha", 1.0)
         inner, scale = alpha if func in (F.celu, torch.celu, torch.celu_) else 1.0, 1.0
     negative = alpha * torch.expm1(torch.where(on, 0.0, z) / inner)  # 0 on the other piece: no exp of a large z
     return scale * torch.where(on, z, negative)
@@ -368,7 +369,7 @@ def activation_pattern(
 
 def _pieces(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
     """The codes :func:`_piece` can give for this call: (0, 1) for a kink or |z|, those of a clamp's sides."""
-    if func not in CLAMPS and func not in HARD and func not in SHRINK:
+    if func not in RANGED:
         return 0, 1
     lo, hi = _bounds(func, args, kwargs)
     return (0,) * (lo is not None) + (1,) + (2,) * (hi is not None)
