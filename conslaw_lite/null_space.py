@@ -59,8 +59,10 @@ def null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
     window = vectors[:, : min(candidates + EXTRA, a.shape[1])]
     _, s, wh = torch.linalg.svd(a @ window, full_matrices=False)  # s descending
     dropped = s <= CUT * sigma_max
-    null = (window @ wh[dropped].T).T / scale  # back to the unscaled coefficients
-    null = null / null.norm(dim=1, keepdim=True)
+    # Back to the unscaled coefficients, then an orthonormal basis of their span: a vector that mixes a column on the
+    # floor (a coordinate f never reads) with others is, unscaled, that column's entry to one part in 10⁶, and the
+    # other laws it holds (a row sum of a causal score bias) were lost as round-off downstream.
+    null = torch.linalg.qr((window @ wh[dropped].T) / scale[:, None])[0].T
     beyond = float(eigenvalues[window.shape[1]].sqrt()) if window.shape[1] < a.shape[1] else math.inf
     sigma_kept = min([float(s[~dropped].min())] if (~dropped).any() else [], default=beyond)
     sigma_dropped = float(s[dropped].max()) if dropped.any() else 0.0

@@ -577,3 +577,29 @@ def test_attention_beyond_the_old_limit_is_found_per_pair_of_slices(one_thread):
     ]
     assert found.num_found == found.count.num_laws == 40 and found.complete
     assert "pairs of slices: 2 solved" in found.searched  # one per axis, the others' laws moved to them
+
+
+class CausalScoreBias(nn.Module):
+    """One-head attention with a learned (T, T) score bias B under a causal mask: B's masked entries are read by no
+    output, and softmax is blind to a shift of each row, so Σ_{j ≤ i} B[i, j] is conserved (T laws)."""
+
+    def __init__(self, d: int = 4, T: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.B = nn.Parameter(0.3 * torch.randn(T, T))
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.q(x) @ self.k(x).transpose(-1, -2) / math.sqrt(x.shape[-1]) + self.B
+        s = s.masked_fill(torch.triu(torch.ones_like(self.B, dtype=torch.bool), 1), float("-inf"))
+        return self.o(s.softmax(-1) @ self.v(x))
+
+
+def test_linear_laws_beside_coordinates_no_output_reads_are_found_alone() -> None:
+    """A null vector that mixed a masked entry (a column on the scaling floor) with a row sum was, unscaled, the entry
+    to one part in 10⁶: the row sums were lost, and 50 products of laws printed as 'quadratic laws (30 independent)'."""
+    found = find_laws(CausalScoreBias().double(), (4, 4))
+    assert found.complete and found.num_found == found.count.num_laws == 10 + 10 + 10, found.message
+    assert len(found.basis) == 30  # no product of two linear laws among them
+    linear = [law for law in found.basis if all(len(m) == 1 for m in law.coefficients)]
+    assert len(linear) == 10 and all(law.text().startswith(("B[", "Σ B[")) for law in linear)
