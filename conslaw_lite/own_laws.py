@@ -58,6 +58,7 @@ from torch.func import jacrev, vjp
 from conslaw_lite.config import evaluating, model_device
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import cosine_residuals
+from conslaw_lite.counting.embedding_rows import EMBEDDINGS
 from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import Law, find_blocks
@@ -405,9 +406,9 @@ def _part_inputs(module: nn.Module, x: torch.Tensor, seed: int) -> tuple[tuple[i
     shape = tuple(x.shape[1:])
     if x.is_floating_point():
         return shape, None
-    embedding = next((m for m in module.modules() if isinstance(m, nn.Embedding)), None)
+    embedding = next((m for m in module.modules() if isinstance(m, EMBEDDINGS)), None)
     if embedding is None:
-        raise ValueError(f"its input is {x.dtype} and it has no nn.Embedding to take the vocabulary from")
+        raise ValueError(f"its input is {x.dtype} and it has no nn.Embedding or EmbeddingBag to read the vocabulary of")
     example = token_inputs(shape, embedding.num_embeddings, 1, seed)
     return shape, token_inputs(shape, embedding.num_embeddings, inputs_needed(module, example), seed)
 

@@ -23,6 +23,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
+from conslaw_lite.counting.embedding_rows import EMBEDDINGS
 from conslaw_lite.user_inputs import inputs_needed, token_inputs
 
 INPUTS = "inputs"  # the name of the optional ``inputs(n)`` function of a module file
@@ -62,7 +63,7 @@ class UserModule:
         a model with an ``nn.Embedding`` given float inputs, how to give it token ids."""
         where = user_line(err, self.path)
         text = f"{where}: {err}" if where else str(err)
-        if not tokens and self.make_inputs is None and any(isinstance(m, nn.Embedding) for m in self.model.modules()):
+        if not tokens and self.make_inputs is None and any(isinstance(m, EMBEDDINGS) for m in self.model.modules()):
             text += "; a model of token ids takes --input-dtype long --vocab V"
         return text
 
@@ -77,12 +78,13 @@ class UserModule:
 def _check_vocab(model: nn.Module, vocab: int) -> None:
     """``--vocab`` against the model's first ``nn.Embedding``: more ids than its rows is an error; fewer, a warning
     (an id never drawn leaves its row free: spurious laws)."""
-    name, embedding = next(((n, m) for n, m in model.named_modules() if isinstance(m, nn.Embedding)), (None, None))
+    name, embedding = next(((n, m) for n, m in model.named_modules() if isinstance(m, EMBEDDINGS)), (None, None))
     if embedding is None:
         return
     rows = embedding.num_embeddings
     if vocab > rows:
-        raise ValueError(f"--vocab {vocab}: the model's nn.Embedding `{name}` has {rows} rows (ids 0..{rows - 1})")
+        kind = type(embedding).__name__
+        raise ValueError(f"--vocab {vocab}: the model's {kind} `{name}` has {rows} rows (ids 0..{rows - 1})")
     if vocab < rows:
         print(
             f"warning: --vocab {vocab} draws ids 0..{vocab - 1} only, but `{name}` has {rows} rows: each row never "

@@ -449,6 +449,39 @@ def test_activation_checkpointing_is_refused_with_what_to_do() -> None:
         count_laws(Checkpointed(), (4,))
 
 
+class ScaledWithoutGradient(nn.Module):
+    """A ReLU MLP times a scale computed from x, held constant as users write it: ``.detach()``, a
+    ``torch.no_grad()`` block, or a ``@torch.no_grad()`` helper (which backward treats the same way)."""
+
+    def __init__(self, style: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.scale, self.style = nn.Linear(3, 4), nn.Linear(4, 2), nn.Linear(3, 1), style
+
+    @torch.no_grad()
+    def _constant_scale(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.scale(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.style == "detach":
+            s = torch.sigmoid(self.scale(x)).detach()
+        elif self.style == "block":
+            with torch.no_grad():
+                s = torch.sigmoid(self.scale(x))
+        else:
+            s = self._constant_scale(x)
+        return self.b(torch.relu(self.a(x))) * s
+
+
+@pytest.mark.parametrize("style", ["block", "decorator"])
+def test_what_forward_computes_without_gradients_is_a_constant(style: str) -> None:
+    """jvp ignores no_grad: the count was inconclusive ('an op torch differentiates wrongly'). The 4 unit laws and
+    the 4 entries of the scale layer, which no gradient reaches, as with .detach()."""
+    count = count_laws(ScaledWithoutGradient(style), (3,))
+    assert count.conclusive, count.reason
+    assert count.num_laws == count_laws(ScaledWithoutGradient("detach"), (3,)).num_laws == 4 + 4
+
+
 class RoutedUnderIf(nn.Module):
     """Top-1 routing written the usual way: each expert runs on its inputs, only when some are routed to it."""
 

@@ -7,12 +7,14 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
 from conslaw_lite import check_laws, count_laws
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.embedding_rows import UnreadRows
+from conslaw_lite.counting.exact_ops import embedding_bag
 from conslaw_lite.counting.module_checks import check_countable, check_dtypes, mode_dependent_layers
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.find_laws import find_laws
@@ -281,6 +283,31 @@ def test_an_embeddings_padding_row_is_held_constant_and_its_entries_are_laws() -
     with pytest.warns(UnreadRows):
         pad = check_laws(net, {"pad": lambda p: p["0.weight"][0]}, inputs=ids)
     assert pad.max_residual <= RESIDUAL_TOL and pad.independent == 3
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 0])
+def test_the_embedding_bag_stand_in_is_torchs(mode: str, padding_idx: int | None) -> None:
+    """torch's fused embedding_bag has no forward-mode derivative: nn.EmbeddingBag could not be counted."""
+    torch.manual_seed(0)
+    w, ids = torch.randn(6, 3, dtype=torch.float64), torch.randint(0, 6, (5, 4))
+    flat, offsets = torch.randint(0, 6, (9,)), torch.tensor([0, 2, 2, 7])  # bags of 2, 0, 5 and 2 ids
+    assert torch.allclose(embedding_bag(ids, w, mode=mode, padding_idx=padding_idx),
+                          F.embedding_bag(ids, w, mode=mode, padding_idx=padding_idx))  # fmt: skip
+    assert torch.allclose(embedding_bag(flat, w, offsets, mode=mode, padding_idx=padding_idx),
+                          F.embedding_bag(flat, w, offsets, mode=mode, padding_idx=padding_idx))  # fmt: skip
+
+
+def test_an_embedding_bag_model_is_counted_and_its_padding_row_named() -> None:
+    """The mean of a bag's rows read by a linear layer: a linear junction, EᵀE − WᵀW (d(d+1)/2 = 10 laws)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.EmbeddingBag(10, 4, mode="mean"), nn.Linear(4, 2)).double()
+    ids = torch.randint(0, 10, (64, 5))
+    count = count_laws(net, inputs=ids)
+    assert count.conclusive and count.num_laws == 10
+    padded = nn.Sequential(nn.EmbeddingBag(10, 4, mode="sum", padding_idx=0), nn.Linear(4, 2)).double()
+    with pytest.warns(UnreadRows, match=r"`0` \(EmbeddingBag\) gets no gradient on its padding row 0"):
+        assert count_laws(padded, inputs=ids).num_laws == 10 + 4
 
 
 def test_the_unread_rows_warning_points_at_the_callers_line() -> None:

@@ -17,6 +17,7 @@ from conslaw_lite.counting.module_checks import describe_layer
 from conslaw_lite.laws import user_stacklevel
 
 Params = Mapping[str, torch.Tensor]
+EMBEDDINGS = (nn.Embedding, nn.EmbeddingBag)  # the layers that read rows of a table by token id
 
 
 class UnreadRows(UserWarning):
@@ -38,7 +39,7 @@ def warn_padding_rows(module: nn.Module | None) -> None:
     `0` (Embedding) gets no gradient on its padding row 0 (padding_idx=0): each of its 2 entries counts as a law
     """
     for name, m in module.named_modules() if module is not None else ():
-        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+        if isinstance(m, EMBEDDINGS) and m.padding_idx is not None:
             warnings.warn(
                 f"{describe_layer(name, m)} gets no gradient on its padding row {m.padding_idx} (padding_idx="
                 f"{m.padding_idx}): each of its {m.embedding_dim} entries counts as a law",
@@ -68,7 +69,7 @@ def warn_unread_rows(module: nn.Module | None, inputs: torch.Tensor | None, appl
     """
     if module is None or inputs is None or inputs.is_floating_point():
         return
-    embeddings = {m: name for name, m in module.named_modules() if isinstance(m, nn.Embedding)}
+    embeddings = {m: name for name, m in module.named_modules() if isinstance(m, EMBEDDINGS)}
     read: dict[nn.Module, torch.Tensor] = {}
     hooks = [m.register_forward_pre_hook(lambda m, args: read.setdefault(m, args[0])) for m in embeddings]
     try:

@@ -21,6 +21,7 @@ derivative. In torch 2.14 (float64; checked on CPU) these do not have one:
   derivative of their derivative kernels (``glu_jvp``, ``_weight_norm_interface``).
 * ``scaled_dot_product_attention`` on CPU dispatches to a flash kernel that has no
   forward-mode derivative at all (``NotImplementedError``).
+* ``embedding_bag`` (``nn.EmbeddingBag``): its fused kernel has no forward-mode derivative.
 * ``embedding`` with a ``padding_idx``: its backward gives the padding row no gradient, its forward-mode
   derivative moves it, so two ways of taking D²f disagree. Training never moves that row: the stand-in holds it
   constant.
@@ -205,11 +206,74 @@ def embedding(input: torch.Tensor, weight: torch.Tensor, padding_idx: int | None
     return _EMBEDDING(input, weight, None, *rest, **kw)
 
 
+_EMBEDDING_BAG = F.embedding_bag
+
+
+def embedding_bag(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    offsets: torch.Tensor | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    mode: str = "mean",
+    sparse: bool = False,
+    per_sample_weights: torch.Tensor | None = None,
+    include_last_offset: bool = False,
+    padding_idx: int | None = None,
+) -> torch.Tensor:
+    """``F.embedding_bag``: per bag, the sum, mean or max of the rows of ``weight`` its ids read (each times its
+    ``per_sample_weights`` entry), ids equal to ``padding_idx`` left out (of the mean's count too), an empty bag 0.
+    A bag is a row of a 2-D ``input``, or the ids of a 1-D one from one offset to the next.
+
+    Examples
+    ========
+    >>> w, ids = torch.randn(5, 3, dtype=torch.float64), torch.tensor([[0, 2, 2], [4, 1, 0]])
+    >>> all(torch.allclose(embedding_bag(ids, w, mode=m), F.embedding_bag(ids, w, mode=m)) for m in ("sum", "max"))
+    True
+    >>> flat, offsets = torch.tensor([1, 0, 3, 0]), torch.tensor([0, 1, 1])  # bags [1], [], [0, 3, 0]
+    >>> torch.allclose(embedding_bag(flat, w, offsets, padding_idx=0), F.embedding_bag(flat, w, offsets, padding_idx=0))
+    True
+    """
+    if max_norm is not None:  # renormalizes rows in place: the counter refuses it (module_checks), torch's says why
+        return _EMBEDDING_BAG(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
+                              per_sample_weights, include_last_offset, padding_idx)  # fmt: skip
+    ids, kept, scale = _bags(input, offsets, include_last_offset, per_sample_weights)
+    if padding_idx is not None:
+        kept = kept & (ids != padding_idx % len(weight))
+    rows = _EMBEDDING(ids, weight) if scale is None else _EMBEDDING(ids, weight) * scale[..., None]
+    if mode == "max":
+        top = torch.where(kept[..., None], rows, -torch.inf).amax(1)
+        return torch.where(kept.any(1)[:, None], top, 0)
+    out = (rows * kept[..., None]).sum(1)
+    return out if mode == "sum" else out / kept.sum(1).clamp(min=1)[:, None]
+
+
+def _bags(
+    input: torch.Tensor, offsets: torch.Tensor | None, include_last_offset: bool, weights: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Bags as the rows of an (n, L) matrix of ids, with which entries are ids (``kept``) and their weights: a 2-D
+    ``input`` as it is; a 1-D one cut at its ``offsets``, each bag padded to the longest."""
+    if input.dim() == 2:
+        return input, torch.ones_like(input, dtype=torch.bool), weights
+    starts = offsets[:-1] if include_last_offset else offsets
+    bags = torch.bucketize(torch.arange(len(input), device=input.device), starts, right=True) - 1
+    position = torch.arange(len(input), device=input.device) - starts[bags]
+    shape = (len(starts), int(position.max()) + 1 if len(input) else 1)
+    ids, kept = input.new_zeros(shape), torch.zeros(shape, dtype=torch.bool, device=input.device)
+    ids[bags, position], kept[bags, position] = input, True
+    if weights is None:
+        return ids, kept, None
+    padded = weights.new_zeros(shape)
+    padded[bags, position] = weights
+    return ids, kept, padded
+
+
 _TORCH = {"layer_norm": F.layer_norm, "batch_norm": F.batch_norm, "instance_norm": F.instance_norm}
 _ROUTES = [(F, "layer_norm", layer_norm), (torch, "layer_norm", layer_norm), (F, "batch_norm", batch_norm),
            (F, "instance_norm", instance_norm), (F, "hardsigmoid", hardsigmoid),
            (F, "hardswish", hardswish), (F, "glu", glu), (torch, "_weight_norm", weight_norm),
-           (F, "embedding", embedding)]  # fmt: skip
+           (F, "embedding", embedding), (F, "embedding_bag", embedding_bag)]  # fmt: skip
 
 
 @contextmanager
@@ -217,7 +281,8 @@ def exact_derivatives() -> Iterator[None]:
     """Within the block, the ops listed in the module docstring have exact derivatives of every order.
 
     ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm``, ``F.instance_norm``, ``F.hardsigmoid``,
-    ``F.hardswish``, ``F.glu``, ``torch._weight_norm`` and ``F.embedding`` are replaced by the elementary formulas
+    ``F.hardswish``, ``F.glu``, ``torch._weight_norm``, ``F.embedding`` and ``F.embedding_bag`` are replaced by
+    the elementary formulas
     of this module (the last holding its padding row constant), and ``F.scaled_dot_product_attention`` runs torch's
     composite ``MATH`` backend (``softmax(QKᵀ/√k + mask) V`` in elementary ops). Everything is restored on exit.
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 from torch.func import functional_call, jvp
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_map_only
 
 from conslaw_lite.counting.module_checks import check_dtypes
 from conslaw_lite.laws import Params, float64_form
@@ -54,7 +56,8 @@ class Problem:
         module = copy.deepcopy(self.module).to(device)
 
         def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
-            return one_output(functional_call(module, dict(p), (x,)), len(x))
+            with GradOffIsConstant():
+                return one_output(functional_call(module, dict(p), (x,)), len(x))
 
         return replace(self, apply=apply, module=module, device=device)
 
@@ -122,14 +125,16 @@ def problem_of(model: Model, params: Params | None) -> Problem:
         params = {n: p for n, p in module.named_parameters() if p.requires_grad}
 
         def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
-            return one_output(functional_call(module, dict(p), (x,)), len(x))
+            with GradOffIsConstant():
+                return one_output(functional_call(module, dict(p), (x,)), len(x))
 
     elif callable(model):
         if params is None:
             raise TypeError("a model given as a function f(params, x) needs params={name: tensor}")
 
         def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
-            return one_output(model(p, x), len(x))
+            with GradOffIsConstant():
+                return one_output(model(p, x), len(x))
 
         check_dtypes(params)
     else:
@@ -142,6 +147,39 @@ def problem_of(model: Model, params: Params | None) -> Problem:
         if not torch.isfinite(p).all():
             raise ValueError(f"parameter {name!r} contains NaN or infinite entries")
     return Problem(apply, {n: p.shape for n, p in params.items()}, _scales(params), module)
+
+
+class GradOffIsConstant(TorchFunctionMode):
+    """What a model computes with gradients off inside its forward (``with torch.no_grad():``, a
+    ``@torch.no_grad()`` helper) is a constant, as training's backward sees it: the outputs of those ops are
+    detached. The counter's forward-mode derivatives (``jvp``) ignore the grad mode and would differentiate
+    through them; ``.detach()`` stops both. Ops are left alone when gradients were already off on entry.
+
+    Examples
+    ========
+    >>> w = torch.tensor(2.0, dtype=torch.float64)
+    >>> def f(w):
+    ...     with torch.no_grad():
+    ...         scale = w * w
+    ...     return scale * w
+    >>> torch.func.jvp(f, (w,), (torch.ones_like(w),))[1].item()  # d(w³)/dw: through the no_grad block
+    12.0
+    >>> def counted(w):
+    ...     with GradOffIsConstant():
+    ...         return f(w)
+    >>> torch.func.jvp(counted, (w,), (torch.ones_like(w),))[1].item()  # w² held constant, as backward holds it
+    4.0
+    """
+
+    def __enter__(self) -> GradOffIsConstant:
+        self.grad_on_entry = torch.is_grad_enabled()
+        return super().__enter__()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not self.grad_on_entry or torch.is_grad_enabled():
+            return out
+        return tree_map_only(torch.Tensor, torch.Tensor.detach, out)
 
 
 class OutputLayoutError(ValueError):
