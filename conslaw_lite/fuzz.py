@@ -4,14 +4,16 @@
 an ``nn.Module`` subclass with a ``forward`` of functional calls, ``nn.MultiheadAttention``) and
 states what theory says of it (chapters 02–05 of the book):
 
-* a hidden unit of a **positively homogeneous** activation of degree p (relu, leaky_relu,
-  clamp(min=0), abs: p = 1; square: p = 2) between ``W_l, b_l`` and ``W_{l+1}`` keeps
+* a hidden unit of a **positively homogeneous** activation of degree p (relu, leaky_relu, prelu
+  with a fixed slope, rrelu in eval mode, clamp(min=0), abs: p = 1; square: p = 2) between
+  ``W_l, b_l`` and ``W_{l+1}`` keeps
   ``‖W_{l+1}[:, i]‖² − (‖W_l[i, :]‖² + b_l[i]²)/p`` (rescale the unit's input by λ and its
   output by λ^(−p));
 * a **linear junction** (identity) keeps the balancedness matrix
   ``W_{l+1}ᵀW_{l+1} − [W_l, b_l][W_l, b_l]ᵀ``;
 * a **capped or smooth** activation (relu6, hardtanh, hardsigmoid, hardswish, clamp with a
-  threshold ≠ 0, elu, gelu, silu, softplus, tanh, sigmoid): no law of its own;
+  threshold ≠ 0, elu, selu, celu(α), hardshrink(λ), softshrink(λ), gelu, silu, softplus(β), tanh,
+  sigmoid): no law of its own;
 * a **gated unit** ``A(g(Bx + b) ⊙ (Cx + c))``: ``‖A[:, i]‖² − ‖C[i, :]‖² − c_i²``, and with a
   homogeneous gate (relu) also the same with B;
 * a **norm's gain** γ (and bias β) read by a linear layer W: ``‖W[:, i]‖² − γ_i² − β_i²``;
@@ -46,7 +48,8 @@ FAMILIES = {  # family -> share of the cases
 }  # fmt: skip
 ACTIVATIONS = (
     "relu", "relu6", "hardtanh", "leaky_relu", "elu", "gelu", "silu", "softplus", "tanh", "sigmoid",
-    "hardsigmoid", "hardswish", "clamp", "abs", "square", "identity",
+    "hardsigmoid", "hardswish", "clamp", "abs", "square", "identity", "selu", "celu", "prelu", "rrelu",
+    "hardshrink", "softshrink",
 )  # fmt: skip
 
 
@@ -110,11 +113,22 @@ def draw_activation(rng: random.Random, names: tuple[str, ...] = ACTIVATIONS) ->
     if name == "leaky_relu":
         slope = round(rng.uniform(0.01, 0.5), 3)
         return Activation(f"leaky_relu({slope})", lambda z: F.leaky_relu(z, slope), 1)
+    if name == "prelu":  # a fixed slope, as F.prelu takes it: positively homogeneous like leaky_relu
+        slope = torch.tensor([round(rng.uniform(-0.5, 0.5), 3)])
+        return Activation(f"prelu({slope.item()})", lambda z: F.prelu(z, slope.to(z.dtype)), 1)
+    if name == "softplus":  # torch returns z where βz > 20: a large β puts units on that linear piece
+        beta = rng.choice([1.0, round(rng.uniform(2, 30), 1)])
+        return Activation(f"softplus(β={beta})", lambda z: F.softplus(z, beta=beta))
+    if name in ("celu", "hardshrink", "softshrink"):  # a scale α or a threshold λ of their own
+        knob = rng.choice([1.0, round(rng.uniform(0.1, 2.0), 2)])
+        calls = {"celu": F.celu, "hardshrink": F.hardshrink, "softshrink": F.softshrink}
+        return Activation(f"{name}({knob})", lambda z: calls[name](z, knob))
     table: dict[str, tuple[Callable, int | None]] = {
         "relu": (torch.relu, 1), "relu6": (F.relu6, None), "elu": (F.elu, None), "gelu": (F.gelu, None),
-        "silu": (F.silu, None), "softplus": (F.softplus, None), "tanh": (torch.tanh, None),
+        "silu": (F.silu, None), "tanh": (torch.tanh, None),
         "sigmoid": (torch.sigmoid, None), "hardsigmoid": (F.hardsigmoid, None), "hardswish": (F.hardswish, None),
         "abs": (torch.abs, 1), "square": (lambda z: z * z, 2), "identity": (lambda z: z, None),
+        "selu": (F.selu, None), "rrelu": (lambda z: F.rrelu(z, training=False), 1),
     }  # fmt: skip
     function, degree = table[name]
     return Activation(name, function, degree, linear=name == "identity")
