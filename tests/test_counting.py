@@ -482,6 +482,36 @@ def test_what_forward_computes_without_gradients_is_a_constant(style: str) -> No
     assert count.num_laws == count_laws(ScaledWithoutGradient("detach"), (3,)).num_laws == 4 + 4
 
 
+class SoftplusBehindTanh(nn.Module):
+    """``c(softplus_β(b(tanh(a x))))``: behind the bounded tanh, a large bias keeps a unit past softplus's threshold
+    (βz > 20, where torch returns z) on every input, a linear unit at that θ."""
+
+    def __init__(self, beta: float, bias_scale: float, offset: float = 0.0) -> None:
+        super().__init__()
+        self.beta, self.offset = beta, offset
+        self.a, self.b, self.c = nn.Linear(1, 3), nn.Linear(3, 3), nn.Linear(3, 1)
+        with torch.no_grad():
+            self.b.bias.mul_(bias_scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c(F.softplus(self.b(torch.tanh(self.a(x))) + self.offset, beta=self.beta))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_softplus_unit_past_its_threshold_is_no_count_of_a_linear_unit(seed: int) -> None:
+    """β = 100, biases ×10: both θ of seed 2 kept units on torch's linear piece, 8 conclusive laws (N = 0). Now the
+    θ are drawn smaller there: 0, or no count where the θ still disagree."""
+    torch.manual_seed(seed)
+    count = count_laws(SoftplusBehindTanh(100.0, 10.0).double(), (1,), seed=seed)
+    assert not count.conclusive or count.num_laws == 0, count.num_laws
+
+
+def test_a_softplus_unit_past_its_threshold_at_every_scale_is_said() -> None:
+    torch.manual_seed(0)
+    count = count_laws(SoftplusBehindTanh(1.0, 1.0, offset=100.0).double(), (1,))
+    assert not count.conclusive and "stays on or near torch's linear piece" in count.reason, count.reason
+
+
 class RoutedUnderIf(nn.Module):
     """Top-1 routing written the usual way: each expert runs on its inputs, only when some are routed to it."""
 

@@ -41,6 +41,7 @@ from conslaw_lite.counting.problem import (
     sample_inputs,
 )
 from conslaw_lite.counting.progress import Progress, wanted
+from conslaw_lite.counting.saturation import STILL_LINEAR, linear_units
 from conslaw_lite.counting.strata import (
     Stratum,
     activation_pattern,
@@ -139,6 +140,7 @@ class _Draw:
     factor: float = 1.0  # θ's scale relative to the model's (or to the standard scale)
     standard: bool = False  # θ drawn at nn.Linear's standard scale, not the model's (Problem.random_theta)
     pieces: tuple[tuple[int, ...], ...] = ()  # the pieces of each piecewise call of the weights alone (at random θ)
+    linear: bool = False  # a softplus unit past torch's threshold on every input (saturation.linear_units)
 
 
 def _draw(
@@ -194,7 +196,8 @@ def _draw(
     if bool(zero.all()):
         return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, None, factor, standard)
     zero = zero if bool(zero.any()) else None
-    return _Draw(theta, f, n_out, gen, stratum, patterns, zero, factor, standard, pieces)
+    linear = at is None and linear_units(lambda: forward(theta, x))
+    return _Draw(theta, f, n_out, gen, stratum, patterns, zero, factor, standard, pieces, linear)
 
 
 def realizable_inputs(
@@ -316,7 +319,8 @@ def _ranks_at_points(
     drawn ten times smaller each time this happens, down to ``MIN_FACTOR``. Zeros on the same
     entries at every θ there are structural and counted as laws (a gate behind a top-1 softmax that
     renormalizes to exactly 1, a tensor the output does not read); zeros that move from θ to θ are
-    an error naming their tensors.
+    an error naming their tensors. So is a θ where a softplus unit is past torch's threshold on every input
+    (:mod:`.saturation`): there still at ``MIN_FACTOR``, no count (``STILL_LINEAR``).
     """
     if at is not None:
         drawn = [_draw(problem, 0, input_shape, inputs, seed, num_samples, at)]
@@ -327,7 +331,7 @@ def _ranks_at_points(
         for index in range(MAX_DRAWS):
             standard = sum(_usable(d) for d in drawn) == 1
             drawn.append(_draw(problem, index, input_shape, inputs, seed, num_samples, None, factor, standard))
-            if drawn[-1].zero is not None:
+            if drawn[-1].zero is not None or drawn[-1].linear:
                 factor = max(factor / 10, MIN_FACTOR)
             elif drawn[-1].stratum.constant:  # too small for the output to move (a threshold): back up
                 factor = min(factor * 10, 1.0)
@@ -339,6 +343,8 @@ def _ranks_at_points(
                     f"the output's gradient in θ is zero at all {MAX_DRAWS} random θ tried, on every sampled "
                     "input: the model's output does not depend on θ"
                 )
+            if sum(not d.stratum.constant and not d.linear for d in drawn) < NUM_POINTS:
+                return [], drawn, STILL_LINEAR.format(factor=MIN_FACTOR)
             if sum(_usable(d) for d in drawn) < NUM_POINTS:
                 error = _frozen_error(problem, drawn)
                 if error is not None:
@@ -379,8 +385,9 @@ def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, d
 
 
 def _usable(d: _Draw) -> bool:
-    """The output moves with θ at this draw, and every coordinate's gradient is nonzero on some input."""
-    return not d.stratum.constant and d.zero is None
+    """The output moves with θ at this draw, every coordinate's gradient is nonzero on some input, and no softplus
+    unit is linear on every input."""
+    return not d.stratum.constant and d.zero is None and not d.linear
 
 
 def _frozen_error(problem: Problem, drawn: list[_Draw]) -> ValueError | None:
