@@ -95,7 +95,8 @@ def _check_vocab(model: nn.Module, vocab: int) -> None:
 
 def load_module(spec: str) -> UserModule:
     r"""``FILE.py:FACTORY`` → ``FACTORY()`` (or ``FACTORY`` itself, an ``nn.Module`` the file builds) and the file's
-    ``inputs`` function (``ValueError`` naming what is missing).
+    ``inputs`` function (``ValueError`` naming what is missing). ``FILE.py`` alone: its ``model``, or the one
+    ``nn.Module`` the file builds at its top level.
 
     Examples
     ========
@@ -106,6 +107,8 @@ def load_module(spec: str) -> UserModule:
     Linear(in_features=3, out_features=2, bias=True)
     >>> _ = path.write_text("from torch import nn\n\nmodel = nn.Linear(3, 2)\n")
     >>> load_module(f"{path}:model").model
+    Linear(in_features=3, out_features=2, bias=True)
+    >>> load_module(str(path)).model  # the file alone: its model
     Linear(in_features=3, out_features=2, bias=True)
     >>> load_module(f"{path}:missing")
     Traceback (most recent call last):
@@ -118,14 +121,17 @@ def load_module(spec: str) -> UserModule:
     conslaw_lite.user_module.UserCodeError: .../mine.py:2: OSError: no weights file (in build())
     """
     path_text, sep, factory_name = spec.rpartition(":")
-    if not sep or not path_text or not factory_name:
-        raise ValueError(f"--module must be FILE.py:FACTORY, got {spec!r}")
+    if not sep and spec.endswith(".py"):
+        path_text, factory_name = spec, ""
+    elif not sep or not path_text or not factory_name:
+        raise ValueError(f"--module must be FILE.py:FACTORY (or FILE.py, whose model is taken), got {spec!r}")
     path = Path(path_text)
     if path.is_dir():
         raise ValueError(f"--module: {path} is a directory; give the file: FILE.py:FACTORY")
     if not path.is_file():
         raise ValueError(f"--module: file not found: {path}")
     source = _import(path)
+    factory_name = factory_name or _built_model(source, path)
     factory = getattr(source, factory_name, None)
     if isinstance(factory, nn.Module):  # built in the file (``model = Net()``): that module itself
         model = factory
@@ -137,6 +143,17 @@ def load_module(spec: str) -> UserModule:
         raise TypeError(f"--module: {factory_name}() returned {type(model).__name__!r}, not an nn.Module")
     make_inputs = getattr(source, INPUTS, None)
     return UserModule(model, path, make_inputs if callable(make_inputs) else None)
+
+
+def _built_model(source: ModuleType, path: Path) -> str:
+    """The name of the model a file builds at its top level: ``model``, else its one ``nn.Module``."""
+    if isinstance(getattr(source, "model", None), nn.Module):
+        return "model"
+    built = [name for name, value in vars(source).items() if isinstance(value, nn.Module) and not name.startswith("_")]
+    if len(built) == 1:
+        return built[0]
+    found = f"builds {', '.join(built)}" if built else "builds no nn.Module at its top level"
+    raise ValueError(f"--module: {path} {found}: name the model, or the function that builds it, as FILE.py:NAME")
 
 
 def _import(path: Path) -> ModuleType:

@@ -128,6 +128,18 @@ def test_cli_takes_a_module_the_file_builds(run_cli, factories: Path) -> None:
     assert code == 0 and json.loads(out)["num_laws"] == 5
 
 
+def test_cli_takes_the_model_of_a_file_given_alone(run_cli, tmp_path: Path) -> None:
+    """``--module FILE.py`` without a name: the file's ``model``, or the one module it builds; else what to write."""
+    one = tmp_path / "one.py"
+    one.write_text("from torch import nn\n\nnet = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))\n")
+    code, out, _ = run_cli("--module", str(one), "--input-shape", "2", "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == 3
+    two = tmp_path / "two.py"
+    two.write_text("from torch import nn\n\na = nn.Linear(2, 3)\nb = nn.Linear(3, 2)\n")
+    code, _, err = run_cli("--module", str(two), "--input-shape", "2")
+    assert code == 2 and "builds a, b: name the model" in err
+
+
 def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> None:
     code, out, err = run_cli("--module", f"{factories}:weak", "--input-shape", "3", "--json")
     assert code == 1 and "inconclusive" in err

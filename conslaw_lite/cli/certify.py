@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ('toy', None, 1, False, False)
     """
     parser.add_argument("arch", nargs="?", help="a registered architecture (toy, ffn-gelu, swiglu, mha-rope, ...)")
-    own = "certify FACTORY() from FILE.py instead (or FACTORY itself, a module the file builds)"
+    own = "certify FACTORY() from FILE.py instead (or FACTORY itself, a module the file builds; FILE.py: its model)"
     parser.add_argument("--module", metavar="FILE.py:FACTORY", help=own)
     parser.add_argument("--input-shape", metavar="3,4", help="one input's shape (no batch dimension), with --module")
     parser.add_argument(
