@@ -512,6 +512,27 @@ def test_a_softplus_unit_past_its_threshold_at_every_scale_is_said() -> None:
     assert not count.conclusive and "stays on or near torch's linear piece" in count.reason, count.reason
 
 
+class RoundedWeight(nn.Module):
+    """``l2(relu(x (round(8 W)/8)ᵀ + b))``, a weight fake-quantized without a straight-through estimator: W gets no
+    gradient (its 12 entries are laws), and the first layer is a fixed matrix that θ chooses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.l1, self.l2 = nn.Linear(3, 4), nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.l2(torch.relu(x @ (torch.round(self.l1.weight * 8) / 8).T + self.l1.bias))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_zeros_at_every_scale_are_ranked_at_the_models_scale_too(seed: int) -> None:
+    """W's zero gradient sent the θ ten times smaller, down to 10⁻³, where round(8 W) = 0 and the first layer reads
+    no input: 16 laws, conclusive at three seeds (rank 14 at the model's own scale: N = 12)."""
+    count = count_laws(RoundedWeight().double(), (3,), seed=seed)
+    assert count.conclusive and count.num_laws == 12, (count.num_laws, count.reason)
+
+
 class RoutedUnderIf(nn.Module):
     """Top-1 routing written the usual way: each expert runs on its inputs, only when some are routed to it."""
 

@@ -41,7 +41,7 @@ from conslaw_lite.counting.problem import (
     sample_inputs,
 )
 from conslaw_lite.counting.progress import Progress, wanted
-from conslaw_lite.counting.saturation import STILL_LINEAR, linear_units
+from conslaw_lite.counting.saturation import MIN_FACTOR, STILL_LINEAR, frozen_error, linear_units, zeros_everywhere
 from conslaw_lite.counting.strata import (
     Stratum,
     activation_pattern,
@@ -72,7 +72,6 @@ ROUNDOFF = 1e-13
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
 SATURATION_PROBE = 64  # inputs on which a coordinate with exactly zero gradient makes a θ suspect (_probe_outputs)
 CONFIRM_DRAWS = 2  # more θ drawn to confirm the highest of two ranks that disagree (_confirm_highest)
-MIN_FACTOR = 1e-3  # the smallest scale, relative to the model's, of θ drawn after a tensor's gradient vanished
 MAX_DRAWS = 16  # random θ tried for NUM_POINTS where the output moves with θ
 COMPLEMENT_MIN_D = STACK_MAX_D + 1  # from here on the rank is found through its complement (_memory_plan)
 PATTERN_DRAWS = 32  # random θ' whose activation patterns a ReLU model's inputs take (strata.covering_patterns)
@@ -318,10 +317,12 @@ def _ranks_at_points(
     one-hot, Q and K frozen) would make each such coordinate a spurious law. The following θ are
     drawn ten times smaller each time this happens, down to ``MIN_FACTOR``. Zeros on the same
     entries at every θ there are structural and counted as laws (a gate behind a top-1 softmax that
-    renormalizes to exactly 1, a tensor the output does not read); zeros that move from θ to θ are
+    renormalizes to exactly 1, a tensor the output does not read), ranked at the smallest θ and, where they are the
+    same at the model's scale, at the first θ too (the higher rank is confirmed); zeros that move from θ to θ are
     an error naming their tensors. So is a θ where a softplus unit is past torch's threshold on every input
     (:mod:`.saturation`): there still at ``MIN_FACTOR``, no count (``STILL_LINEAR``).
     """
+    structural = None
     if at is not None:
         drawn = [_draw(problem, 0, input_shape, inputs, seed, num_samples, at)]
         if drawn[0].stratum.constant:
@@ -346,10 +347,12 @@ def _ranks_at_points(
             if sum(not d.stratum.constant and not d.linear for d in drawn) < NUM_POINTS:
                 return [], drawn, STILL_LINEAR.format(factor=MIN_FACTOR)
             if sum(_usable(d) for d in drawn) < NUM_POINTS:
-                error = _frozen_error(problem, drawn)
+                error = frozen_error(problem, drawn, NUM_POINTS)
                 if error is not None:
                     raise error
-                drawn = [replace(d, zero=None) if d.factor <= MIN_FACTOR else d for d in drawn]
+                first = zeros_everywhere(drawn)
+                drawn = [replace(d, zero=None) if d.factor <= MIN_FACTOR or d is first else d for d in drawn]
+                structural = first.zero if first is not None else None
     results: list[tuple[_Draw, Rank]] = []
     for d in [d for d in drawn if _usable(d) or at is not None][:NUM_POINTS]:
         rank = _rank_or_reason(problem, d, seed, len(results), run)
@@ -357,11 +360,11 @@ def _ranks_at_points(
             return [], drawn, rank
         results.append((d, rank))
     if at is None and len({r.rank for _, r in results}) > 1:
-        return _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn, run)
+        return _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn, run, structural)
     return results, drawn, ""
 
 
-def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn, run):
+def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn, run, structural=None):
     """Two θ that agree on the highest rank met, or the disagreement (:func:`_ranks_at_points`).
 
     In exact arithmetic no θ has a larger dim Lie(W)(θ) than a generic one: a lower rank is a θ
@@ -372,6 +375,8 @@ def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, d
     best = max(results, key=lambda dr: dr[1].rank)
     for index in range(len(drawn), len(drawn) + CONFIRM_DRAWS):
         d = _draw(problem, index, input_shape, inputs, seed, num_samples, None, best[0].factor, best[0].standard)
+        if structural is not None and d.zero is not None and torch.equal(d.zero, structural):
+            d = replace(d, zero=None)  # the zeros of every scale (zeros_everywhere)
         drawn.append(d)
         if not _usable(d):
             continue
@@ -388,24 +393,6 @@ def _usable(d: _Draw) -> bool:
     """The output moves with θ at this draw, every coordinate's gradient is nonzero on some input, and no softplus
     unit is linear on every input."""
     return not d.stratum.constant and d.zero is None and not d.linear
-
-
-def _frozen_error(problem: Problem, drawn: list[_Draw]) -> ValueError | None:
-    """``None`` if the draws at ``MIN_FACTOR`` share their zero coordinates (structural: accepted by
-    :func:`_ranks_at_points`), else the error naming the tensors whose zeros change from θ to θ."""
-    smallest = [d.zero for d in drawn if not d.stratum.constant and d.factor <= MIN_FACTOR]
-    if len(smallest) >= NUM_POINTS and all(z is not None and torch.equal(z, smallest[0]) for z in smallest):
-        return None
-    seen = torch.stack([d.zero for d in drawn if d.zero is not None]).any(dim=0)
-    names = [name for name, part in problem.split(seen) if bool(part.any())]
-    return ValueError(
-        f"parameter {', '.join(map(repr, names))} gets exactly zero gradient on every sampled input at "
-        f"{sum(d.zero is not None for d in drawn)} of {len(drawn)} random θ, down to {MIN_FACTOR:g} times the "
-        "model's scale, but not at the same entries: an op whose derivative vanishes there (a ReLU off on every "
-        "input, when there are few of them, or a softmax or sigmoid saturated to exactly 0 or 1) would make each "
-        "such entry a spurious law; give more inputs (num_samples, inputs) or count the model at a smaller "
-        "weight scale"
-    )
 
 
 def _pieces_of_parameters(drawn: list[_Draw]) -> str:

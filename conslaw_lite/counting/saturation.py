@@ -1,20 +1,29 @@
-"""Smooth units that torch computes as exactly linear at θ: ``F.softplus`` past its threshold.
+"""θ where units saturate: coordinates with exactly zero gradient, and smooth units torch computes as linear.
 
-``F.softplus(z, β, threshold)`` returns z itself where ``βz > threshold`` (20 by default), and its derivative there
-is exactly 1. A unit that a θ keeps past the threshold on every input (a large bias behind a bounded ``tanh``, a
-large β) is a linear unit at that θ (and nearly one from ``βz > 10``, ``NEARLY_LINEAR``), with the laws of one (a
-balancedness matrix), which the smooth piece that other θ reach breaks: counted there, they were 8 conclusive laws
-where the model has none. Such a θ is not generic; the counter draws the next one ten times smaller
-(:func:`~conslaw_lite.counting.count_laws`), as it does where a softmax saturates, and says so where it cannot
-leave them.
+Where a coordinate gets exactly zero gradient on every input (a softmax saturated to one-hot), the counter draws the
+next θ ten times smaller, down to ``MIN_FACTOR``; zeros on the same entries at every θ there are structural (a
+tensor the output does not read: :func:`frozen_error` names the others), and where they are the same at the model's
+own scale too, the first θ is ranked beside the smallest (:func:`zeros_everywhere`).
+
+A smooth unit is linear at θ where torch computes it so: ``F.softplus(z, β, threshold)`` returns z itself where
+``βz > threshold`` (20 by default), and its derivative there is exactly 1. A unit that a θ keeps past the threshold
+on every input (a large bias behind a bounded ``tanh``, a large β) is a linear unit at that θ (and nearly one from
+``βz > 10``, ``NEARLY_LINEAR``), with the laws of one (a balancedness matrix), which the smooth piece that other θ
+reach breaks: counted there, they were 8 conclusive laws where the model has none. Such a θ is not generic; the
+counter draws the next one ten times smaller, as where a softmax saturates, and says so where it cannot leave them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+
+from conslaw_lite.counting.problem import Problem
+
+MIN_FACTOR = 1e-3  # the smallest scale, relative to the model's, of θ drawn after a tensor's gradient vanished
 
 SOFTPLUS = frozenset({F.softplus})  # nn.Softplus calls it
 # βz past which a softplus unit counts as linear even below the threshold: its curvature is e^(−βz) of its slope,
@@ -22,8 +31,8 @@ SOFTPLUS = frozenset({F.softplus})  # nn.Softplus calls it
 NEARLY_LINEAR = 10.0
 STILL_LINEAR = (
     "a softplus unit stays on or near torch's linear piece (βz > 10; past its threshold torch returns z) on every "
-    "input at each θ "
-    "drawn, down to {factor:g} times the model's scale: it is a linear unit there, whose laws other θ break; "
+    "input at each θ drawn, down to {factor:g} times the model's scale: it is a linear unit there, whose laws other θ "
+    "break; "
     "count the model with a smaller β or bias, or near your θ with at=dict(model.named_parameters())"
 )
 
@@ -61,3 +70,28 @@ def linear_units(forward: Callable[[], object]) -> bool:
     with _Thresholds() as seen:
         forward()
     return seen.linear
+
+
+def zeros_everywhere(drawn: list) -> object | None:
+    """The first θ drawn, where every θ has the same zero coordinates, at the model's scale as at the smallest: they
+    are structural there too, and the smallest θ may be degenerate (a weight behind ``torch.round``, 0 at 10⁻³)."""
+    live = [d for d in drawn if not d.stratum.constant]
+    return live[0] if all(d.zero is not None and torch.equal(d.zero, live[0].zero) for d in live) else None
+
+
+def frozen_error(problem: Problem, drawn: list, points: int) -> ValueError | None:
+    """``None`` if ``points`` draws or more at ``MIN_FACTOR`` share their zero coordinates (structural: accepted by
+    the counter), else the error naming the tensors whose zeros change from θ to θ."""
+    smallest = [d.zero for d in drawn if not d.stratum.constant and d.factor <= MIN_FACTOR]
+    if len(smallest) >= points and all(z is not None and torch.equal(z, smallest[0]) for z in smallest):
+        return None
+    seen = torch.stack([d.zero for d in drawn if d.zero is not None]).any(dim=0)
+    names = [name for name, part in problem.split(seen) if bool(part.any())]
+    return ValueError(
+        f"parameter {', '.join(map(repr, names))} gets exactly zero gradient on every sampled input at "
+        f"{sum(d.zero is not None for d in drawn)} of {len(drawn)} random θ, down to {MIN_FACTOR:g} times the "
+        "model's scale, but not at the same entries: an op whose derivative vanishes there (a ReLU off on every "
+        "input, when there are few of them, or a softmax or sigmoid saturated to exactly 0 or 1) would make each "
+        "such entry a spurious law; give more inputs (num_samples, inputs) or count the model at a smaller "
+        "weight scale"
+    )
