@@ -153,7 +153,6 @@ def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> N
         (("--module", "{dir}/missing.py:relu_net", "--input-shape", "4"), "file not found"),
         (("--module", "{dir}/mine.py:nothing", "--input-shape", "4"), "no function or nn.Module 'nothing'"),
         (("--module", "{dir}/mine.py:not_a_module", "--input-shape", "4"), "no function or nn.Module 'not_a_module'"),
-        (("--module", "{dir}/mine.py", "--input-shape", "4"), "FILE.py:FACTORY"),
         (("--module", "{dir}/mine.py:argmax", "--input-shape", "2,2"), "dtype torch.int64"),
         (("--module", "{dir}/mine.py:relu_net", "--input-shape", "3,3"), "fails on inputs of shape (3, 3)"),
         (("--module", "{dir}/mine.py:relu_net", "--input-shape", "2,x"), "--input-shape"),
