@@ -310,6 +310,29 @@ def test_an_embedding_bag_model_is_counted_and_its_padding_row_named() -> None:
         assert count_laws(padded, inputs=ids).num_laws == 10 + 4
 
 
+class ClampsItsWeight(nn.Module):
+    """Weight clipping written into forward (``with torch.no_grad(): weight.clamp_(...)``, or WGAN's ``.data``)."""
+
+    def __init__(self, through_data: bool) -> None:
+        super().__init__()
+        self.l1, self.l2, self.through_data = nn.Linear(3, 4), nn.Linear(4, 2), through_data
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.through_data:
+            self.l1.weight.data[0].clamp_(-0.1, 0.1)
+        else:
+            with torch.no_grad():
+                self.l1.weight.clamp_(-1.0, 1.0)
+        return self.l2(torch.relu(self.l1(x)))
+
+
+@pytest.mark.parametrize("through_data", [False, True], ids=["no_grad", "data row"])
+def test_a_forward_writing_into_a_parameter_is_refused_with_its_name(through_data: bool) -> None:
+    """It ended in torch's traceback (a view modified in place), the CLI's exit 3."""
+    with pytest.raises(ValueError, match=r"writes into parameter 'l1.weight' in forward \(aten.clamp_\)"):
+        count_laws(ClampsItsWeight(through_data).double(), (3,))
+
+
 def test_the_unread_rows_warning_points_at_the_callers_line() -> None:
     """Not at a line of conslaw_lite: the warning's location is the user's call of count_laws."""
     net = nn.Sequential(nn.Embedding(6, 3), nn.Linear(3, 4, bias=False)).double()

@@ -131,6 +131,13 @@ def check_countable(
                 f"fills the directions of the laws and the count would be wrong; cast up, not down "
                 f"(h.to(torch.promote_types(h.dtype, torch.float32))), to count the exact function"
             )
+        if first.written is not None:
+            name, op, param = first.written
+            raise ValueError(
+                f"{_where(name, module)} writes into parameter {param!r} in forward (aten.{op}): θ changes outside "
+                "the gradient step, which no law of gradient flow survives; do it after optimizer.step(), outside "
+                "forward, or count the model without it"
+            )
         _check_deterministic(first, _run(apply, leaves, inputs, module), module)
         if module is not None and any(m.training for m in module.modules()):
             _check_train_is_eval(first, apply, leaves, inputs, module)
@@ -189,6 +196,7 @@ class _Run:
     calls: list[_Call] = field(default_factory=list)
     downcast: tuple[str, str, torch.dtype] | None = None  # (innermost module, aten op, dtype) of the first one
     flat: list[tuple[str, str]] = field(default_factory=list)  # (module, op) of ops with zero derivative
+    written: tuple[str, str, str] | None = None  # (module, aten op, parameter) of the first op writing a parameter
 
 
 class _Call(NamedTuple):
@@ -226,17 +234,25 @@ class _Calls:
 
 
 class _Watch(TorchDispatchMode):
-    """Notes the first op that turns float64 data into a lower precision, and every op with zero derivative."""
+    """Notes the first op that turns float64 data into a lower precision, every op with zero derivative, and the first
+    op that writes into a parameter (``params``, by name)."""
 
-    def __init__(self, where: Callable[[], str | None]) -> None:
+    def __init__(self, where: Callable[[], str | None], params: Params) -> None:
         super().__init__()
         self.where = where
         self.downcast: tuple[str, str, torch.dtype] | None = None
         self.flat: list[tuple[str, str]] = []
+        self.written: tuple[str, str, str] | None = None
+        self.spans = [(p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(), name) for name, p in params.items()]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
         op = func.overloadpacket.__name__
+        for arg, value in zip(func._schema.arguments, args):
+            if self.written is None and arg.alias_info is not None and arg.alias_info.is_write:
+                at = value.data_ptr() if isinstance(value, torch.Tensor) else -1  # a parameter's memory, or a view's
+                names = [name for start, end, name in self.spans if start <= at < end]
+                self.written = (self.where(), op, names[0]) if names else None
+        out = func(*args, **(kwargs or {}))
         inputs = _tensors((args, kwargs))
         if op in _FACTORIES or not any(t.dtype == torch.float64 for t in inputs):
             return out
@@ -273,7 +289,7 @@ def _run(
     apply: Callable, params: Params, inputs: torch.Tensor, module: nn.Module | None, dispatch: bool = False
 ) -> _Run:
     calls = _Calls(module)
-    watch = _Watch(calls.where)
+    watch = _Watch(calls.where, params)
     values = _PythonValues(calls.where)
     try:
         if dispatch:
@@ -291,7 +307,7 @@ def _run(
             "branch on it follows the θ drawn, and the number has no derivative in θ; write it with tensor "
             "operations (torch.where, a mask) to count the function"
         )
-    return _Run(out, calls.calls, watch.downcast, watch.flat)
+    return _Run(out, calls.calls, watch.downcast, watch.flat, watch.written)
 
 
 @contextmanager
