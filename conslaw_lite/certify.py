@@ -151,7 +151,24 @@ def certify_module(
         found = _found(user.model, shape, seed, count, inputs) if laws else None
     except ValueError as err:  # bad input, named with the line of the user's file it surfaced at
         raise ValueError(user.located(err, tokens=vocab is not None)) from err
-    return Certificate.of(spec, count, found)
+    return Certificate.of(spec, count, found, note=_frozen(user.model))
+
+
+def _frozen(model: nn.Module) -> str:
+    """What a module's frozen parameters are to the count: constants, not coordinates of θ (training never moves them).
+
+    Examples
+    ========
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    >>> _ = net[0].weight.requires_grad_(False)
+    >>> _frozen(net)
+    '12 frozen entries (requires_grad=False: 0.weight) are constants here, not in D'
+    """
+    frozen = [(name, p.numel()) for name, p in model.named_parameters() if not p.requires_grad]
+    if not frozen:
+        return ""
+    names = ", ".join(name for name, _ in frozen[:4]) + (", ..." if len(frozen) > 4 else "")
+    return f"{sum(n for _, n in frozen)} frozen entries (requires_grad=False: {names}) are constants here, not in D"
 
 
 

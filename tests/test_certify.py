@@ -140,6 +140,19 @@ def test_cli_takes_the_model_of_a_file_given_alone(run_cli, tmp_path: Path) -> N
     assert code == 2 and "builds a, b: name the model" in err
 
 
+def test_cli_says_frozen_parameters_are_left_out_of_d(run_cli, tmp_path: Path) -> None:
+    """A layer frozen for fine-tuning is a constant to training: D was 14 of 26 entries, and nothing said why."""
+    path = tmp_path / "frozen.py"
+    path.write_text(
+        "from torch import nn\n\nmodel = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))\n"
+        "model[0].weight.requires_grad_(False)\n"
+    )
+    code, out, _ = run_cli("--module", str(path), "--input-shape", "3", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["num_params"] == 4 + 8 + 2
+    assert result["note"] == "12 frozen entries (requires_grad=False: 0.weight) are constants here, not in D"
+
+
 def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> None:
     code, out, err = run_cli("--module", f"{factories}:weak", "--input-shape", "3", "--json")
     assert code == 1 and "inconclusive" in err
