@@ -328,9 +328,25 @@ class ClampsItsWeight(nn.Module):
 
 @pytest.mark.parametrize("through_data", [False, True], ids=["no_grad", "data row"])
 def test_a_forward_writing_into_a_parameter_is_refused_with_its_name(through_data: bool) -> None:
-    """It ended in torch's traceback (a view modified in place), the CLI's exit 3."""
-    with pytest.raises(ValueError, match=r"writes into parameter 'l1.weight' in forward \(aten.clamp_\)"):
+    """It ended in torch's traceback (a view modified in place), the CLI's exit 3. The line of forward is named."""
+    with pytest.raises(ValueError, match=r"writes into parameter 'l1.weight' in forward \(aten.clamp_, at .*"
+                       r"test_module_checks.py:\d+\)"):  # fmt: skip
         count_laws(ClampsItsWeight(through_data).double(), (3,))
+
+
+class CastsItsLayer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(3, 4), nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.l2(torch.relu(self.l1.to(torch.float32)(x.float())))
+
+
+def test_a_layer_cast_inside_forward_is_told_that_the_counter_runs_in_float64() -> None:
+    """The message was torch's alone: 'mat1 and mat2 must have the same dtype, but got Float and Double'."""
+    with pytest.raises(ValueError, match="same dtype.*the counter runs the model in float64.*cannot be counted"):
+        count_laws(CastsItsLayer().double(), (3,))
 
 
 def test_the_unread_rows_warning_points_at_the_callers_line() -> None:

@@ -33,10 +33,12 @@ between the two runs compared (train vs eval, call vs call, the whole batch vs i
 
 from __future__ import annotations
 
+import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -125,18 +127,18 @@ def check_countable(
     with _restored(module):
         first = _run(apply, leaves, inputs, module, dispatch=True)
         if first.downcast is not None:
-            name, op, dtype = first.downcast
+            name, op, dtype, line = first.downcast
             raise ValueError(
-                f"{_where(name, module)} computes in {_dtype(dtype)} (aten.{op} of a float64 tensor): its round-off "
-                f"fills the directions of the laws and the count would be wrong; cast up, not down "
+                f"{_where(name, module)} computes in {_dtype(dtype)} (aten.{op} of a float64 tensor{line}): its "
+                f"round-off fills the directions of the laws and the count would be wrong; cast up, not down "
                 f"(h.to(torch.promote_types(h.dtype, torch.float32))), to count the exact function"
             )
         if first.written is not None:
-            name, op, param = first.written
+            name, op, param, line = first.written
             raise ValueError(
-                f"{_where(name, module)} writes into parameter {param!r} in forward (aten.{op}): θ changes outside "
-                "the gradient step, which no law of gradient flow survives; do it after optimizer.step(), outside "
-                "forward, or count the model without it"
+                f"{_where(name, module)} writes into parameter {param!r} in forward (aten.{op}{line}): θ changes "
+                "outside the gradient step, which no law of gradient flow survives; do it after optimizer.step(), "
+                "outside forward, or count the model without it"
             )
         _check_deterministic(first, _run(apply, leaves, inputs, module), module)
         if module is not None and any(m.training for m in module.modules()):
@@ -194,9 +196,9 @@ class _Run:
 
     output: torch.Tensor
     calls: list[_Call] = field(default_factory=list)
-    downcast: tuple[str, str, torch.dtype] | None = None  # (innermost module, aten op, dtype) of the first one
+    downcast: tuple[str, str, torch.dtype, str] | None = None  # (innermost module, aten op, dtype, line) of the first
     flat: list[tuple[str, str]] = field(default_factory=list)  # (module, op) of ops with zero derivative
-    written: tuple[str, str, str] | None = None  # (module, aten op, parameter) of the first op writing a parameter
+    written: tuple[str, str, str, str] | None = None  # (module, aten op, parameter, line) of the first op writing one
 
 
 class _Call(NamedTuple):
@@ -240,9 +242,9 @@ class _Watch(TorchDispatchMode):
     def __init__(self, where: Callable[[], str | None], params: Params) -> None:
         super().__init__()
         self.where = where
-        self.downcast: tuple[str, str, torch.dtype] | None = None
+        self.downcast: tuple[str, str, torch.dtype, str] | None = None
         self.flat: list[tuple[str, str]] = []
-        self.written: tuple[str, str, str] | None = None
+        self.written: tuple[str, str, str, str] | None = None
         self.spans = [(p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(), name) for name, p in params.items()]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -251,7 +253,7 @@ class _Watch(TorchDispatchMode):
             if self.written is None and arg.alias_info is not None and arg.alias_info.is_write:
                 at = value.data_ptr() if isinstance(value, torch.Tensor) else -1  # a parameter's memory, or a view's
                 names = [name for start, end, name in self.spans if start <= at < end]
-                self.written = (self.where(), op, names[0]) if names else None
+                self.written = (self.where(), op, names[0], _forward_line()) if names else None
         out = func(*args, **(kwargs or {}))
         inputs = _tensors((args, kwargs))
         if op in _FACTORIES or not any(t.dtype == torch.float64 for t in inputs):
@@ -259,12 +261,24 @@ class _Watch(TorchDispatchMode):
         outputs = _tensors(out)
         lower = [t.dtype for t in outputs if t.dtype in LOWER_DTYPES]
         if lower and self.downcast is None:
-            self.downcast = (self.where(), op, lower[0])
+            self.downcast = (self.where(), op, lower[0], _forward_line())
         if op.rstrip("_") in _FLAT or (op == "_to_copy" and any(not t.is_floating_point() for t in outputs)):
             self.flat.append((self.where(), op if op != "_to_copy" else f"a cast to {outputs[0].dtype}"))
         return out
 
 
+def _forward_line() -> str:
+    """``", at FILE:LINE"``: the innermost line of the running forward outside torch and conslaw_lite (the user's
+    own), ``""`` when all of it is theirs (a block of this package)."""
+    for frame in reversed(traceback.extract_stack()):
+        if frame.filename == __file__ and frame.name == "_run":  # the forward's caller: outside the forward
+            return ""
+        if not frame.filename.startswith(_LIBRARIES) and not frame.filename.startswith("<"):
+            return f", at {frame.filename}:{frame.lineno}"
+    return ""
+
+
+_LIBRARIES = (str(Path(torch.__file__).parent), str(Path(__file__).resolve().parents[1]))  # torch, conslaw_lite
 _TO_PYTHON = frozenset(
     {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__float__, torch.Tensor.__int__,
      torch.Tensor.__index__}
