@@ -27,6 +27,7 @@ from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.counting import LawCount, check_laws, count_laws
 from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import law_functions
+from conslaw_lite.seeding import seeded
 from conslaw_lite.user_module import INPUTS, load_module
 
 
@@ -123,7 +124,8 @@ def certify_module(
     Its inputs (:meth:`conslaw_lite.user_module.UserModule.inputs`): standard-normal of ``input_shape``,
     token ids ``0..vocab−1`` with ``vocab``, or the file's ``inputs(n)``. What the file raises is a
     :class:`~conslaw_lite.user_module.UserCodeError` naming its line. ``device`` and ``progress`` are
-    :func:`~conslaw_lite.counting.count_laws`'s.
+    :func:`~conslaw_lite.counting.count_laws`'s. The file is run with torch's generator seeded by ``seed``: a model
+    built without a seed of its own gets the same weights (which set the scale of the random θ) at each run.
 
     Examples
     ========
@@ -140,7 +142,8 @@ def certify_module(
     >>> r.num_params, r.rank_lie, r.num_laws, r.known_laws, r.found["laws"]
     (3, 1, 2, None, ['a² − c²', 'b² − c²'])
     """
-    user = load_module(spec)
+    with seeded(seed):  # a file that builds its model without a seed of its own: the same weights at each run
+        user = load_module(spec)
     inputs = user.inputs(input_shape, vocab, seed)
     if inputs is None and input_shape is None:
         needs = f"--module needs --input-shape, e.g. --input-shape 3,4 (or a function {INPUTS}(n) in its file)"

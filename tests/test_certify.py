@@ -153,6 +153,18 @@ def test_cli_says_frozen_parameters_are_left_out_of_d(run_cli, tmp_path: Path) -
     assert result["note"] == "12 frozen entries (requires_grad=False: 0.weight) are constants here, not in D"
 
 
+def test_cli_is_reproducible_from_its_seed_when_the_file_draws_its_weights(run_cli, tmp_path: Path) -> None:
+    """A factory without a seed of its own drew new weights at each run, and they set the scale of the random θ: the
+    same command gave other singular values, and near a thin gap another verdict."""
+    path = tmp_path / "unseeded.py"
+    path.write_text(
+        "from torch import nn\n\ndef build():\n"
+        "    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2), nn.Tanh(), nn.Linear(2, 2))\n"
+    )
+    runs = [json.loads(run_cli("--module", f"{path}:build", "--input-shape", "3", "--json")[1]) for _ in range(2)]
+    assert runs[0]["sigma_kept"] == runs[1]["sigma_kept"] and runs[0]["num_laws"] == runs[1]["num_laws"]
+
+
 def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> None:
     code, out, err = run_cli("--module", f"{factories}:weak", "--input-shape", "3", "--json")
     assert code == 1 and "inconclusive" in err
