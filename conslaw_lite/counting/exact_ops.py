@@ -242,7 +242,8 @@ def embedding_bag(
     ids, kept, scale = _bags(input, offsets, include_last_offset, per_sample_weights)
     if padding_idx is not None:
         kept = kept & (ids != padding_idx % len(weight))
-    rows = _EMBEDDING(ids, weight) if scale is None else _EMBEDDING(ids, weight) * scale[..., None]
+    rows = _EMBEDDING(ids, weight)
+    rows = rows if scale is None else rows * scale[..., None]
     if mode == "max":
         top = torch.where(kept[..., None], rows, -torch.inf).amax(1)
         return torch.where(kept.any(1)[:, None], top, 0)
@@ -282,10 +283,10 @@ def exact_derivatives() -> Iterator[None]:
     """Within the block, the ops listed in the module docstring have exact derivatives of every order.
 
     ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm``, ``F.instance_norm``, ``F.hardsigmoid``,
-    ``F.hardswish``, ``F.glu``, ``torch._weight_norm``, ``F.embedding`` and ``F.embedding_bag`` are replaced by
-    the elementary formulas
-    of this module (the last holding its padding row constant), and ``F.scaled_dot_product_attention`` runs torch's
-    composite ``MATH`` backend (``softmax(QKᵀ/√k + mask) V`` in elementary ops). Everything is restored on exit.
+    ``F.hardswish``, ``F.glu``, ``torch._weight_norm``, ``F.embedding`` (holding its padding row constant) and
+    ``F.embedding_bag`` are replaced by the elementary formulas of this module, and
+    ``F.scaled_dot_product_attention`` runs torch's composite ``MATH`` backend (``softmax(QKᵀ/√k + mask) V`` in
+    elementary ops). Everything is restored on exit.
 
     Examples
     ========

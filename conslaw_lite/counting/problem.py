@@ -54,12 +54,7 @@ class Problem:
         if self.module is None:
             return replace(self, device=device)
         module = copy.deepcopy(self.module).to(device)
-
-        def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
-            with GradOffIsConstant():
-                return one_output(functional_call(module, dict(p), (x,)), len(x))
-
-        return replace(self, apply=apply, module=module, device=device)
+        return replace(self, apply=_module_apply(module), module=module, device=device)
 
     def to_device(self, x: torch.Tensor) -> torch.Tensor:
         """Inputs (or anything drawn on the CPU) moved to the problem's device."""
@@ -123,10 +118,7 @@ def problem_of(model: Model, params: Params | None) -> Problem:
         check_dtypes(dict(model.named_parameters()), model)
         module = float64_form(model)
         params = {n: p for n, p in module.named_parameters() if p.requires_grad}
-
-        def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
-            with GradOffIsConstant():
-                return one_output(functional_call(module, dict(p), (x,)), len(x))
+        apply = _module_apply(module)
 
     elif callable(model):
         if params is None:
@@ -147,6 +139,16 @@ def problem_of(model: Model, params: Params | None) -> Problem:
         if not torch.isfinite(p).all():
             raise ValueError(f"parameter {name!r} contains NaN or infinite entries")
     return Problem(apply, {n: p.shape for n, p in params.items()}, _scales(params), module)
+
+
+def _module_apply(module: nn.Module) -> Callable[[Params, torch.Tensor], object]:
+    """``(params, x) ↦`` the module's output with those parameters, one row per input."""
+
+    def apply(p: Params, x: torch.Tensor) -> object:
+        with GradOffIsConstant():
+            return one_output(functional_call(module, dict(p), (x,)), len(x))
+
+    return apply
 
 
 class GradOffIsConstant(TorchFunctionMode):

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from conslaw_lite.counting.problem import Problem
+from conslaw_lite.counting.strata import call_argument
 
 MIN_FACTOR = 1e-3  # the smallest scale, relative to the model's, of θ drawn after a tensor's gradient vanished
 
@@ -30,10 +31,10 @@ SOFTPLUS = frozenset({F.softplus})  # nn.Softplus calls it
 # 5·10⁻⁵ at 10, and θ whose units all sat in (10, 20] gave ranks between the linear unit's and the generic one's
 NEARLY_LINEAR = 10.0
 STILL_LINEAR = (
-    "a softplus unit stays on or near torch's linear piece (βz > 10; past its threshold torch returns z) on every "
-    "input at each θ drawn, down to {factor:g} times the model's scale: it is a linear unit there, whose laws other θ "
-    "break; "
-    "count the model with a smaller β or bias, or near your θ with at=dict(model.named_parameters())"
+    f"a softplus unit stays on or near torch's linear piece (βz > {NEARLY_LINEAR:g}; past its threshold torch returns "
+    "z) on every input at each θ drawn, down to {factor:g} times the model's scale: it is a linear unit there, whose "
+    "laws other θ break; count the model with a smaller β or bias, or near your θ with "
+    "at=dict(model.named_parameters())"
 )
 
 
@@ -48,8 +49,8 @@ class _Thresholds(TorchFunctionMode):
         kwargs = kwargs or {}
         if func in SOFTPLUS and not self.linear:
             z = args[0].detach()
-            beta = args[1] if len(args) > 1 else kwargs.get("beta", 1.0)
-            threshold = args[2] if len(args) > 2 else kwargs.get("threshold", 20.0)
+            beta = call_argument(args, kwargs, 1, "beta", 1.0)
+            threshold = call_argument(args, kwargs, 2, "threshold", 20.0)
             past = (z * beta > min(threshold, NEARLY_LINEAR)).reshape(-1, z.shape[-1] if z.dim() else 1)
             self.linear = bool(past.all(dim=0).any())
         return func(*args, **kwargs)

@@ -108,7 +108,7 @@ def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None
     if func in HARD:
         return HARD[func][2:]
     if func in SHRINK:
-        lambd = _argument(args, kwargs, 1, "lambd", 0.5)
+        lambd = call_argument(args, kwargs, 1, "lambd", 0.5)
         return -lambd, lambd
     if func is F.relu6:
         return 0.0, 6.0
@@ -128,7 +128,7 @@ def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None
     return lo, hi
 
 
-def _argument(args: tuple, kwargs: dict, position: int, name: str, default: object) -> object:
+def call_argument(args: tuple, kwargs: dict, position: int, name: str, default: object) -> object:
     """A call's argument, given by position or by name."""
     return args[position] if len(args) > position else kwargs.get(name, default)
 
@@ -146,7 +146,7 @@ def _is_piecewise(func, args: tuple, kwargs: dict) -> bool:
     if func not in PIECEWISE or not args or not isinstance(args[0], torch.Tensor):
         return False
     if func in RRELU:
-        return not _argument(args, kwargs, 3, "training", False)
+        return not call_argument(args, kwargs, 3, "training", False)
     return func not in CLAMPS or _bounds(func, args, kwargs) is not None
 
 
@@ -224,14 +224,14 @@ def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor, branch: tuple | 
     if func in EXPONENTIAL:
         return _exponential(func, args, kwargs, m.bool())
     if func in PRELU:
-        a = _argument(args, kwargs, 1, "weight", None)
+        a = call_argument(args, kwargs, 1, "weight", None)
         a = a.reshape(1, -1, *[1] * (z.dim() - 2)) if a.numel() > 1 and z.dim() >= 2 else a
         return z * (m + a * (1 - m))
     if func in RRELU:
-        slope = (_argument(args, kwargs, 1, "lower", 1 / 8) + _argument(args, kwargs, 2, "upper", 1 / 3)) / 2
+        slope = (call_argument(args, kwargs, 1, "lower", 1 / 8) + call_argument(args, kwargs, 2, "upper", 1 / 3)) / 2
         return z * (m + slope * (1 - m))
     leaky = func in (F.leaky_relu, F.leaky_relu_)
-    slope = _argument(args, kwargs, 1, "negative_slope", 0.01) if leaky else 0.0
+    slope = call_argument(args, kwargs, 1, "negative_slope", 0.01) if leaky else 0.0
     return z * (m + slope * (1 - m))
 
 
@@ -242,7 +242,7 @@ def _exponential(func, args: tuple, kwargs: dict, on: torch.Tensor) -> torch.Ten
     if func in (F.selu, torch.selu, torch.selu_):
         alpha, inner, scale = SELU_ALPHA, 1.0, SELU_SCALE
     else:
-        alpha = _argument(args, kwargs, 1, "alpha", 1.0)
+        alpha = call_argument(args, kwargs, 1, "alpha", 1.0)
         inner, scale = alpha if func in (F.celu, torch.celu, torch.celu_) else 1.0, 1.0
     negative = alpha * torch.expm1(torch.where(on, 0.0, z) / inner)  # 0 on the other piece: no exp of a large z
     return scale * torch.where(on, z, negative)
