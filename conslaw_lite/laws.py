@@ -304,10 +304,51 @@ def float64_form(module: nn.Module) -> nn.Module:
     (torch.float64, torch.float32, ['weight', 'bias'])
     """
     _load_families()
-    for matches, convert in _COUNTABLE:
-        if matches(module):
-            return convert(module)
-    return copy.deepcopy(module).to(torch.float64)
+    form = next((convert(module) for matches, convert in _COUNTABLE if matches(module)), None)
+    return _norm_eps_resolved(module, copy.deepcopy(module).to(torch.float64) if form is None else form)
+
+
+NORMS = (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)
+MIN_EPS = 1e-7  # a norm's ε below this (and above 0) is counted at it: float64 cannot tell ε = 10⁻¹² from 0
+# (float32's own machine epsilon, 1.2·10⁻⁷, nn.RMSNorm's default in float32 training, is left as it is)
+
+
+def _norm_eps_resolved(module: nn.Module, form: nn.Module) -> nn.Module:
+    """``form`` with each norm's ε as the count needs it: ``nn.RMSNorm(eps=None)`` given the ε of ``module``'s
+    dtype, and an ε in (0, ``MIN_EPS``) raised to ``MIN_EPS``, with a warning.
+
+    torch resolves ``eps=None`` at each call as the machine epsilon of the input's dtype: 1.2·10⁻⁷ for the float32
+    model one trains, 2.2·10⁻¹⁶ for its float64 copy. Any ε > 0 breaks the symmetry of the norm's input scale that
+    ε = 0 has, and the laws are the same for every ε > 0; but an ε of 10⁻¹² breaks it by singular values of 10⁻¹²
+    to 10⁻¹⁴, which float64 round-off hides: counted as it is, that ε gives the scale law of ε = 0 too.
+
+    Examples
+    ========
+    >>> net = nn.Sequential(nn.Linear(2, 2), nn.RMSNorm(2))
+    >>> float64_form(net)[1].eps == torch.finfo(torch.float32).eps, net[1].eps
+    (True, None)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     float64_form(nn.LayerNorm(2, eps=1e-12)).eps, str(caught[0].message)[:44]
+    (1e-07, '`(the model)` (LayerNorm) has ε = 1e-12 > 0:')
+    """
+    floats = [p.dtype for p in module.parameters() if p.is_floating_point()]
+    for name, norm in form.named_modules():
+        named = "Norm" in type(norm).__name__ and isinstance(getattr(norm, "eps", None), float)  # timm's RmsNorm
+        if not isinstance(norm, NORMS) and not named:
+            continue
+        if norm.eps is None:
+            own = [p.dtype for p in module.get_submodule(name).parameters()] or floats or [torch.get_default_dtype()]
+            norm.eps = torch.finfo(own[0]).eps
+        if 0 < norm.eps < MIN_EPS:
+            warnings.warn(
+                f"`{name or '(the model)'}` ({type(norm).__name__}) has ε = {norm.eps:.3g} > 0: counted at ε = "
+                f"{MIN_EPS:g}, where float64 tells it from 0 (the laws are the same for every ε > 0, and an ε this "
+                "small breaks the scale symmetry of ε = 0 by less than round-off)",
+                stacklevel=user_stacklevel(),
+            )
+            norm.eps = MIN_EPS
+    return form
 
 
 def supported_types() -> list[str]:

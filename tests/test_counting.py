@@ -873,3 +873,49 @@ def test_a_model_of_two_inputs_is_told_how_to_be_counted() -> None:
 
     with pytest.raises(ValueError, match=r"argument: 'y'\); .* a module whose forward takes one tensor"):
         count_laws(TwoInputs(), (3,))
+
+
+class NormedLinear(nn.Module):
+    """x ↦ W₂ RMSNorm(W₁x): with ε = 0 the norm's input scale is a symmetry (h + 1 laws), with ε > 0 it is not (h)."""
+
+    def __init__(self, eps: float | None, h: int = 5) -> None:
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(4, h, bias=False), nn.RMSNorm(h, eps=eps), nn.Linear(h, 2, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.norm(self.fc1(x)))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_rms_norm_of_default_eps_is_counted_with_the_eps_of_the_dtype_it_is_trained_in(seed: int) -> None:
+    torch.manual_seed(seed)
+    float32 = count_laws(NormedLinear(None), (4,), seed=seed)  # ε = 1.2·10⁻⁷, not float64's 2.2·10⁻¹⁶
+    assert float32.conclusive and float32.num_laws == 5
+    torch.manual_seed(seed)
+    assert count_laws(NormedLinear(0.0), (4,), seed=seed).num_laws == 6
+
+
+@pytest.mark.parametrize("eps", [None, 1e-12, 1e-16])
+def test_a_norm_of_eps_below_round_off_is_counted_at_an_eps_float64_resolves(eps: float | None) -> None:
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match="counted at ε = 1e-07"):
+        count = count_laws(NormedLinear(eps).double(), (4,))  # as it is: the scale law of ε = 0 too (6)
+    assert count.conclusive and count.num_laws == 5
+
+
+class FunctionalNorm(nn.Module):
+    """x ↦ W₂ rms_norm(W₁x) with ε = 10⁻¹⁶ in the call, where no attribute says so: W₁'s scale is a symmetry only at
+    ε = 0 (one law)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 5, bias=False), nn.Linear(5, 2, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.rms_norm(self.fc1(x), (5,), eps=1e-16))
+
+
+def test_a_direction_apart_from_round_off_but_under_the_gap_leaves_no_count() -> None:
+    torch.manual_seed(0)
+    count = count_laws(FunctionalNorm().double(), (4,))  # W₁'s scale: 10⁻¹⁰ off, round-off 10⁻¹⁵
+    assert not count.conclusive and "two gaps: N = 1" in count.reason and "N = 0" in count.reason

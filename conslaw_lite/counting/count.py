@@ -22,12 +22,14 @@ from conslaw_lite.counting.lie_rank import (
     FIRST_CHUNK,
     GAP,
     MAX_DEPTH,
+    ROUNDOFF,
     SPECTRUM_MAX_D,
     STACK_MAX_D,
     Rank,
     derivative_mismatch,
     gradient_field,
     lie_rank,
+    two_gaps,
 )
 from conslaw_lite.counting.module_checks import PROBE_SAMPLES, check_countable
 from conslaw_lite.counting.problem import (
@@ -66,9 +68,6 @@ PIECEWISE_SAMPLES = 16  # times more inputs for a ReLU model at a given θ: W(θ
 # ways of computing D²f, D³f differ: about 1e-15 in float64, 1e-8 where the forward casts to float32, whose
 # rounding otherwise fills every law direction (a ReLU net counted N = 0 instead of 3, nothing dropped).
 NOISE_MARGIN = 100.0
-# The least round-off assumed for that measure: a model whose second derivatives vanish (linear in θ) shows none,
-# yet its gradients carry float64 round-off, amplified by up to 10³ by the tensor weights (WEIGHT_FLOOR).
-ROUNDOFF = 1e-13
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
 SATURATION_PROBE = 64  # inputs on which a coordinate with exactly zero gradient makes a θ suspect (_probe_outputs)
 CONFIRM_DRAWS = 2  # more θ drawn to confirm the highest of two ranks that disagree (_confirm_highest)
@@ -565,6 +564,7 @@ def count_laws(
             f"{noise:.1e} (two ways of computing D²f, D³f differ by that much): the directions it keeps may be "
             "round-off; is part of the forward computed in lower precision (a cast to float32)?"
         )
+    reason = reason or two_gaps(ranks, D)
     rank = ranks[0].rank if not reason else None
     return LawCount(
         num_params=D,
