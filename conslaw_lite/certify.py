@@ -116,8 +116,10 @@ def certify_module(
     vocab: int | None = None,
     device: str | None = None,
     progress: bool | None = None,
+    at_own: bool = False,
 ) -> Certificate:
-    r"""Count ``N = D − dim Lie(W)(θ)`` for ``FACTORY()`` from ``FILE.py:FACTORY``.
+    r"""Count ``N = D − dim Lie(W)(θ)`` for ``FACTORY()`` from ``FILE.py:FACTORY`` (``at_own``: near the θ it is built
+    with, ``at=`` of :func:`~conslaw_lite.counting.count_laws`, where random θ cannot stand for it).
 
     Nothing is known about a module of one's own, so ``known_laws``,
     ``max_residual``, ``complete`` and ``formula`` are ``None``; ``laws`` finds them (``found``).
@@ -150,7 +152,8 @@ def certify_module(
         raise ValueError(needs)
     shape = input_shape if inputs is None else None
     try:
-        count = count_laws(user.model, shape, inputs=inputs, seed=seed, device=device, progress=progress)
+        at = dict(user.model.named_parameters()) if at_own else None
+        count = count_laws(user.model, shape, inputs=inputs, seed=seed, device=device, progress=progress, at=at)
         found = _found(user.model, shape, seed, count, inputs) if laws else None
     except ValueError as err:  # bad input, named with the line of the user's file it surfaced at
         raise ValueError(user.located(err, tokens=vocab is not None)) from err

@@ -165,6 +165,37 @@ def test_cli_is_reproducible_from_its_seed_when_the_file_draws_its_weights(run_c
     assert runs[0]["sigma_kept"] == runs[1]["sigma_kept"] and runs[0]["num_laws"] == runs[1]["num_laws"]
 
 
+def test_cli_counts_near_the_files_own_theta_with_at_own(run_cli, tmp_path: Path) -> None:
+    """x ↦ W₂|W₁|x: a random θ puts W₁'s entries on both pieces of |·|, so only a count near a θ is one; near the
+    file's θ, |W₁| is W₁ with signs flipped and the linear net's r(r+1)/2 = 6 laws hold."""
+    path = tmp_path / "absolute.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\n\nclass Abs(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.W1, self.W2 = nn.Parameter(torch.randn(3, 4)), nn.Parameter(torch.randn(2, 3))\n\n"
+        "    def forward(self, x):\n        return x @ self.W1.abs().T @ self.W2.T\n\nmodel = Abs()\n"
+    )
+    code, _, err = run_cli("--module", str(path), "--input-shape", "4", "--json")
+    assert code == 1 and "certify --at-own" in err
+    code, out, _ = run_cli("--module", str(path), "--input-shape", "4", "--json", "--at-own")
+    assert code == 0 and json.loads(out)["num_laws"] == 6
+    code, _, err = run_cli("toy", "--at-own")
+    assert code == 2 and "--at-own are for --module" in err
+
+
+def test_a_cast_that_reads_theta_itself_points_to_its_own_theta(run_cli, tmp_path: Path) -> None:
+    """torch's Householder orthogonal map multiplies by ``diagonal().int()``: zero at random θ of entries below 1,
+    not at the θ it builds. The message said there was no gradient flow to count."""
+    path = tmp_path / "householder.py"
+    path.write_text(
+        "from torch import nn\nfrom torch.nn.utils.parametrizations import orthogonal\n\n"
+        "model = nn.Sequential(orthogonal(nn.Linear(4, 3, bias=False), orthogonal_map='householder'), nn.ReLU(), "
+        "nn.Linear(3, 2, bias=False))\n"
+    )
+    code, _, err = run_cli("--module", str(path), "--input-shape", "4")
+    assert code == 2 and "not at the model's own θ" in err and "--at-own" in err
+
+
 def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> None:
     code, out, err = run_cli("--module", f"{factories}:weak", "--input-shape", "3", "--json")
     assert code == 1 and "inconclusive" in err

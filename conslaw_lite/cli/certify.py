@@ -7,8 +7,9 @@ or the laws found are no certificate: :attr:`conslaw_lite.find_laws.FoundLaws.co
 ``--module``, among them), 3 an internal error, 4 the ``--module`` file raised (syntax, import, factory,
 ``inputs(n)``), 130 interrupted. ``--list`` prints the named architectures and the size options of each.
 A model of token ids: ``--input-dtype long --vocab V``, or a function ``inputs(n)`` in the module file that
-returns its n inputs. A count of a ``--module`` over a few seconds shows its progress on stderr (rank so far,
-bracket depth); with ``--json``, what the file prints goes to stderr too.
+returns its n inputs. A count of a ``--module`` over a few seconds shows its progress on stderr when stderr is a
+terminal (rank so far, bracket depth; not in a log file or a pipe); with ``--json``, what the file prints goes to
+stderr too.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="with --module: count on this device (cuda: in float64 on the GPU)")
     parser.add_argument("--list", action="store_true", help="print the named architectures and their size options")
     add_size_arguments(parser)
+    parser.add_argument(
+        "--at-own", action="store_true",
+        help="with --module: count near the θ the file builds (a cast or clamp that reads θ itself), not at random θ",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--laws", action="store_true", help="also find the laws themselves (degree ≤ 2) and print them")
@@ -123,13 +128,14 @@ def run(args: argparse.Namespace) -> int:
         device = None if args.device is None else str(default_device(args.device))
         with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():  # the file's prints
             result = certify_module(
-                args.module, shape, seed=args.seed, laws=args.laws, vocab=_vocab(args), device=device, progress=True
-            )
+                args.module, shape, seed=args.seed, laws=args.laws, vocab=_vocab(args), device=device, progress=None,
+                at_own=args.at_own,
+            )  # fmt: skip
     else:
         if args.input_shape is not None or args.vocab is not None or args.input_dtype != "float64":
             raise ValueError("--input-shape, --input-dtype and --vocab are for --module; an arch knows its inputs")
-        if args.device is not None:
-            raise ValueError("--device is for --module; a named architecture is counted on the cpu")
+        if args.device is not None or args.at_own:
+            raise ValueError("--device and --at-own are for --module; a named architecture is counted on the cpu")
         check_sizes(args.arch, options)
         result = certify(args.arch, options, laws=args.laws)
     print(json_text(result.to_dict()) if args.json else table(result))

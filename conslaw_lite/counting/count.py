@@ -404,7 +404,7 @@ def _pieces_of_parameters(drawn: list[_Draw]) -> str:
     return (
         "a piecewise op acts on the parameters alone (a clamp or ReLU of a weight, not per input), and a random θ "
         f"puts its entries on pieces {sorted(seen)}: the count at such a θ is that of θ's own pattern, not of the "
-        "whole parameter space; count near your θ with at=dict(model.named_parameters())"
+        "whole parameter space; count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
     )
 
 
@@ -521,7 +521,8 @@ def count_laws(
     probe_gen = generator(seed, Stream.SATURATION_PROBE)  # not a stream the count draws from
     probe_theta, probe = problem.random_theta(probe_gen), sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
     checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
-    check_countable(problem.apply, problem.unflatten(probe_theta), probe[:PROBE_SAMPLES], problem.module)
+    checked_at = problem.unflatten(probe_theta if at is None else problem.flatten(at))  # at=: the user's own θ
+    check_countable(problem.apply, checked_at, probe[:PROBE_SAMPLES], problem.module)
     warn_unread_rows(problem.module, inputs, problem.apply, problem.unflatten(probe_theta))
     warn_padding_rows(problem.module)
     problem = problem.on(device)

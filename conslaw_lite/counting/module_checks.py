@@ -437,23 +437,36 @@ def _check_differentiable(first: _Run, apply: Callable, params: Params, inputs: 
     if not culprit:
         return  # a zero gradient here may be a dead ReLU layer at this θ: the counter tries more θ itself
     gen = torch.Generator().manual_seed(0)
-    out = first.output
     for draw in range(GRADIENT_DRAWS):
         if draw:
-            params = {
-                n: (torch.randn(p.shape, generator=gen, dtype=p.dtype) * _rms(p)).requires_grad_()
-                for n, p in params.items()
-            }
-            out = apply(params, inputs)
-        a = torch.randn(out.shape, generator=gen, dtype=out.dtype)
-        grads = torch.autograd.grad((a * out).sum(), list(params.values()), allow_unused=True)
-        if any(g is not None and bool(g.abs().max() > 0) for g in grads):
+            params = {n: torch.randn(p.shape, generator=gen, dtype=p.dtype) * _rms(p) for n, p in params.items()}
+        if _gradient_flows(apply, params, inputs, gen):
             return
-    raise ValueError(
+    zero = (
         f"{culprit}, whose derivative is zero where it exists: the output's gradient in θ is zero at all "
-        f"{GRADIENT_DRAWS} random θ tried, there is no gradient flow to count; give the forward a differentiable "
-        f"path (a straight-through estimator x + (round(x) − x).detach(), say) to count what it trains"
+        f"{GRADIENT_DRAWS} random θ tried"
     )
+    if module is not None and _gradient_flows(apply, {n: module.get_parameter(n) for n in params}, inputs, gen):
+        raise ValueError(
+            f"{zero}, not at the model's own θ: the cast reads θ itself (signs or indices of its entries, as torch's "
+            "Householder orthogonal map does); count near the model's θ with at=dict(model.named_parameters()) "
+            "(certify --at-own)"
+        )
+    raise ValueError(
+        f"{zero}, there is no gradient flow to count; give the forward a differentiable path (a straight-through "
+        "estimator x + (round(x) − x).detach(), say) to count what it trains"
+    )
+
+
+def _gradient_flows(apply: Callable, params: Params, inputs: torch.Tensor, gen: torch.Generator) -> bool:
+    """Whether the output's gradient at ``params`` (copied to float64) is nonzero somewhere."""
+    params = {n: p.detach().to(torch.float64).requires_grad_() for n, p in params.items()}
+    out = apply(params, inputs)
+    if not out.requires_grad:
+        return False
+    a = torch.randn(out.shape, generator=gen, dtype=out.dtype)
+    grads = torch.autograd.grad((a * out).sum(), list(params.values()), allow_unused=True)
+    return any(g is not None and bool(g.abs().max() > 0) for g in grads)
 
 
 # ---------------------------------------------------------------- helpers
