@@ -565,7 +565,7 @@ def count_laws(
             f"{noise:.1e} (two ways of computing D²f, D³f differ by that much): the directions it keeps may be "
             "round-off; is part of the forward computed in lower precision (a cast to float32)?"
         )
-    reason = reason or two_gaps(ranks, D)
+    reason = reason or two_gaps(ranks, D, NOISE_MARGIN * ROUNDOFF)
     rank = ranks[0].rank if not reason else None
     return LawCount(
         num_params=D,

@@ -22,7 +22,6 @@ GAP = 1e4  # smallest kept / largest dropped singular value needed for a count
 # The least round-off assumed in a count: a model whose second derivatives vanish (linear in θ) shows none in them,
 # yet its gradients carry float64 round-off, amplified by up to 10³ by the tensor weights (WEIGHT_FLOOR).
 ROUNDOFF = 1e-13
-SECOND_GAP = 100.0  # a dropped value this far above the next is a direction apart from round-off (second_cut)
 
 
 CUT = 1e-8  # a residual below this (vectors have length ≤ 1) adds no direction
@@ -240,26 +239,26 @@ def lie_rank(
 def second_cut(values: np.ndarray, rank: int, floor: float) -> int | None:
     """A larger rank j where the spectrum ``values`` (descending) shows a second gap, or None.
 
-    The values below ``rank`` are dropped as round-off. Round-off is spread over a decade or so; a dropped value
-    above ``floor`` that stands ``SECOND_GAP`` above the next (or is the last) is rather a tiny real direction
-    (a norm's ε of 10⁻¹², a unit nearly saturated) over round-off, which the count cannot tell apart.
+    The values below ``rank`` are dropped as round-off. One above ``floor`` that stands ``GAP`` above the next is
+    rather a tiny real direction (a norm's ε of 10⁻¹⁶ in a call, a unit nearly saturated) over round-off: cut
+    there, the gap is as clear, and the count cannot tell the two apart.
 
     Examples
     ========
-    >>> second_cut(np.array([1.0, 4e-12, 1e-15]), 1, floor=1e-13)  # 4·10⁻¹²: round-off, or a real direction?
+    >>> second_cut(np.array([1.0, 4e-10, 1e-15]), 1, floor=1e-11)  # 4·10⁻¹⁰: round-off, or a real direction?
     2
-    >>> second_cut(np.array([1.0, 2e-13, 8e-14, 1e-16]), 1, floor=1e-13) is None  # round-off over a decade
+    >>> second_cut(np.array([1.0, 4e-11, 1e-11]), 1, floor=1e-11) is None  # nothing below: no sign of two kinds
     True
     """
-    for j in range(rank + 1, len(values) + 1):
+    for j in range(rank + 1, len(values)):
         if values[j - 1] < floor:
             return None
-        if j == len(values) or values[j - 1] >= SECOND_GAP * values[j]:
+        if values[j - 1] >= GAP * values[j]:
             return j
     return None
 
 
-def two_gaps(ranks: list[Rank], D: int, floor: float = ROUNDOFF) -> str:
+def two_gaps(ranks: list[Rank], D: int, floor: float) -> str:
     """Why no count (or ""), where a θ's spectrum has a second gap below a dropped value above ``floor``
     (:func:`second_cut`)."""
     for r in (r for r in ranks if r.evidence == "spectrum"):
@@ -267,7 +266,7 @@ def two_gaps(ranks: list[Rank], D: int, floor: float = ROUNDOFF) -> str:
         if j is not None:
             return (
                 f"two gaps: N = {D - r.rank} if the singular values from {r.singular_values[r.rank]:.1e} down are "
-                f"round-off, N = {D - j} if the {j - r.rank} above {floor:.0e} stand apart from it: a tiny "
+                f"round-off, N = {D - j} if the {j - r.rank} above {floor:.0e} (100× round-off) are not: a tiny "
                 "effect (a norm's ε near 0, a unit nearly saturated) that the count cannot tell from zero"
             )
     return ""
