@@ -70,6 +70,8 @@ from conslaw_lite.user_inputs import inputs_needed, token_inputs
 # about a minute at D = 3,072, a 32-64-16 MLP on 2 cores, and its count grows as D³), but in pieces.
 SEARCH_MAX_PARAMS = 3072
 HELD_MAX_PARAMS = 4 * SEARCH_MAX_PARAMS  # a module searched with its blocks held: its forward runs them too
+SEARCH_SECONDS = 120.0  # no part's search starts after this long: a monitor on a model of many parts starts anyway
+SPENT = "not searched: the seconds for the search were spent on the parts before it (own_laws' seconds=)"
 NO_LAWS = "no laws (N = 0: none exist)"
 # Looser than RESIDUAL_TOL, which the part's own check met: the rest of a model may compute in float32 (round-off
 # about 1e-7), while a law that something outside its part breaks is off by far more (1e-3 and up at a random θ).
@@ -143,11 +145,13 @@ def own_laws(
     input_shape: tuple[int, ...] | int | None = None,
     inputs: torch.Tensor | None = None,
     seed: int = 0,
+    seconds: float = SEARCH_SECONDS,
 ) -> OwnLaws:
     """Find the laws of every part of ``model`` outside the registered blocks (module docstring: how, and why valid).
 
     ``input_shape`` (one input, no batch dimension) or ``inputs`` (a batch) is what the model takes; without
     either the parts are listed, each with the outcome "not searched". Another example is in :class:`OwnLaws`.
+    No part's search starts after ``seconds``: the parts left are listed as not searched, saying so.
 
     Examples
     ========
@@ -191,7 +195,7 @@ laws of training as long as the training step reads its parameters only by calli
     parts = []
     for entry, (host, recorded) in entries.items():  # host: the entry, named as in the model (the model for "")
         below = cuts(model, entry, blocks) if entry else top
-        searched = [p for cut in below for p in _search(host, cut, recorded, example, seed)]
+        searched = [p for cut in below for p in _search(host, cut, recorded, example, (seed, start + seconds))]
         searched.sort(key=lambda p: p.cut.own)
         alone = [p for p in searched if not p.cut.held]  # a part with blocks held was checked when it was searched
         checked = dict(zip(map(id, alone), _on_the_model(host, alone, example, seed)))
@@ -328,12 +332,18 @@ def _children_taking(model: nn.Module, x: torch.Tensor) -> tuple[dict[str, tuple
 # ---------------------------------------------------------------- searching one part
 
 
-def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, seed: int) -> list[Part]:
+Run = tuple[int, float]  # (seed, the time.perf_counter() after which no search starts)
+
+
+def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, run: Run) -> list[Part]:
     """The part's laws (``find_laws``), or why it was not searched; a part refused for its size, in pieces."""
+    seed, deadline = run
     if cut.own:
         return [_own_parameters(model, cut)]
+    if time.perf_counter() > deadline:
+        return [_unsearched(model, cut, SPENT)]
     if cut.held:
-        return _search_held(model, cut, recorded, x, seed)
+        return _search_held(model, cut, recorded, x, run)
     why = _unsearchable(model, cut, recorded)
     if why:
         return [_unsearched(model, cut, f"not searched: {why}")]
@@ -341,15 +351,15 @@ def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Ten
         found = _find(model, cut, recorded, seed)
     except ValueError as err:  # refused: its size, its mode, its dtype (the message says which)
         refused = _unsearched(model, cut, f"not searched: {str(err).splitlines()[0]}")
-        return [refused, *(p for piece in _pieces(model, cut) for p in _search(model, piece, recorded, x, seed))]
+        return [refused, *(p for piece in _pieces(model, cut) for p in _search(model, piece, recorded, x, run))]
     return [_found(model, cut, found)]
 
 
-def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, seed: int) -> list[Part]:
+def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, run: Run) -> list[Part]:
     """A module with blocks, searched whole with them held fixed, when that gives its laws (kept by the whole model
     at a random θ too: the blocks' values may add laws, a rank-2 SwiGLU's output leaving directions unread) or
     shows there are none; else its children's parts, which then say for themselves what came of them."""
-    total = sum(p.numel() for p in model.get_submodule(cut.members[0]).parameters())
+    seed, total = run[0], sum(p.numel() for p in model.get_submodule(cut.members[0]).parameters())
     if total <= HELD_MAX_PARAMS and not _unsearchable(model, cut, recorded):
         try:
             (part,) = _on_the_model(model, [_found(model, cut, _find(model, cut, recorded, seed))], x, seed)
@@ -357,7 +367,7 @@ def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torc
             part = None
         if part is not None and (part.laws or part.outcome == NO_LAWS):
             return [part]
-    return [p for c in cut.instead for p in _search(model, c, recorded, x, seed)]
+    return [p for c in cut.instead for p in _search(model, c, recorded, x, run)]
 
 
 def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int):

@@ -13,7 +13,7 @@ from conslaw_lite.counting import check_laws
 from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.monitor import Monitor
-from conslaw_lite.own_laws import own_laws, uncovered
+from conslaw_lite.own_laws import SPENT, own_laws, uncovered
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -356,3 +356,13 @@ def test_a_part_beside_a_registered_block_says_their_common_laws_are_not_searche
     assert "(each part alone: laws that couple two parts, or a part and a block, are not searched)" in str(own)
     alone = str(own_laws(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double(), input_shape=(3,)))
     assert "each part alone" not in alone
+
+
+def test_no_part_is_searched_after_the_seconds_given() -> None:
+    """A model of many parts (a tiny GPT-2 took over 380 s) still starts its monitor: the parts left are listed."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    spent = own_laws(model, input_shape=(3,), seconds=0.0)
+    assert [part.outcome for part in spent.parts] == [SPENT] and not spent.laws
+    (part,) = own_laws(model, input_shape=(3,)).parts  # the seconds by default: its 4 unit laws
+    assert part.outcome.startswith("4 quadratic laws found; N = 4")
