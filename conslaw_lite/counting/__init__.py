@@ -114,7 +114,7 @@ from conslaw_lite.counting.count import (
     LawCount,
     count_laws,
 )
-from conslaw_lite.counting.lie_rank import CUT, GAP, SPECTRUM_MAX_D, STACK_MAX_D
+from conslaw_lite.counting.lie_rank import CUT, GAP, ROUNDOFF, SPECTRUM_MAX_D, STACK_MAX_D
 from conslaw_lite.counting.problem import Model
 
 __all__ = [
@@ -124,6 +124,7 @@ __all__ = [
     "PATTERN_DRAWS",
     "PIECEWISE_SAMPLES",
     "RESIDUAL_TOL",
+    "ROUNDOFF",
     "SPECTRUM_MAX_D",
     "STACK_MAX_D",
     "TooLarge",
