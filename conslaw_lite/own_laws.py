@@ -359,7 +359,8 @@ def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torc
     """A module with blocks, searched whole with them held fixed, when that gives its laws (kept by the whole model
     at a random θ too: the blocks' values may add laws, a rank-2 SwiGLU's output leaving directions unread) or
     shows there are none; else its children's parts, which then say for themselves what came of them."""
-    seed, total = run[0], sum(p.numel() for p in model.get_submodule(cut.members[0]).parameters())
+    seed = run[0]
+    total = sum(p.numel() for p in model.get_submodule(cut.members[0]).parameters())
     if total <= HELD_MAX_PARAMS and not _unsearchable(model, cut, recorded):
         try:
             (part,) = _on_the_model(model, [_found(model, cut, _find(model, cut, recorded, seed))], x, seed)

@@ -266,7 +266,7 @@ def two_gaps(ranks: list[Rank], D: int, floor: float) -> str:
         if j is not None:
             return (
                 f"two gaps: N = {D - r.rank} if the singular values from {r.singular_values[r.rank]:.1e} down are "
-                f"round-off, N = {D - j} if the {j - r.rank} value(s) above {floor:.0e} (100× round-off), over a "
+                f"round-off, N = {D - j} if the {j - r.rank} value(s) above {floor:.0e}, over a "
                 "gap to the rest, are a tiny real effect (a norm's ε near 0, a unit nearly saturated)"
             )
     return ""
