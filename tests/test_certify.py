@@ -123,6 +123,14 @@ def test_cli_own_module(run_cli, factories: Path) -> None:
     assert result["known_laws"] is None and result["formula"] is None
 
 
+def test_cli_takes_a_module_file_in_place_of_an_architecture(run_cli, factories: Path) -> None:
+    """``certify mine.py:build``, the form a user first types, is ``--module mine.py:build``."""
+    code, out, _ = run_cli(f"{factories}:relu_net", "--input-shape", "2,2", "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == 5
+    code, _, err = run_cli(f"{factories}:relu_net", "--module", f"{factories}:relu_net", "--input-shape", "2,2")
+    assert code == 2 and "not both" in err
+
+
 def test_cli_takes_a_module_the_file_builds(run_cli, factories: Path) -> None:
     code, out, _ = run_cli("--module", f"{factories}:built", "--input-shape", "2,2", "--json")
     assert code == 0 and json.loads(out)["num_laws"] == 5

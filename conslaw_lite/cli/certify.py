@@ -60,7 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     >>> args.arch, args.module, args.seed, args.json, args.laws
     ('toy', None, 1, False, False)
     """
-    parser.add_argument("arch", nargs="?", help="a registered architecture (toy, ffn-gelu, swiglu, mha-rope, ...)")
+    parser.add_argument(
+        "arch", nargs="?", help="a registered architecture (toy, ffn-gelu, swiglu, mha-rope, ...), or FILE.py[:FACTORY]"
+    )
     own = "certify FACTORY() from FILE.py instead (or FACTORY itself, a module the file builds; FILE.py: its model)"
     parser.add_argument("--module", metavar="FILE.py:FACTORY", help=own)
     parser.add_argument("--input-shape", metavar="3,4", help="one input's shape (no batch dimension), with --module")
@@ -113,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     """
     if args.list:
         return _print_archs(args.json)
+    if args.module is None and args.arch is not None and args.arch.partition(":")[0].endswith(".py"):
+        args.module, args.arch = args.arch, None  # `certify mine.py:build`, as a user first types it
     if args.arch is not None and args.module is not None:
         if args.arch.isdigit():  # `--input-shape 3 4`: the second size was taken for an architecture name
             raise ValueError(f"--input-shape takes one argument, commas between sizes: {args.input_shape},{args.arch}")
