@@ -34,7 +34,9 @@ WORKSPACE = 32  # copies of a forward's tensors a nested jvp over vjp keeps aliv
 # on 2 cores, estimated 101 s)
 COMPLEMENT_FLOPS = 0.9
 HEADROOM = 0.9  # of the available memory the estimate may use: the allocator and Python need the rest
-RATE_PROBE = 384  # side of the matrices timed to measure a CPU's float64 matrix-product rate
+RATE_PROBE = 1024  # side of the matrices timed to measure a CPU's float64 matrix-product rate: at 384, with one of
+# 2 cores busy elsewhere, the threads' waits on each other read 4.7 GFLOP/s where products of side 2,048 ran at 44
+# (1024: 32), and a count's estimate came out ten times too long
 GPU_RATE_PROBE = 4096  # a GPU's: at 384 a product takes less than its launch (an H200 measured 0.8 TFLOP/s, and
 # estimated 38 min for a count that took 72 s)
 
@@ -119,17 +121,20 @@ _RATES: dict[str, float] = {}
 
 def matmul_rate(device: torch.device) -> float:
     """Float64 matrix-product rate (flop/s) of ``device``, timed once a process on products of side ``RATE_PROBE``
-    (``GPU_RATE_PROBE`` on a GPU)."""
+    (``GPU_RATE_PROBE`` on a GPU): the fastest of three, the rate a long factorization keeps up over a load that
+    comes and goes."""
     key = str(device)
     if key not in _RATES:
         n = RATE_PROBE if device.type == "cpu" else GPU_RATE_PROBE
         gen = torch.Generator().manual_seed(0)
         a = torch.randn(n, n, generator=gen, dtype=torch.float64).to(device)
         (a @ a).sum().item()  # warm-up (and CUDA's lazy initialization)
-        start = time.perf_counter()
+        seconds = []
         for _ in range(3):
+            start = time.perf_counter()
             (a @ a).sum().item()
-        _RATES[key] = 3 * 2 * n**3 / max(time.perf_counter() - start, 1e-9)
+            seconds.append(time.perf_counter() - start)
+        _RATES[key] = 2 * n**3 / max(min(seconds), 1e-9)
     return _RATES[key]
 
 
