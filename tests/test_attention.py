@@ -18,7 +18,7 @@ from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.certify import certify
-from conslaw_lite.counting import check_laws
+from conslaw_lite.counting import check_laws, count_laws
 from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.families.attention.symbolic import closed_form_laws, qk_condition, symbolic_attention
 from conslaw_lite.flows import gradient_flow, mse_loss, train
@@ -232,6 +232,18 @@ def test_timm_qk_norm_is_refused(timm: ModuleType) -> None:
     attn = timm.layers.Attention(8, num_heads=2, qk_norm=True, norm_layer=nn.LayerNorm)
     with pytest.raises(ValueError, match="qk_norm"):
         laws_of(attn)
+
+
+def test_timm_qk_norm_over_two_coordinates_is_counted_as_derived(timm: ModuleType) -> None:
+    """A LayerNorm over a head of 2 coordinates reads the head's query only through ``s = w·x/√((w·x)² + ε)``, w half
+    the difference of its two rows of W_q: ``q = γ_q∘(1, −1)·s + β_q`` (keys alike, gains shared by the heads). The
+    scores read the gains through ``A = γ_q·γ_k`` and ``C = β_q1γ_k1 − β_q2γ_k2`` alone (the rest is constant along a
+    softmax row), and ∇A, ∇C and their bracket close into a Lie algebra of dimension 3 on those 6 coordinates. Laws:
+    the row sums of each head's W_q and W_k (16), β_k (2, unread), 6 − 3 = 3 on the gains, each head's V/O balance
+    (3 each): 27."""
+    attn = timm.layers.Attention(4, num_heads=2, qk_norm=True, norm_layer=nn.LayerNorm)
+    count = count_laws(attn, (3, 4), seed=1)
+    assert count.conclusive and count.num_laws == 27, count
 
 
 # ---------------------------------------------------------------- symbolic, at the smallest size
