@@ -259,6 +259,13 @@ def test_an_embedding_with_max_norm_is_refused_with_its_option() -> None:
         count_laws(net, inputs=torch.arange(24).reshape(6, 4) % 6)
 
 
+@pytest.mark.parametrize("kind", [nn.Embedding, nn.EmbeddingBag])
+def test_an_embedding_that_scales_its_gradient_is_refused_with_its_option(kind: type[nn.Module]) -> None:
+    net = nn.Sequential(kind(6, 3, scale_grad_by_freq=True), nn.Linear(3, 4)).double()
+    with pytest.raises(ValueError, match=rf"`0` \({kind.__name__}\) divides each row's gradient .*scale_grad_by_freq"):
+        count_laws(net, inputs=torch.arange(24).reshape(6, 4) % 6)
+
+
 def test_token_ids_that_leave_embedding_rows_unread_are_warned_of() -> None:
     """Each entry of a row never read gets no gradient: a law of training on such data, named as such."""
     torch.manual_seed(0)

@@ -23,6 +23,9 @@ one-line ``ValueError`` naming the layer (its name in ``named_modules`` and its 
 * **A value of θ read into Python.** ``c.item() > 0``, ``float(c)``, ``bool(c)`` of a tensor computed from the
   parameters: a branch on it is taken as the θ drawn decides (the count changed with the seed), and a number read
   out of autograd has no derivative in θ. Found with a function mode on a forward whose parameters require grad.
+* **Not the loss's gradient.** An embedding with ``max_norm`` rescales the rows it reads, in place, in every forward;
+  one with ``scale_grad_by_freq`` divides each row's gradient by how often its id occurs in the batch. Either way
+  training does not follow the gradient flow whose laws are counted, so the option is named instead.
 * **No derivative.** An output whose gradient in θ is zero at every θ tried, behind an op whose
   derivative is zero wherever it exists (``round``, ``floor``, ``sign``, a comparison, ``argmax``),
   has no gradient flow to count.
@@ -105,7 +108,7 @@ def check_countable(
 
     ``apply(params, inputs)`` is the model (float64 ``params`` by name, a batch of ``inputs``);
     ``module`` is the ``nn.Module`` it calls, if any, which names the layer at fault and whose mode
-    is checked. See the module docstring for the five checks. Global random state, the module's
+    is checked. See the module docstring for the checks. Global random state, the module's
     buffers (a BatchNorm's running statistics) and each submodule's mode are left as they were.
 
     Examples
@@ -122,7 +125,7 @@ def check_countable(
     ValueError: `1` (Dropout, p=0.1) is random in train mode: call model.eval() to count the deterministic function
     >>> check_countable(apply, dict(net.eval().named_parameters()), x, net)  # eval mode: countable, no error
     """
-    _check_in_place(module)
+    _check_embedding_options(module)
     leaves = {n: p.detach().to(torch.float64).requires_grad_() for n, p in params.items()}
     with _restored(module):
         first = _run(apply, leaves, inputs, module, dispatch=True)
@@ -343,14 +346,23 @@ def _restored(module: nn.Module | None) -> Iterator[None]:
 # ---------------------------------------------------------------- the checks
 
 
-def _check_in_place(module: nn.Module | None) -> None:
+def _check_embedding_options(module: nn.Module | None) -> None:
     """An ``nn.Embedding`` with ``max_norm`` rescales the rows it reads, in place, in every forward: θ changes
-    outside the gradient step, and no law of gradient flow survives that."""
+    outside the gradient step, and no law of gradient flow survives that. With ``scale_grad_by_freq`` each row's
+    gradient is divided by its id's count in the batch: a step along another field than the loss's gradient."""
     for name, m in module.named_modules() if module is not None else ():
-        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.max_norm is not None:
+        if not isinstance(m, (nn.Embedding, nn.EmbeddingBag)):
+            continue
+        if m.max_norm is not None:
             raise ValueError(
                 f"{_where(name, module)} renormalizes the rows it reads in place in forward (max_norm="
                 f"{m.max_norm:g}): θ changes outside gradient flow; count it with max_norm=None"
+            )
+        if m.scale_grad_by_freq:
+            raise ValueError(
+                f"{_where(name, module)} divides each row's gradient by how often its id occurs in the batch "
+                "(scale_grad_by_freq=True): training does not follow the loss's gradient flow, whose laws are "
+                "counted; count it with scale_grad_by_freq=False"
             )
 
 
