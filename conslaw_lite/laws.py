@@ -29,6 +29,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from conslaw_lite.wrapped_modules import unwrapped
+
 Params = Mapping[str, torch.Tensor]  # θ (or a gradient) by the model's own parameter names
 Law = Callable[[Params], torch.Tensor]
 Kind = Literal["law", "control"]
@@ -424,7 +426,7 @@ def find_blocks(model: nn.Module, *, required: bool = False) -> list[BlockLaws]:
     >>> [(block.path, block.kind, list(block.laws)) for block in find_blocks(model)]
     [('0', 'toy', ['a²−b²']), ('1', 'toy', ['a²−b²', 'a²−c²'])]
     """
-    blocks = []
+    blocks, model = [], unwrapped(model)
     for name, module in model.named_modules():
         registered = _finder_for(module)
         if registered is None:
@@ -527,7 +529,7 @@ def parameters_of(model: nn.Module, dtype: torch.dtype = torch.float64) -> dict[
     >>> bool((model.weight - theta["weight"] == 1.0).all())
     True
     """
-    return {n: p.detach().to(dtype, copy=True) for n, p in model.named_parameters()}
+    return {n: p.detach().to(dtype, copy=True) for n, p in unwrapped(model).named_parameters()}
 
 
 def evaluate(laws: Mapping[str, Law], params: Params) -> dict[str, torch.Tensor]:

@@ -67,6 +67,7 @@ from conslaw_lite.watch_conditions import (
     optimizer_breaks_laws,
     without_frozen,
 )
+from conslaw_lite.wrapped_modules import unwrapped
 
 FOUND = Group("found", "law")  # the group of laws given to the Monitor
 # A law whose ‖h_i(θ₀)‖ is at most this times ‖θ_S‖² (S: the tensors its source reads; a law is quadratic in them)
@@ -237,6 +238,7 @@ class Monitor:
         """
         if not isinstance(model, nn.Module):
             raise TypeError(f"Monitor watches an nn.Module, got {type(model).__name__}")
+        model = unwrapped(model)  # torch.compile's: the same parameters, named as the user wrote them
         check_every(every)
         if evaluate_every is not None:
             check_every(evaluate_every)

@@ -18,6 +18,7 @@ from conslaw_lite.counting.exact_ops import embedding_bag
 from conslaw_lite.counting.module_checks import check_countable, check_dtypes, mode_dependent_layers
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.find_laws import find_laws
+from conslaw_lite.laws import laws_of
 from conslaw_lite.monitor import Monitor
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -386,3 +387,22 @@ def test_a_value_of_the_parameters_read_into_python_is_refused(read) -> None:
     """The count was N = 0 at seed 0 and N = 2 at seed 5, both conclusive."""
     with pytest.raises(ValueError, match=r"reads a value computed from the parameters into Python \(Tensor\."):
         count_laws(PythonBranch(read), (1,))
+
+
+def test_a_compiled_module_is_counted_and_watched_as_the_module_inside() -> None:
+    """torch.compile's wrapper holds the same function and parameters: counted without compiling a graph per θ,
+    and its laws named as the user wrote the model, not ``_orig_mod.``."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 4), SwiGLU(4, 6, 4), nn.Linear(4, 2))
+    compiled = torch.compile(net)
+    # 6 SwiGLU units, and each linear junction (4 wide) its balancedness matrix, 10 laws
+    assert count_laws(compiled, (3,)).num_laws == count_laws(net, (3,)).num_laws == 6 + 10 + 10
+    assert list(laws_of(compiled)) == list(laws_of(net)) == ["1:|A_{:,i}|^2-|C_{i,:}|^2"]
+    assert [g.key for g in Monitor(compiled).groups] == ["swiglu", "swiglu:control"]
+
+
+def test_a_torchscript_module_is_refused_naming_what_to_give() -> None:
+    scripted = torch.jit.script(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)))
+    for use in (lambda: count_laws(scripted, (3,)), lambda: Monitor(scripted)):
+        with pytest.raises(ValueError, match=r"TorchScript module .*give the nn.Module it was made from"):
+            use()

@@ -20,6 +20,7 @@ from torch.utils._pytree import tree_map_only
 
 from conslaw_lite.counting.module_checks import check_dtypes
 from conslaw_lite.laws import Params, float64_form
+from conslaw_lite.wrapped_modules import unwrapped
 
 Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
 
@@ -111,7 +112,7 @@ class Problem:
 def problem_of(model: Model, params: Params | None) -> Problem:
     """Validate the model and its parameters; the module is copied to float64 (:func:`~conslaw_lite.laws.float64_form`),
     in the mode it is in."""
-    module = None
+    module, model = None, unwrapped(model)
     if isinstance(model, nn.Module):
         if params is not None:
             raise TypeError("params is only for a model given as a function f(params, x); a module has its own")
