@@ -716,6 +716,60 @@ def test_a_forward_that_reduces_over_the_batch_is_refused(reduce) -> None:
         count_laws(reduced, 4, params=dict(net.named_parameters()))
 
 
+class SeqFirstGRU(nn.Module):
+    """``nn.GRU`` left at ``batch_first=False`` reads the counter's batch of inputs as time: row i of the output
+    depends on rows 0..i, so cutting the batch to its first rows changes nothing, and it was counted (6)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.GRU(2, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x)[0]
+
+
+def test_a_batch_coupled_through_its_earlier_rows_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"`rnn` \(GRU\) mixes the inputs of a batch \(batch_first=False"):
+        count_laws(SeqFirstGRU().double(), (3, 2))
+
+
+class ReluRNN(nn.Module):
+    """Two ReLU layers of 2 units over 3 steps, then a linear head. The parameter space keeps 8 laws: each layer's
+    ``b_ih − b_hh`` (read only as their sum, 4) and each hidden unit's rescaling (4): the squares of its row of
+    W_ih, of W_hh and of its biases, less those of its column of W_hh and of the weights of the next layer."""
+
+    def __init__(self, cells: bool) -> None:
+        super().__init__()
+        self.cells = cells
+        if cells:
+            self.c0, self.c1 = nn.RNNCell(2, 2, nonlinearity="relu"), nn.RNNCell(2, 2, nonlinearity="relu")
+        else:
+            self.rnn = nn.RNN(2, 2, num_layers=2, nonlinearity="relu", batch_first=True)
+        self.head = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.cells:
+            return self.head(self.rnn(x)[0])
+        h0 = h1 = x.new_zeros(len(x), 2)
+        steps = []
+        for t in range(x.shape[1]):
+            h0 = self.c0(x[:, t], h0)
+            h1 = self.c1(h0, h1)
+            steps.append(h1)
+        return self.head(torch.stack(steps, 1))
+
+
+@pytest.mark.parametrize("cells", [False, True], ids=["nn.RNN", "nn.RNNCell"])
+def test_a_relu_rnn_is_counted_with_every_pattern(cells: bool) -> None:
+    """Through torch's fused kernel no ReLU was seen: at seed 1 both θ left a unit on one piece for every input,
+    and the count was that θ's own, 9, conclusive."""
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        count = count_laws(ReluRNN(cells), (3, 2), seed=seed)
+        assert count.conclusive and count.patterns == "realizable", count.reason
+        assert count.num_laws == 8
+
+
 @pytest.mark.parametrize(
     "act", [nn.ReLU6(), nn.Hardtanh(), nn.Hardsigmoid()], ids=["relu6", "hardtanh", "hardsigmoid"]
 )  # fmt: skip

@@ -25,6 +25,9 @@ derivative. In torch 2.14 (float64; checked on CPU) these do not have one:
 * ``embedding`` with a ``padding_idx``: its backward gives the padding row no gradient, its forward-mode
   derivative moves it, so two ways of taking D²f disagree. Training never moves that row: the stand-in holds it
   constant.
+* ``rnn_relu`` and ``rnn_relu_cell`` (``nn.RNN``, ``nn.RNNCell`` with ``nonlinearity="relu"``): exact, but fused,
+  so the ReLUs inside are not seen by the activation patterns of :mod:`.strata`; unrolled in
+  :mod:`.unrolled_rnn`.
 
 :func:`exact_derivatives` routes these to formulas built from elementary ops (whose
 derivatives of every order are composed from exact ones) while it is active, and
@@ -44,6 +47,8 @@ from contextlib import ExitStack, contextmanager
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from conslaw_lite.counting.unrolled_rnn import rnn_relu, rnn_relu_cell
 
 
 def _normalize(x: torch.Tensor, dims: tuple[int, ...], eps: float) -> torch.Tensor:
@@ -275,7 +280,8 @@ _TORCH = {"layer_norm": F.layer_norm, "batch_norm": F.batch_norm, "instance_norm
 _ROUTES = [(F, "layer_norm", layer_norm), (torch, "layer_norm", layer_norm), (F, "batch_norm", batch_norm),
            (F, "instance_norm", instance_norm), (F, "hardsigmoid", hardsigmoid),
            (F, "hardswish", hardswish), (F, "glu", glu), (torch, "_weight_norm", weight_norm),
-           (F, "embedding", embedding), (F, "embedding_bag", embedding_bag)]  # fmt: skip
+           (F, "embedding", embedding), (F, "embedding_bag", embedding_bag), (torch._VF, "rnn_relu", rnn_relu),
+           (torch._VF, "rnn_relu_cell", rnn_relu_cell)]  # fmt: skip
 
 
 @contextmanager
@@ -283,10 +289,11 @@ def exact_derivatives() -> Iterator[None]:
     """Within the block, the ops listed in the module docstring have exact derivatives of every order.
 
     ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm``, ``F.instance_norm``, ``F.hardsigmoid``,
-    ``F.hardswish``, ``F.glu``, ``torch._weight_norm``, ``F.embedding`` (holding its padding row constant) and
-    ``F.embedding_bag`` are replaced by the elementary formulas of this module, and
-    ``F.scaled_dot_product_attention`` runs torch's composite ``MATH`` backend (``softmax(QKᵀ/√k + mask) V`` in
-    elementary ops). Everything is restored on exit.
+    ``F.hardswish``, ``F.glu``, ``torch._weight_norm``, ``F.embedding`` (holding its padding row constant),
+    ``F.embedding_bag`` and torch's ReLU RNN ops (``_VF.rnn_relu``, ``_VF.rnn_relu_cell``) are replaced by the
+    elementary formulas of this module (of :mod:`.unrolled_rnn` for the RNN), and ``F.scaled_dot_product_attention``
+    runs torch's composite ``MATH`` backend (``softmax(QKᵀ/√k + mask) V`` in elementary ops). Everything is restored
+    on exit.
 
     Examples
     ========

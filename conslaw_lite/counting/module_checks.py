@@ -19,7 +19,8 @@ one-line ``ValueError`` naming the layer (its name in ``named_modules`` and its 
   forward that reads ``self.training``), the eval-mode laws are not those of train-mode training
   (a BatchNorm makes the rows before it scale-invariant: other laws), so neither is counted silently.
 * **Batch coupling.** The outputs of the first k inputs must not change when the batch is cut to
-  those k: the counter's W is spanned by per-input gradients ∇_θ f_i(x; θ).
+  those k, nor those of the last k (a recurrent layer that reads the batch as time, ``batch_first=False``, passes
+  the first test): the counter's W is spanned by per-input gradients ∇_θ f_i(x; θ).
 * **A value of θ read into Python.** ``c.item() > 0``, ``float(c)``, ``bool(c)`` of a tensor computed from the
   parameters: a branch on it is taken as the θ drawn decides (the count changed with the seed), and a number read
   out of autograd has no derivative in θ. Found with a function mode on a forward whose parameters require grad.
@@ -421,7 +422,9 @@ def _check_per_input(first: _Run, apply: Callable, params: Params, inputs: torch
         )
     if first.output.dim() == 0 or len(first.output) != n:
         return  # the batch is not the output's first dimension: nothing to compare row by row
-    name = _first_difference(first, part, rows=(n, k))
+    name = _first_difference(first, part, rows=(n, slice(0, k)))
+    if name is None:
+        name = _first_difference(first, _run(apply, params, inputs[n - k :], module), rows=(n, slice(n - k, n)))
     if name is None:
         return
     layer = _layer(module, name)
@@ -430,6 +433,8 @@ def _check_per_input(first: _Run, apply: Callable, params: Params, inputs: torch
         what = "normalizes with batch statistics" + (
             "" if layer.training else " in eval mode too (no running statistics)"
         )
+    elif isinstance(layer, nn.RNNBase) and not layer.batch_first:
+        what += " (batch_first=False: it reads the first dimension as time; build it with batch_first=True)"
     raise ValueError(
         f"{_where(name, module)} {what}: the output for one input depends on the others, and the counter counts the "
         f"laws of a function of one input (a row of the batch); make each row's output depend on that row alone"
@@ -484,12 +489,13 @@ def _gradient_flows(apply: Callable, params: Params, inputs: torch.Tensor, gen: 
 # ---------------------------------------------------------------- helpers
 
 
-def _first_difference(a: _Run, b: _Run, rows: tuple[int, int] | None = None) -> str | None:
+def _first_difference(a: _Run, b: _Run, rows: tuple[int, slice] | None = None) -> str | None:
     """The first submodule call whose output differs between two runs; ``""`` if only the output does; else None.
     Where that call's input differs too, no module called before it made the difference: its caller's own forward
     did (``x + torch.randn_like(x)`` before ``self.fc``), and the caller is named.
 
-    ``rows = (n, k)``: run b saw the first k of run a's n inputs; only tensors with the batch first are compared.
+    ``rows = (n, part)``: run b saw the rows ``part`` (a slice) of run a's n inputs; only tensors with the batch first
+    are compared.
     """
     for call_a, call_b in zip(a.calls, b.calls):
         if call_a.name != call_b.name:  # the calls themselves differ: the module that ran in one and not the other
@@ -502,16 +508,16 @@ def _first_difference(a: _Run, b: _Run, rows: tuple[int, int] | None = None) -> 
     return None
 
 
-def _any_differ(xs: list[torch.Tensor], ys: list[torch.Tensor], rows: tuple[int, int] | None) -> bool:
+def _any_differ(xs: list[torch.Tensor], ys: list[torch.Tensor], rows: tuple[int, slice] | None) -> bool:
     return len(xs) != len(ys) or any(_differ(x, y, rows) for x, y in zip(xs, ys))
 
 
-def _differ(x: torch.Tensor, y: torch.Tensor, rows: tuple[int, int] | None = None) -> bool:
+def _differ(x: torch.Tensor, y: torch.Tensor, rows: tuple[int, slice] | None = None) -> bool:
     if rows is not None:
-        n, k = rows
-        if x.dim() == 0 or y.dim() == 0 or len(x) != n or len(y) != k or x.shape[1:] != y.shape[1:]:
+        n, part = rows
+        if x.dim() == 0 or y.dim() == 0 or len(x) != n or len(y) != len(range(n)[part]) or x.shape[1:] != y.shape[1:]:
             return False  # no batch dimension first: nothing to compare row by row
-        x = x[:k]
+        x = x[part]
     x, y = x.detach(), y.detach()
     if x.shape != y.shape or x.dtype != y.dtype:
         return True
