@@ -86,7 +86,9 @@ some θ realizes on some input (it is analytic, and conserved on the open set of
 where that pattern holds), and the counter takes the fields with such patterns
 (:mod:`conslaw_lite.counting.strata`). ``at=`` counts near one θ, with its own patterns,
 where a dead unit adds laws. An output whose gradient in θ vanishes at a drawn θ
-(a dead layer) is passed over.
+(a dead layer) is passed over. A kink those patterns do not see (``torch.ops.aten.relu``, a
+ReLU spelled with ``amax``, a fused kernel) is found at the dispatcher, and four θ without a dead
+unit are ranked instead of two (:mod:`.unseen_kinks`).
 
 **Size.** The basis of Lie(W)(θ) has up to D rows of D float64 entries (8 D² bytes: 3.2 GB at
 D = 20,000) and projecting on it costs O(D³) per θ; above ``STACK_MAX_D`` the complement needs the
@@ -101,7 +103,8 @@ depth and the outputs.
 Modules: :mod:`.problem` (the model as a function of θ, its θ and inputs), :mod:`.lie_rank` (the
 rank at one θ; :mod:`.complement` above ``STACK_MAX_D``), :mod:`.count` (:func:`count_laws`: θ drawn
 until the ranks agree), :mod:`.check` (:func:`check_laws`), with the guards :mod:`.module_checks`,
-:mod:`.strata` (activation patterns) and :mod:`.exact_ops` (derivatives torch gets wrong),
+:mod:`.strata` (activation patterns), :mod:`.unseen_kinks` (the kinks they miss) and :mod:`.exact_ops` (derivatives
+torch gets wrong; with :mod:`.unrolled_rnn`),
 :mod:`.budget` (memory, time, device) and :mod:`.progress`. The counter imports no block family.
 """
 

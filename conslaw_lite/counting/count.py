@@ -52,6 +52,7 @@ from conslaw_lite.counting.strata import (
     kinked_calls,
     parameter_pieces,
 )
+from conslaw_lite.counting.unseen_kinks import POINTS, one_piece, too_few, unseen_kinks
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
 from conslaw_lite.seeding import Stream, generator
@@ -138,7 +139,8 @@ class _Draw:
     factor: float = 1.0  # θ's scale relative to the model's (or to the standard scale)
     standard: bool = False  # θ drawn at nn.Linear's standard scale, not the model's (Problem.random_theta)
     pieces: tuple[tuple[int, ...], ...] = ()  # the pieces of each piecewise call of the weights alone (at random θ)
-    linear: bool = False  # a softplus unit past torch's threshold on every input (saturation.linear_units)
+    linear: bool = False  # a softplus unit past torch's threshold on every input (saturation.linear_units), or a
+    # unit of an unseen kink on one piece (unseen_kinks.one_piece)
 
 
 def _draw(
@@ -195,6 +197,7 @@ def _draw(
         return _Draw(theta, f, n_out, gen, replace(stratum, constant=True), patterns, None, factor, standard)
     zero = zero if bool(zero.any()) else None
     linear = at is None and linear_units(lambda: forward(theta, x))
+    linear = linear or bool(at is None and problem.unseen_kinks and one_piece(forward, theta, x))
     return _Draw(theta, f, n_out, gen, stratum, patterns, zero, factor, standard, pieces, linear)
 
 
@@ -300,7 +303,8 @@ def _ranks_at_points(
     at: torch.Tensor | None = None,
     run: _Run = _Run(),
 ) -> tuple[list[tuple[_Draw, Rank]], list[_Draw], str]:
-    """Ranks at ``NUM_POINTS`` θ of the seed's sequence (``at``: that θ alone), every θ drawn, and why no ranks.
+    """Ranks at ``NUM_POINTS`` θ of the seed's sequence (``at``: that θ alone; :data:`.unseen_kinks.POINTS` where a
+    kink of θ is unseen, :mod:`.unseen_kinks`), every θ drawn, and why no ranks.
 
     The second θ is drawn at ``nn.Linear``'s standard scale, the first at the model's own. Both must
     give the same rank; a model saturated at its own scale (a GELU or softmax of large pre-activations
@@ -321,13 +325,14 @@ def _ranks_at_points(
     an error naming their tensors. So is a θ where a softplus unit is past torch's threshold on every input
     (:mod:`.saturation`): there still at ``MIN_FACTOR``, no count (``STILL_LINEAR``).
     """
-    structural = None
+    structural, points = None, 1
     if at is not None:
         drawn = [_draw(problem, 0, input_shape, inputs, seed, num_samples, at)]
         if drawn[0].stratum.constant:
             raise ValueError("the output's gradient in θ is zero at the given θ, on every sampled input")
     else:
-        drawn, factor = [], 1.0
+        problem = replace(problem, unseen_kinks=tuple(unseen_kinks(problem, input_shape, inputs, seed)))
+        drawn, factor, points = [], 1.0, POINTS if problem.unseen_kinks else NUM_POINTS
         for index in range(MAX_DRAWS):
             standard = sum(_usable(d) for d in drawn) == 1
             drawn.append(_draw(problem, index, input_shape, inputs, seed, num_samples, None, factor, standard))
@@ -335,7 +340,7 @@ def _ranks_at_points(
                 factor = max(factor / 10, MIN_FACTOR)
             elif drawn[-1].stratum.constant:  # too small for the output to move (a threshold): back up
                 factor = min(factor * 10, 1.0)
-            if sum(_usable(d) for d in drawn) == NUM_POINTS:
+            if sum(_usable(d) for d in drawn) == points:
                 break
         else:
             if all(d.stratum.constant for d in drawn):
@@ -343,6 +348,8 @@ def _ranks_at_points(
                     f"the output's gradient in θ is zero at all {MAX_DRAWS} random θ tried, on every sampled "
                     "input: the model's output does not depend on θ"
                 )
+            if problem.unseen_kinks:  # a unit on one piece, or a dead unit's zeros: no count on them
+                return [], drawn, too_few(list(problem.unseen_kinks), sum(_usable(d) for d in drawn), MAX_DRAWS)
             if sum(not d.stratum.constant and not d.linear for d in drawn) < NUM_POINTS:
                 return [], drawn, STILL_LINEAR.format(factor=MIN_FACTOR)
             if sum(_usable(d) for d in drawn) < NUM_POINTS:
@@ -353,7 +360,7 @@ def _ranks_at_points(
                 drawn = [replace(d, zero=None) if d.factor <= MIN_FACTOR or d is first else d for d in drawn]
                 structural = first.zero if first is not None else None
     results: list[tuple[_Draw, Rank]] = []
-    for d in [d for d in drawn if _usable(d) or at is not None][:NUM_POINTS]:
+    for d in [d for d in drawn if _usable(d) or at is not None][:points]:
         rank = _rank_or_reason(problem, d, seed, len(results), run)
         if isinstance(rank, str):
             return [], drawn, rank
@@ -372,6 +379,9 @@ def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, d
     its own gap) confirms it, and the two are the result.
     """
     best = max(results, key=lambda dr: dr[1].rank)
+    met = [dr for dr in results if dr[1].rank == best[1].rank]
+    if len(met) > 1:  # of more than two θ ranked, two already agree on it
+        return met[:2], drawn, ""
     for index in range(len(drawn), len(drawn) + CONFIRM_DRAWS):
         d = _draw(problem, index, input_shape, inputs, seed, num_samples, None, best[0].factor, best[0].standard)
         if structural is not None and d.zero is not None and torch.equal(d.zero, structural):

@@ -499,11 +499,11 @@ def _first_difference(a: _Run, b: _Run, rows: tuple[int, slice] | None = None) -
     """
     for call_a, call_b in zip(a.calls, b.calls):
         if call_a.name != call_b.name:  # the calls themselves differ: the module that ran in one and not the other
-            return call_a.name
+            return call_a.name if rows is None else None  # on fewer rows, one run under an `if` (strata names it)
         if _any_differ(call_a.outputs, call_b.outputs, rows):
             inherited = call_a.caller is not None and _any_differ(call_a.inputs, call_b.inputs, rows)
             return call_a.caller if inherited else call_a.name
-    if len(a.calls) != len(b.calls) or _differ(a.output, b.output, rows):
+    if (len(a.calls) != len(b.calls) and rows is None) or _differ(a.output, b.output, rows):
         return ""
     return None
 

@@ -47,6 +47,7 @@ class Problem:
     scales: dict[str, float]
     module: nn.Module | None = None  # names the ReLU units of a module
     device: torch.device = torch.device("cpu")  # where θ, the inputs and the basis live (random numbers: the CPU)
+    unseen_kinks: tuple[str, ...] = ()  # kinks of θ no activation pattern is taken of (counting.unseen_kinks)
 
     def on(self, device: torch.device) -> Problem:
         """The same problem computed on ``device``: a module is copied there; a function must follow its inputs."""

@@ -177,7 +177,7 @@ def _branch(func, args: tuple, kwargs: dict, batch: int | None) -> tuple | None:
     return taken, first, second, shape
 
 
-def _piece(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch.Tensor | None:
+def piece_of(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch.Tensor | None:
     """The piece each entry of a piecewise-linear call's input is on: ``z > 0`` for a kink at 0 or |z|,
     0/1/2 (below lo, between, above hi) for a clamp, the branch taken for a comparison or select on the ``batch`` of
     inputs (:func:`_branch`); ``None`` for any other call."""
@@ -200,7 +200,7 @@ def _piece(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch.T
 
 
 def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor, branch: tuple | None = None) -> torch.Tensor:
-    """The call's output with each entry on its recorded piece ``m`` (0/1 or 0/1/2, as :func:`_piece` gives);
+    """The call's output with each entry on its recorded piece ``m`` (0/1 or 0/1/2, as :func:`piece_of` gives);
     ``branch``: the call's :func:`_branch`, when it is one."""
     if branch is not None:
         _, first, second, _ = branch
@@ -368,7 +368,7 @@ def activation_pattern(
 
 
 def _pieces(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
-    """The codes :func:`_piece` can give for this call: (0, 1) for a kink or |z|, those of a clamp's sides."""
+    """The codes :func:`piece_of` can give for this call: (0, 1) for a kink or |z|, those of a clamp's sides."""
     if func not in RANGED:
         return 0, 1
     lo, hi = _bounds(func, args, kwargs)
@@ -376,7 +376,7 @@ def _pieces(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
 
 
 class _Signs(TorchFunctionMode):
-    """Keeps the piece of every entry of every piecewise-linear call's input (:func:`_piece`; branches on a ``batch``
+    """Keeps the piece of every entry of every piecewise-linear call's input (:func:`piece_of`; branches on a ``batch``
     of inputs too), in call order, the pieces each call has, and whether every input entry was finite."""
 
     def __init__(self, batch: int | None = None) -> None:
@@ -387,7 +387,7 @@ class _Signs(TorchFunctionMode):
         self.finite = True
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        piece = _piece(func, args, kwargs or {}, self.batch)
+        piece = piece_of(func, args, kwargs or {}, self.batch)
         if piece is not None:
             self.on.append(piece)
             self.pieces.append(_pieces(func, args, kwargs or {}))
@@ -398,7 +398,7 @@ class _Signs(TorchFunctionMode):
 
 def parameter_pieces(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> tuple[tuple[int, ...], ...]:
     """The pieces each piecewise call that does not act per input (a clamp or ReLU of the weights alone) puts its
-    entries on, at the θ ``forward`` computes with: one sorted tuple of codes (:func:`_piece`) per such call.
+    entries on, at the θ ``forward`` computes with: one sorted tuple of codes (:func:`piece_of`) per such call.
 
     Examples
     ========
@@ -498,7 +498,7 @@ def covering_patterns(
 
     The inputs are split into ``draws`` consecutive chunks and chunk k runs ``forward(θ'_k, x_chunk)``, so every
     pattern returned is realized by some θ on its input (the only ones the laws of the whole parameter space must
-    respect: see the module docstring); one float tensor of codes per call (:func:`_piece`), of the shape that
+    respect: see the module docstring); one float tensor of codes per call (:func:`piece_of`), of the shape that
     call's input has for the whole batch ``x``. ``thetas_at(r, n)`` gives n θ' of round r, wider in scale as r
     grows. Round 0 gives every chunk of inputs its θ'; each later round redraws the odd chunks' only (the even ones
     keep the pieces near the model's scale), for at most ``rounds`` rounds. A chunk whose activations overflow at

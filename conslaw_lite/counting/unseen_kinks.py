@@ -1,0 +1,200 @@
+"""Kinks the activation patterns do not see: piecewise aten ops of θ run outside the calls :mod:`.strata` knows.
+
+:mod:`.strata` takes the pieces of the calls it knows by their torch function (``torch.relu``, clamps, comparisons
+and selects on the batch of inputs, ...), and a model with such calls is ranked with the patterns that any θ
+realizes. A kink reached another way is not seen there: ``torch.ops.aten.relu``, ``torch.stack([z, 0]).amax(0)``,
+``z·(sign z + 1)/2``, a max-pool over ``(z, 0)``, a fused kernel of one's own. A random θ that leaves one of its
+units on one piece for every input is then ranked with that θ's own laws: a 2-2-2-2 ReLU MLP with biases,
+whose parameter space keeps 4, counted 5, conclusive, about once in 30 seeds for each of the spellings above,
+when both θ drawn had such a unit. No law of the parameter space fails at a θ, so no θ ranks above a generic
+one: where :func:`unseen_kinks` finds such ops, the count ranks ``POINTS`` θ instead of 2 and takes the highest rank
+that two of them meet. It ranks only θ where every unit of those ops takes two pieces or more over the inputs
+(:func:`one_piece`: an entry of their output, the inputs aside, whose piece is the same for every input), and
+every coordinate has a gradient; where fewer than ``POINTS`` such θ are drawn, there is no count
+(:func:`too_few`); four θ without that check still counted 5 at one seed in 100. Counted so, the 2-2-2-2 net
+above, at 100 seeds and for each spelling, gave 4 at 12 of them
+and no count at the others (a ReLU written ``torch.relu`` is counted there); a net of one hidden layer, 4 at each
+seed tried.
+
+Found at the dispatcher, where every kink is an aten op whatever torch function reached it (``KINK_OPS``), with a
+parameter among its operands' sources (an operand that requires grad): a mask of the inputs alone is no kink of θ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from conslaw_lite.counting.problem import Problem, sample_inputs
+from conslaw_lite.counting.strata import PROBE_BATCHES, piece_of
+from conslaw_lite.seeding import Stream, generator
+
+POINTS = 4  # θ ranked where a kink is unseen (count.NUM_POINTS elsewhere)
+# Elementwise kinks and the maxima that pick an entry per output. Not the selections of a set (topk, sort, argmax:
+# a mixture of experts' routing), whose degenerate θ, a set picked for every input, leaves the others' parameters
+# without gradient, which the count passes over, and whose zeros at every θ (a top-1 gate renormalized to 1) are
+# laws it must keep.
+KINK_OPS = frozenset(
+    {"relu", "relu_", "threshold", "threshold_", "clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max",
+     "clamp_max_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "_prelu_kernel", "rrelu_with_noise",
+     "hardshrink", "softshrink", "hardsigmoid", "hardswish", "elu", "elu_", "abs", "abs_", "sign", "sgn",
+     "heaviside", "maximum", "minimum", "fmax", "fmin", "max", "min", "amax", "amin", "aminmax", "max_pool1d",
+     "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+     "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "gt", "lt", "ge", "le"}
+)  # fmt: skip
+
+
+class _Known(TorchFunctionMode):
+    """Marks the calls :mod:`.strata` takes the pieces of, on a ``batch`` of inputs: the aten ops inside are seen."""
+
+    def __init__(self, batch: int) -> None:
+        super().__init__()
+        self.batch, self.depth = batch, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        known = piece_of(func, args, kwargs or {}, self.batch) is not None
+        self.depth += known
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self.depth -= known
+
+
+class _Kinks(TorchDispatchMode):
+    """The names of the kink ops of θ that run outside a known call, per input: their output has the batch first (a
+    mask of the weights alone has no input's pattern to miss: ``count._pieces_of_parameters``)."""
+
+    def __init__(self, known: _Known) -> None:
+        super().__init__()
+        self.known, self.names = known, set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name in KINK_OPS and not self.known.depth and _of_theta(args, kwargs or {}):
+            first = out[0] if isinstance(out, (tuple, list)) else out
+            if isinstance(first, torch.Tensor) and first.dim() > 0 and len(first) == self.known.batch:
+                self.names.add(name)
+        return out
+
+
+UNARY = frozenset(
+    {"relu", "relu_", "threshold", "threshold_", "clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max",
+     "clamp_max_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "_prelu_kernel", "rrelu_with_noise",
+     "hardshrink", "softshrink", "hardsigmoid", "hardswish", "elu", "elu_", "abs", "abs_"}
+)  # fmt: skip
+LEVELS = frozenset({"sign", "sgn", "heaviside", "gt", "lt", "ge", "le"})  # the output is the piece
+
+
+def _piece(name: str, args: tuple, out: object) -> torch.Tensor | None:
+    """The piece of each entry of an unseen kink's output: for a unary op which of ``out = z``, ``out = 0`` and
+    ``out > z`` hold; the level of a step; the operand a maximum keeps; the entry a max or max-pool picks."""
+    first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if isinstance(out, (tuple, list)):  # max.dim, max_pool*_with_indices, adaptive_max_pool*: (values, indices)
+        return out[1] if len(out) > 1 and isinstance(out[1], torch.Tensor) else None
+    if first is None or not isinstance(out, torch.Tensor):
+        return None
+    if name in UNARY and first.shape == out.shape:
+        return (out == first).long() + 2 * (out == 0).long() + 4 * (out > first).long()
+    if name in LEVELS:
+        return out
+    if name in ("maximum", "minimum", "fmax", "fmin"):
+        return out == first
+    if name in ("amax", "amin") and len(args) > 1:
+        dims = [d % first.dim() for d in ([args[1]] if isinstance(args[1], int) else args[1])]
+        if not dims:  # every dimension reduced: no batch left
+            return None
+        kept = [d for d in range(first.dim()) if d not in dims]
+        values = out.reshape(*(first.shape[d] for d in kept), 1)  # with keepdim too
+        hits = first.permute(*kept, *dims).flatten(len(kept)) == values
+        return hits.long().argmax(-1)
+    return None
+
+
+class _OnePiece(TorchDispatchMode):
+    """Whether an unseen kink of θ, applied to a ``batch`` of inputs, keeps an entry on one piece for all of them."""
+
+    def __init__(self, known: _Known, batch: int) -> None:
+        super().__init__()
+        self.known, self.batch, self.found = known, batch, False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if self.found or name not in KINK_OPS or self.known.depth or not _of_theta(args, kwargs or {}):
+            return out
+        piece = _piece(name, args, out)
+        if piece is not None and piece.dim() > 0 and len(piece) == self.batch and self.batch > 1:
+            self.found = bool((piece == piece[:1]).reshape(self.batch, -1).all(0).any())
+        return out
+
+
+def one_piece(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, x: torch.Tensor) -> bool:
+    """Whether ``forward(θ, x)`` keeps a unit of an unseen kink on one piece for every input of ``x`` (a dead ReLU, or
+    one that acts as the identity): a θ where the rank is that of its own pieces.
+
+    Examples
+    ========
+    >>> x = torch.tensor([[1.0], [2.0], [3.0]])
+    >>> relu = lambda t, x: torch.ops.aten.relu(x * t)  # unit j: t_j·x, x > 0 for every input
+    >>> one_piece(relu, torch.tensor([1.0, -1.0]), x), one_piece(relu, torch.tensor([1.0, 1.0]), x - 2)
+    (True, False)
+    """
+    tracked = theta.detach().requires_grad_()
+    with _Known(len(x)) as known, _OnePiece(known, len(x)) as seen:
+        forward(tracked, x)
+    return seen.found
+
+
+def _of_theta(args: tuple, kwargs: dict) -> bool:
+    operands = [*args, *kwargs.values()]
+    operands += [t for a in operands if isinstance(a, (list, tuple)) for t in a]
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in operands)
+
+
+def kinks_of(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, x: torch.Tensor):
+    """The kink ops of θ (aten names, sorted) that ``forward(θ, inputs)`` runs outside the calls :mod:`.strata`
+    knows, on a batch of copies of the input ``x[0]``.
+
+    Examples
+    ========
+    >>> W = torch.tensor([[1.0, -1.0], [0.5, 2.0]])
+    >>> relu = lambda t, x: torch.relu(x @ t)
+    >>> amax = lambda t, x: torch.stack([x @ t, torch.zeros(len(x), 2)]).amax(0)
+    >>> kinks_of(relu, W, torch.ones(1, 2)), kinks_of(amax, W, torch.ones(1, 2))
+    ([], ['amax'])
+    """
+    batch = PROBE_BATCHES[0]
+    tracked = theta.detach().requires_grad_()
+    with _Known(batch) as known, _Kinks(known) as kinks:
+        forward(tracked, torch.cat([x[:1]] * batch))
+    return sorted(kinks.names)
+
+
+def unseen_kinks(problem: Problem, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None, seed: int):
+    """:func:`kinks_of` the problem's model, at the first θ of the seed's sequence."""
+    gen = generator(seed, Stream.THETA_DRAWS, 0)
+    probe = problem.to_device(sample_inputs(input_shape, inputs, 1, gen))
+    return kinks_of(lambda t, x: problem.apply(problem.unflatten(t), x), problem.random_theta(gen), probe)
+
+
+def too_few(kinks: list[str], usable: int, draws: int) -> str:
+    """Why no count: fewer than ``POINTS`` of the θ drawn had each unit of the model's unseen kinks on two pieces
+    and a gradient for every coordinate.
+
+    Examples
+    ========
+    >>> too_few(["amax"], 2, 16)[:60]
+    'a kink of θ the counter does not see (aten.amax), and only 2'
+    """
+    names = ", ".join(f"aten.{name}" for name in kinks)
+    return (
+        f"a kink of θ the counter does not see ({names}), and only {usable} of {draws} random θ had each of its "
+        f"units on two pieces over the inputs and a gradient for every coordinate: elsewhere the rank is that of "
+        f"θ's own pieces (a dead unit, or one that acts as the identity); write the "
+        f"activation with torch.relu, F.relu or an nn module so that its patterns are taken, or count near your θ "
+        f"with at=dict(model.named_parameters())"
+    )
