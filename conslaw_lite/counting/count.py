@@ -412,7 +412,8 @@ def _pieces_of_parameters(drawn: list[_Draw]) -> str:
     if not any(len(codes) > 1 for d in drawn for codes in d.pieces) and len(seen) == 1:
         return ""
     return (
-        "a piecewise op acts on the parameters alone (a clamp or ReLU of a weight, not per input), and a random θ "
+        "a piecewise op acts on a tensor without the batch of inputs first (a clamp or ReLU of a weight, or of "
+        "features laid out (features, batch): put the batch first), and a random θ "
         f"puts its entries on pieces {sorted(seen)}: the count at such a θ is that of θ's own pattern, not of the "
         "whole parameter space; count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
     )

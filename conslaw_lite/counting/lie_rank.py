@@ -292,7 +292,7 @@ def derivative_mismatch(
         terms = [Duv(theta), jvp(Duv, (theta,), (w,))[1]]  # D²f[u, v], D³f[u, v, w]: (n_out,) each
         reverse = [u @ Xa_v(theta), u @ jvp(Xa_v, (theta,), (w,))[1]]
     except NotImplementedError as err:  # e.g. a kernel without a forward-mode derivative
-        first_line = str(err).splitlines()[0]
+        first_line = (str(err).splitlines() or [f"{type(err).__name__} with no message (a custom jvp?)"])[0]
         raise ValueError(f"torch cannot take the brackets' derivatives of this model: {first_line}") from err
     size = float(a.norm() * f(theta).norm())  # D^k f[u, v, ..] is about f's size: u, v, w are θ-sized
     # Relative to the size of the summed terms, not of their sum: on inputs over six decades the terms of

@@ -33,17 +33,19 @@ from conslaw_lite.counting.strata import PROBE_BATCHES, piece_of
 from conslaw_lite.seeding import Stream, generator
 
 POINTS = 4  # θ ranked where a kink is unseen (count.NUM_POINTS elsewhere)
-# Elementwise kinks and the maxima that pick an entry per output. Not the selections of a set (topk, sort, argmax:
-# a mixture of experts' routing), whose degenerate θ, a set picked for every input, leaves the others' parameters
-# without gradient, which the count passes over, and whose zeros at every θ (a top-1 gate renormalized to 1) are
-# laws it must keep.
+# Elementwise kinks, the maxima that pick an entry per output, and sorts (GroupSort: a pair kept in one order for
+# every input counted 12 where the parameter space keeps 10). Not the selections of a set (topk, argmax: a mixture
+# of experts' routing), whose degenerate θ, a set picked for every input, leaves the others' parameters without
+# gradient, which the count passes over, and whose zeros at every θ (a top-1 gate renormalized to 1) are laws it
+# must keep.
 KINK_OPS = frozenset(
     {"relu", "relu_", "threshold", "threshold_", "clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max",
      "clamp_max_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "_prelu_kernel", "rrelu_with_noise",
      "hardshrink", "softshrink", "hardsigmoid", "hardswish", "elu", "elu_", "abs", "abs_", "sign", "sgn",
      "heaviside", "maximum", "minimum", "fmax", "fmin", "max", "min", "amax", "amin", "aminmax", "max_pool1d",
      "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
-     "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "gt", "lt", "ge", "le"}
+     "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "sort", "kthvalue", "median", "cummax",
+     "cummin", "gt", "lt", "ge", "le"}
 )  # fmt: skip
 
 
@@ -93,7 +95,7 @@ def _piece(name: str, args: tuple, out: object) -> torch.Tensor | None:
     """The piece of each entry of an unseen kink's output: for a unary op which of ``out = z``, ``out = 0`` and
     ``out > z`` hold; the level of a step; the operand a maximum keeps; the entry a max or max-pool picks."""
     first = args[0] if args and isinstance(args[0], torch.Tensor) else None
-    if isinstance(out, (tuple, list)):  # max.dim, max_pool*_with_indices, adaptive_max_pool*: (values, indices)
+    if isinstance(out, (tuple, list)):  # max.dim, sort, max_pool*_with_indices, ...: (values, indices)
         return out[1] if len(out) > 1 and isinstance(out[1], torch.Tensor) else None
     if first is None or not isinstance(out, torch.Tensor):
         return None
