@@ -349,7 +349,7 @@ def _ranks_at_points(
                     "input: the model's output does not depend on θ"
                 )
             if problem.unseen_kinks:  # a unit on one piece, or a dead unit's zeros: no count on them
-                return [], drawn, too_few(list(problem.unseen_kinks), sum(_usable(d) for d in drawn), MAX_DRAWS)
+                return [], drawn, too_few(problem.unseen_kinks, sum(_usable(d) for d in drawn), MAX_DRAWS)
             if sum(not d.stratum.constant and not d.linear for d in drawn) < NUM_POINTS:
                 return [], drawn, STILL_LINEAR.format(factor=MIN_FACTOR)
             if sum(_usable(d) for d in drawn) < NUM_POINTS:

@@ -22,7 +22,7 @@ parameter among its operands' sources (an operand that requires grad): a mask of
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -38,15 +38,19 @@ POINTS = 4  # θ ranked where a kink is unseen (count.NUM_POINTS elsewhere)
 # of experts' routing), whose degenerate θ, a set picked for every input, leaves the others' parameters without
 # gradient, which the count passes over, and whose zeros at every θ (a top-1 gate renormalized to 1) are laws it
 # must keep.
-KINK_OPS = frozenset(
+UNARY = frozenset(
     {"relu", "relu_", "threshold", "threshold_", "clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max",
      "clamp_max_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "_prelu_kernel", "rrelu_with_noise",
-     "hardshrink", "softshrink", "hardsigmoid", "hardswish", "elu", "elu_", "abs", "abs_", "sign", "sgn",
-     "heaviside", "maximum", "minimum", "fmax", "fmin", "max", "min", "amax", "amin", "aminmax", "max_pool1d",
-     "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
-     "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "sort", "kthvalue", "median", "cummax",
-     "cummin", "gt", "lt", "ge", "le"}
+     "hardshrink", "softshrink", "hardsigmoid", "hardswish", "elu", "elu_", "abs", "abs_"}
 )  # fmt: skip
+LEVELS = frozenset({"sign", "sgn", "heaviside", "gt", "lt", "ge", "le"})  # the output is the piece
+PICKS = frozenset(
+    {"maximum", "minimum", "fmax", "fmin", "max", "min", "amax", "amin", "aminmax", "max_pool1d", "max_pool2d",
+     "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+     "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "sort", "kthvalue", "median", "cummax",
+     "cummin"}
+)  # fmt: skip
+KINK_OPS = UNARY | LEVELS | PICKS
 
 
 class _Known(TorchFunctionMode):
@@ -65,30 +69,27 @@ class _Known(TorchFunctionMode):
             self.depth -= known
 
 
-class _Kinks(TorchDispatchMode):
-    """The names of the kink ops of θ that run outside a known call, per input: their output has the batch first (a
-    mask of the weights alone has no input's pattern to miss: ``count._pieces_of_parameters``)."""
+class _Unseen(TorchDispatchMode):
+    """The kink ops of θ that run outside a known call, per input (their output has the batch first: a mask of the
+    weights alone has no input's pattern to miss, ``count._pieces_of_parameters``): their names, and whether one
+    keeps an entry on one piece for every input of the batch."""
 
     def __init__(self, known: _Known) -> None:
         super().__init__()
-        self.known, self.names = known, set()
+        self.known, self.names, self.one_piece = known, set(), False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
-        if name in KINK_OPS and not self.known.depth and _of_theta(args, kwargs or {}):
-            first = out[0] if isinstance(out, (tuple, list)) else out
-            if isinstance(first, torch.Tensor) and first.dim() > 0 and len(first) == self.known.batch:
-                self.names.add(name)
+        name, batch = func.overloadpacket.__name__, self.known.batch
+        if name not in KINK_OPS or self.known.depth or not _of_theta(args, kwargs or {}):
+            return out
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        if isinstance(first, torch.Tensor) and first.dim() > 0 and len(first) == batch:
+            self.names.add(name)
+            piece = None if self.one_piece or batch < 2 else _piece(name, args, out)
+            if piece is not None and piece.dim() > 0 and len(piece) == batch:
+                self.one_piece = bool((piece == piece[:1]).reshape(batch, -1).all(0).any())
         return out
-
-
-UNARY = frozenset(
-    {"relu", "relu_", "threshold", "threshold_", "clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max",
-     "clamp_max_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "_prelu_kernel", "rrelu_with_noise",
-     "hardshrink", "softshrink", "hardsigmoid", "hardswish", "elu", "elu_", "abs", "abs_"}
-)  # fmt: skip
-LEVELS = frozenset({"sign", "sgn", "heaviside", "gt", "lt", "ge", "le"})  # the output is the piece
 
 
 def _piece(name: str, args: tuple, out: object) -> torch.Tensor | None:
@@ -116,24 +117,6 @@ def _piece(name: str, args: tuple, out: object) -> torch.Tensor | None:
     return None
 
 
-class _OnePiece(TorchDispatchMode):
-    """Whether an unseen kink of θ, applied to a ``batch`` of inputs, keeps an entry on one piece for all of them."""
-
-    def __init__(self, known: _Known, batch: int) -> None:
-        super().__init__()
-        self.known, self.batch, self.found = known, batch, False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
-        if self.found or name not in KINK_OPS or self.known.depth or not _of_theta(args, kwargs or {}):
-            return out
-        piece = _piece(name, args, out)
-        if piece is not None and piece.dim() > 0 and len(piece) == self.batch and self.batch > 1:
-            self.found = bool((piece == piece[:1]).reshape(self.batch, -1).all(0).any())
-        return out
-
-
 def one_piece(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, x: torch.Tensor) -> bool:
     """Whether ``forward(θ, x)`` keeps a unit of an unseen kink on one piece for every input of ``x`` (a dead ReLU, or
     one that acts as the identity): a θ where the rank is that of its own pieces.
@@ -145,10 +128,7 @@ def one_piece(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: to
     >>> one_piece(relu, torch.tensor([1.0, -1.0]), x), one_piece(relu, torch.tensor([1.0, 1.0]), x - 2)
     (True, False)
     """
-    tracked = theta.detach().requires_grad_()
-    with _Known(len(x)) as known, _OnePiece(known, len(x)) as seen:
-        forward(tracked, x)
-    return seen.found
+    return _watched(forward, theta, x).one_piece
 
 
 def _of_theta(args: tuple, kwargs: dict) -> bool:
@@ -169,11 +149,14 @@ def kinks_of(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: tor
     >>> kinks_of(relu, W, torch.ones(1, 2)), kinks_of(amax, W, torch.ones(1, 2))
     ([], ['amax'])
     """
-    batch = PROBE_BATCHES[0]
-    tracked = theta.detach().requires_grad_()
-    with _Known(batch) as known, _Kinks(known) as kinks:
-        forward(tracked, torch.cat([x[:1]] * batch))
-    return sorted(kinks.names)
+    return sorted(_watched(forward, theta, torch.cat([x[:1]] * PROBE_BATCHES[0])).names)
+
+
+def _watched(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, x: torch.Tensor) -> _Unseen:
+    """What :class:`_Unseen` saw of ``forward(θ, x)``, θ tracked so that its kinks are told from the inputs'."""
+    with _Known(len(x)) as known, _Unseen(known) as unseen:
+        forward(theta.detach().requires_grad_(), x)
+    return unseen
 
 
 def unseen_kinks(problem: Problem, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None, seed: int):
@@ -183,7 +166,7 @@ def unseen_kinks(problem: Problem, input_shape: tuple[int, ...] | None, inputs: 
     return kinks_of(lambda t, x: problem.apply(problem.unflatten(t), x), problem.random_theta(gen), probe)
 
 
-def too_few(kinks: list[str], usable: int, draws: int) -> str:
+def too_few(kinks: Sequence[str], usable: int, draws: int) -> str:
     """Why no count: fewer than ``POINTS`` of the θ drawn had each unit of the model's unseen kinks on two pieces
     and a gradient for every coordinate.
 
