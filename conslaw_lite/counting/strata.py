@@ -35,7 +35,7 @@ the polynomial ``f_m(x; θ)`` (every ReLU replaced by multiplication with m). h 
 analytic (the laws of these models are polynomials), so ``⟨∇h, ∇f_m(x; θ)⟩ = 0``,
 zero on an open set, is zero at every θ: each law is conserved by the fields of
 *every* pattern that some θ realizes on some input, not only of those the θ at
-hand realizes. :func:`covering_patterns` collects such patterns (each realized by
+hand realizes. :func:`.covering.covering_patterns` collects such patterns (each realized by
 a random θ' on its input) and :func:`forced_patterns` evaluates the model with
 them, so the counter sees all these fields at one θ. Near a particular θ there
 can be more laws, which hold only there: a dead unit's weights, or a rank that
@@ -375,7 +375,7 @@ def _pieces(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
     return (0,) * (lo is not None) + (1,) + (2,) * (hi is not None)
 
 
-class _Signs(TorchFunctionMode):
+class Signs(TorchFunctionMode):
     """Keeps the piece of every entry of every piecewise-linear call's input (:func:`piece_of`; branches on a ``batch``
     of inputs too), in call order, the pieces each call has, and whether every input entry was finite."""
 
@@ -406,7 +406,7 @@ def parameter_pieces(forward: Callable[[torch.Tensor], object], x: torch.Tensor)
     >>> parameter_pieces(lambda x: x @ W.clamp(-0.5, 0.5) + torch.relu(x), torch.ones(11, 2))  # the relu: per input
     ((0, 1, 2),)
     """
-    with _Signs(len(x)) as signs:
+    with Signs(len(x)) as signs:
         forward(x)
     return tuple(
         tuple(sorted(set(on.flatten().long().tolist())))
@@ -424,7 +424,7 @@ def kinked_calls(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> 
     and whether each acts per input.
 
     *Per input*: the call's input has the batch of inputs as its first dimension, at each of the
-    ``PROBE_BATCHES``, so a pattern can be paired with each input (:func:`covering_patterns`); a ReLU of the
+    ``PROBE_BATCHES``, so a pattern can be paired with each input (:func:`.covering.covering_patterns`); a ReLU of the
     weights alone has no such dimension (and a comparison or select of them is no branch: :func:`_branch`).
 
     Examples
@@ -441,88 +441,13 @@ def kinked_calls(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> 
     calls, per_input = set(), True
     for batch in PROBE_BATCHES:
         part = torch.cat([x[:1]] * batch)
-        with _Signs(batch) as signs:
+        with Signs(batch) as signs:
             forward(part)
         calls.add(len(signs.on))
         per_input = per_input and all(on.dim() > 0 and on.shape[0] == batch for on in signs.on)
     if len(calls) > 1:
         raise ValueError("the model applies a different number of ReLUs to different batches of inputs")
     return calls.pop(), per_input
-
-
-def _signs(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, chunk: torch.Tensor) -> _Signs:
-    with _Signs(len(chunk)) as signs:
-        forward(theta, chunk)
-    if any(on.dim() == 0 or on.shape[0] != len(chunk) for on in signs.on):
-        raise ValueError(
-            "a ReLU (or another piecewise op) acts on a tensor whose first dimension is the batch of inputs for some "
-            "inputs and not for others (rows the model selects, as an expert applied only when inputs are routed to "
-            "it, under an `if`): its pieces cannot be paired with the inputs; call it on every batch, even an empty "
-            "selection"
-        )
-    return signs
-
-
-def _joined(per_chunk: Sequence[_Signs], x: torch.Tensor) -> list[torch.Tensor]:
-    if len({len(signs.on) for signs in per_chunk}) > 1:
-        raise ValueError("the model applies a different number of ReLUs at different θ (data-dependent control flow)")
-    dtype = x.dtype if x.is_floating_point() else torch.float64
-    return [torch.cat(ons).to(dtype) for ons in zip(*(signs.on for signs in per_chunk))]
-
-
-def unmet_pieces(masks: Sequence[torch.Tensor], pieces: Sequence[tuple[int, ...]]) -> int:
-    """How many (unit, piece) pairs no input meets: a unit is an index of a call's last dimension.
-
-    Examples
-    ========
-    >>> relu6 = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # two inputs, two units, never above the cap (code 2)
-    >>> unmet_pieces([relu6], [(0, 1, 2)])
-    2
-    """
-    unmet = 0
-    for m, codes in zip(masks, pieces):
-        units = m.reshape(-1, m.shape[-1]) if m.dim() > 1 else m.reshape(-1, 1)
-        unmet += sum(int((~(units == code).any(0)).sum()) for code in codes)
-    return unmet
-
-
-def covering_patterns(
-    forward: Callable[[torch.Tensor, torch.Tensor], object],
-    thetas_at: Callable[[int, int], list[torch.Tensor]],
-    x: torch.Tensor,
-    draws: int,
-    rounds: int,
-) -> list[torch.Tensor]:
-    """The pieces of every piecewise-linear call, input ``x[s]`` taking them from the θ' of its chunk, redrawn until
-    each unit of each call meets all its pieces.
-
-    The inputs are split into ``draws`` consecutive chunks and chunk k runs ``forward(θ'_k, x_chunk)``, so every
-    pattern returned is realized by some θ on its input (the only ones the laws of the whole parameter space must
-    respect: see the module docstring); one float tensor of codes per call (:func:`piece_of`), of the shape that
-    call's input has for the whole batch ``x``. ``thetas_at(r, n)`` gives n θ' of round r, wider in scale as r
-    grows. Round 0 gives every chunk of inputs its θ'; each later round redraws the odd chunks' only (the even ones
-    keep the pieces near the model's scale), for at most ``rounds`` rounds. A chunk whose activations overflow at
-    its new θ' keeps the pattern it had. A cap that θ' of the model's scale never reach (``relu6`` after a layer
-    initialized at 10⁻⁶) is met this way; a unit that no θ' brings to a piece (a cap above a bounded input) leaves
-    the patterns of the last round.
-
-    Examples
-    ========
-    >>> thetas_at = lambda r, n: [torch.tensor([10.0 ** (3 * r)])] * n
-    >>> patterns = covering_patterns(lambda t, x: F.relu6(t * x), thetas_at, torch.ones(4, 1), draws=4, rounds=2)
-    >>> patterns[0].flatten().tolist()  # 1 · x below the cap, 1000 · x above it on the odd chunks
-    [1.0, 2.0, 1.0, 2.0]
-    """
-    chunks = torch.tensor_split(x, draws)
-    per_chunk = [_signs(forward, theta, chunk) for theta, chunk in zip(thetas_at(0, len(chunks)), chunks)]
-    for r in range(1, rounds + 1):
-        if not unmet_pieces(_joined(per_chunk, x), per_chunk[0].pieces):
-            break
-        odd = range(1, len(chunks), 2)
-        for k, theta in zip(odd, thetas_at(r, len(odd))):
-            signs = _signs(forward, theta, chunks[k])
-            per_chunk[k] = signs if signs.finite else per_chunk[k]
-    return _joined(per_chunk, x)
 
 
 class _Forced(TorchFunctionMode):
@@ -563,7 +488,7 @@ def forced_patterns(patterns: Sequence[torch.Tensor]) -> Iterator[_Forced]:
     the mode it yields flags, in ``far``, the inputs that took an exponential piece past ``EXP_CONTINUATION``.
 
     The model becomes the polynomial ``f_m`` of the patterns m (one per ReLU call, in
-    order, as :func:`covering_patterns` returns them); torch's derivatives in θ are then
+    order, as :func:`.covering.covering_patterns` returns them); torch's derivatives in θ are then
     those of ``f_m``, at any θ.
 
     Examples
