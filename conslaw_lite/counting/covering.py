@@ -121,7 +121,7 @@ def covering_patterns(
     chunks = torch.tensor_split(x, draws)
     per_chunk = [chunk_signs(forward, theta, chunk) for theta, chunk in zip(thetas_at(0, len(chunks)), chunks)]
     pieces = per_chunk[0].pieces
-    held = lambda signs: met_pairings(signs.on, pieces).int()  # noqa: E731
+    held = lambda signs: met_pairings(signs.on, pieces).short()  # noqa: E731
     met = sum(held(signs) for signs in per_chunk)
     r = 0
     for _ in range(rounds + SETTLE_ROUNDS):
