@@ -84,8 +84,8 @@ Piecewise-linear models (ReLU) are counted for the whole parameter space: a law
 holds at every θ, so it is conserved by the fields of every activation pattern
 some θ realizes on some input (it is analytic, and conserved on the open set of θ
 where that pattern holds), and the counter takes the fields with such patterns
-(:mod:`conslaw_lite.counting.strata`), drawn until every piece of every unit is met, and every pairing of
-pieces of units in consecutive calls that the draws reach (:mod:`.covering`). ``at=`` counts near one θ, with its own patterns,
+(:mod:`conslaw_lite.counting.strata`), drawn at θ' whose layers are scaled apart, so that a layer on its cap
+meets the next ones in their middle pieces (:mod:`.covering`). ``at=`` counts near one θ, with its own patterns,
 where a dead unit adds laws. An output whose gradient in θ vanishes at a drawn θ
 (a dead layer) is passed over. A kink those patterns do not see (``torch.ops.aten.relu``, a
 ReLU spelled with ``amax``, a fused kernel) is found at the dispatcher, and four θ without a dead
@@ -104,8 +104,8 @@ depth and the outputs.
 Modules: :mod:`.problem` (the model as a function of θ, its θ and inputs), :mod:`.lie_rank` (the
 rank at one θ; :mod:`.complement` above ``STACK_MAX_D``), :mod:`.count` (:func:`count_laws`: θ drawn
 until the ranks agree), :mod:`.check` (:func:`check_laws`), with the guards :mod:`.module_checks`,
-:mod:`.strata` (activation patterns; drawn by :mod:`.covering`), :mod:`.unseen_kinks` (the kinks they miss) and :mod:`.exact_ops` (derivatives
-torch gets wrong; with :mod:`.unrolled_rnn`),
+:mod:`.strata` (activation patterns; drawn by :mod:`.covering`), :mod:`.unseen_kinks` (the kinks they miss)
+and :mod:`.exact_ops` (derivatives torch gets wrong; with :mod:`.unrolled_rnn`),
 :mod:`.budget` (memory, time, device) and :mod:`.progress`. The counter imports no block family.
 """
 

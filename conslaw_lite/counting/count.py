@@ -16,7 +16,7 @@ from torch.func import vmap
 
 from conslaw_lite.counting.budget import Estimate, TooLarge, check_fits, estimate, estimate_complement, resolve_device
 from conslaw_lite.counting.complement import Buffers, complement_rank
-from conslaw_lite.counting.covering import covering_patterns
+from conslaw_lite.counting.covering import PROFILES, covering_patterns, log_uniform, theta_apart
 from conslaw_lite.counting.embedding_rows import warn_padding_rows, warn_unread_rows
 from conslaw_lite.counting.exact_ops import exact_derivatives
 from conslaw_lite.counting.lie_rank import (
@@ -74,8 +74,8 @@ SATURATION_PROBE = 64  # inputs on which a coordinate with exactly zero gradient
 CONFIRM_DRAWS = 2  # more θ drawn to confirm the highest of two ranks that disagree (_confirm_highest)
 MAX_DRAWS = 16  # random θ tried for NUM_POINTS where the output moves with θ
 COMPLEMENT_MIN_D = STACK_MAX_D + 1  # from here on the rank is found through its complement (_memory_plan)
-PATTERN_DRAWS = 32  # random θ' whose activation patterns a ReLU model's inputs take (covering.covering_patterns)
-WIDEN = 3  # decades each way that every round of θ' adds to INPUT_DECADES while a unit misses a piece
+PATTERN_DRAWS = 256  # random θ' whose activation patterns a ReLU model's inputs take (covering.covering_patterns)
+WIDEN = 3  # decades each way that each width of θ' adds to INPUT_DECADES
 WIDEN_ROUNDS = 3  # up to θ' 10¹² times the model's scale: a cap at 10⁶ behind a layer initialized at 10⁻⁶
 
 
@@ -206,13 +206,12 @@ def realizable_inputs(
 ) -> tuple[torch.Tensor, Problem]:
     """The inputs, and the model with each input's piecewise units on the pieces a random θ' puts them on.
 
-    ``PATTERN_DRAWS`` θ' (:func:`.covering.covering_patterns`), at scales ``10^u`` times the model's, u uniform in
-    ``INPUT_DECADES`` widened by ``WIDEN`` decades each way a round, for up to ``WIDEN_ROUNDS`` rounds while some
-    unit has a piece no input meets. The θ' of the even chunks of round 0 scale the whole model by one ``10^u``,
-    the others each tensor by its own: a cap in one layer meets the middle piece of the next only where the two
-    layers' scales differ. Any θ' will do (a law holds at every θ); behind a norm the inputs' scale cannot
-    reach a cap, θ' over six decades do (relu6 after an RMSNorm at nn.Linear's scale), and a first layer
-    initialized at 10⁻⁶ needs more (its relu6 counted 6 laws of relu instead of 0).
+    ``PATTERN_DRAWS`` θ' (:func:`.covering.covering_patterns`): half scale the model by ``10^u``, u uniform in
+    ``INPUT_DECADES``, the others (:func:`.covering.theta_apart`) scale its tensors apart, over ``INPUT_DECADES``
+    widened by ``WIDEN`` decades each way, once to ``WIDEN_ROUNDS`` times. Any θ' will do (a law holds at every θ);
+    behind a norm the inputs' scale cannot reach a cap, θ' over six decades do (relu6 after an RMSNorm at
+    nn.Linear's scale), and a first layer initialized at 10⁻⁶ needs more (its relu6 counted 6 laws of relu instead
+    of 0).
 
     An input whose outputs overflow at θ on its pieces is left out, and so is one that puts an ELU unit on its
     exponential piece where its input at θ is above ``EXP_CONTINUATION`` (an exp the model itself never computes,
@@ -220,13 +219,13 @@ def realizable_inputs(
     """
     forward = lambda t, inputs: problem.apply(problem.unflatten(t), inputs)  # noqa: E731
 
-    def thetas_at(r: int, n: int) -> list[torch.Tensor]:
-        low, high = INPUT_DECADES[0] - WIDEN * r, INPUT_DECADES[1] + WIDEN * r
-        scale = lambda: 10.0 ** (low + (high - low) * float(torch.rand((), generator=gen, dtype=torch.float64)))  # noqa: E731
-        apart = lambda: torch.cat([p * scale() for _, p in problem.split(problem.random_theta(gen))])  # noqa: E731
-        return [problem.random_theta(gen, scale()) if r == 0 and k % 2 == 0 else apart() for k in range(n)]
+    def theta_at(r: int, j: int) -> torch.Tensor:
+        decades = (INPUT_DECADES[0] - WIDEN * r, INPUT_DECADES[1] + WIDEN * r)
+        if r == 0:
+            return problem.random_theta(gen, 10.0 ** log_uniform(gen, decades))
+        return theta_apart(problem, gen, decades, j % PROFILES)
 
-    patterns = covering_patterns(forward, thetas_at, x, min(PATTERN_DRAWS, len(x)), WIDEN_ROUNDS)
+    patterns = covering_patterns(forward, theta_at, x, min(PATTERN_DRAWS, len(x)), WIDEN_ROUNDS)
     with torch.no_grad(), forced_patterns(patterns) as forced:
         rows = forward(theta, x).reshape(len(x), -1)
     kept = torch.isfinite(rows).all(dim=1) & ~forced.far.to(rows.device)

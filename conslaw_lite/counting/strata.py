@@ -409,9 +409,7 @@ def parameter_pieces(forward: Callable[[torch.Tensor], object], x: torch.Tensor)
     with Signs(len(x)) as signs:
         forward(x)
     return tuple(
-        tuple(sorted(set(on.flatten().long().tolist())))
-        for on in signs.on
-        if on.dim() == 0 or on.shape[0] != len(x)
+        tuple(sorted(set(on.flatten().long().tolist()))) for on in signs.on if on.dim() == 0 or on.shape[0] != len(x)
     )
 
 
