@@ -863,6 +863,29 @@ def test_a_cap_far_above_is_met_with_the_later_layers_in_their_middle_pieces(cap
         assert count.conclusive and count.num_laws == 0, count
 
 
+class LastLayerFirst(nn.Module):
+    """``Layers`` with its layers registered last first, as a user may write them: the parameters' order is not
+    the order the forward reads them in."""
+
+    def __init__(self, act: Callable, *widths: int) -> None:
+        super().__init__()
+        self.act, self.layers = act, nn.ModuleList(nn.Linear(a, b) for a, b in reversed(list(zip(widths, widths[1:]))))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in list(self.layers)[:0:-1]:
+            x = self.act(layer(x))
+        return self.layers[0](x)
+
+
+def test_layers_scaled_apart_are_cut_in_the_order_the_forward_reads_them() -> None:
+    """Cut in the parameters' order, a cap after every layer of this net counted 1 or 3 at some seeds (right: 0)."""
+    for seed in range(4):
+        torch.manual_seed(seed)
+        net = LastLayerFirst(CAPPED["hardtanh"](1e6), 2, 2, 2, 2, 2).double()
+        count = count_laws(net, (2,), seed=seed)
+        assert count.conclusive and count.num_laws == 0, count
+
+
 class PositiveInputs(nn.Module):
     """f(x) = U act(w softplus(a x + b)): unit j's input has w_j's sign for every x, so a θ puts each unit on one
     piece for all inputs. Where all are on, f = (U·w) s(x) keeps 5 laws; a unit switched off breaks 2 of them (the

@@ -16,7 +16,7 @@ from torch.func import vmap
 
 from conslaw_lite.counting.budget import Estimate, TooLarge, check_fits, estimate, estimate_complement, resolve_device
 from conslaw_lite.counting.complement import Buffers, complement_rank
-from conslaw_lite.counting.covering import PROFILES, covering_patterns, log_uniform, theta_apart
+from conslaw_lite.counting.covering import PROFILES, covering_patterns, log_uniform, theta_apart, use_order
 from conslaw_lite.counting.embedding_rows import warn_padding_rows, warn_unread_rows
 from conslaw_lite.counting.exact_ops import exact_derivatives
 from conslaw_lite.counting.lie_rank import (
@@ -207,11 +207,10 @@ def realizable_inputs(
     """The inputs, and the model with each input's piecewise units on the pieces a random θ' puts them on.
 
     ``PATTERN_DRAWS`` θ' (:func:`.covering.covering_patterns`): half scale the model by ``10^u``, u uniform in
-    ``INPUT_DECADES``, the others (:func:`.covering.theta_apart`) scale its tensors apart, over ``INPUT_DECADES``
-    widened by ``WIDEN`` decades each way, once to ``WIDEN_ROUNDS`` times. Any θ' will do (a law holds at every θ);
+    ``INPUT_DECADES``, the others scale its tensors apart (:func:`.covering.theta_apart`) over ``INPUT_DECADES``
+    widened by ``WIDEN`` decades each way, 1 to ``WIDEN_ROUNDS`` times. Any θ' will do (a law holds at every θ);
     behind a norm the inputs' scale cannot reach a cap, θ' over six decades do (relu6 after an RMSNorm at
-    nn.Linear's scale), and a first layer initialized at 10⁻⁶ needs more (its relu6 counted 6 laws of relu instead
-    of 0).
+    nn.Linear's scale), and a first layer at 10⁻⁶ needs more (its relu6 counted 6 laws of relu, not 0).
 
     An input whose outputs overflow at θ on its pieces is left out, and so is one that puts an ELU unit on its
     exponential piece where its input at θ is above ``EXP_CONTINUATION`` (an exp the model itself never computes,
@@ -219,11 +218,13 @@ def realizable_inputs(
     """
     forward = lambda t, inputs: problem.apply(problem.unflatten(t), inputs)  # noqa: E731
 
+    order = use_order(problem, theta, x[:1])
+
     def theta_at(r: int, j: int) -> torch.Tensor:
         decades = (INPUT_DECADES[0] - WIDEN * r, INPUT_DECADES[1] + WIDEN * r)
         if r == 0:
             return problem.random_theta(gen, 10.0 ** log_uniform(gen, decades))
-        return theta_apart(problem, gen, decades, j % PROFILES)
+        return theta_apart(problem, gen, decades, j % PROFILES, order)
 
     patterns = covering_patterns(forward, theta_at, x, min(PATTERN_DRAWS, len(x)), WIDEN_ROUNDS)
     with torch.no_grad(), forced_patterns(patterns) as forced:

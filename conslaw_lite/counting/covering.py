@@ -10,7 +10,7 @@ next ones large too: every unit met its three pieces, and a 2-2-2-2 net counted 
 are none.
 
 So the θ' of half the chunks of inputs do not scale the model as a whole (:func:`theta_apart`): a quarter of
-them scale each tensor on its own, the others cut the tensors, in the order of the parameters, into a large part
+them scale each tensor on its own, the others cut the tensors, in the order the forward reads them, into a large part
 and a small part after it (a layer on its cap, the layers after it in their middle pieces), a third of these
 with every entry positive. Drawing until each piece, or each pairing of pieces of two calls, was met did not
 do: over 12 seeds each of eight such nets of 3 to 5 layers (2 or 3 units wide, a cap at 10³ or 10⁶), those
@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
 from conslaw_lite.counting.problem import Problem
 from conslaw_lite.counting.strata import Signs
@@ -35,30 +37,70 @@ def log_uniform(gen: torch.Generator, decades: tuple[float, float]) -> float:
     return low + (high - low) * float(torch.rand((), generator=gen, dtype=torch.float64))
 
 
-def theta_apart(problem: Problem, gen: torch.Generator, decades: tuple[float, float], kind: int) -> torch.Tensor:
+class _FirstUse(TorchFunctionMode):
+    def __init__(self, tensors: dict[int, int]) -> None:
+        super().__init__()
+        self.tensors, self.order = tensors, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        for a in tree_leaves((args, kwargs or {})):
+            i = self.tensors.get(id(a)) if isinstance(a, torch.Tensor) else None
+            if i is not None and i not in self.order:
+                self.order.append(i)
+        return func(*args, **(kwargs or {}))
+
+
+def use_order(problem: Problem, theta: torch.Tensor, x: torch.Tensor) -> list[int]:
+    """The indices of the parameter tensors in the order the forward first reads them on ``x``; those it reads
+    through another tensor only (a parametrization) last, in the order of the parameters.
+
+    Examples
+    ========
+    >>> from torch import nn
+    >>> from conslaw_lite.counting.problem import problem_of
+    >>> class Reversed(nn.Module):  # the last layer registered first
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.second, self.first = nn.Linear(2, 1), nn.Linear(2, 2)
+    ...     def forward(self, x):
+    ...         return self.second(torch.relu(self.first(x)))
+    >>> problem = problem_of(Reversed().double(), None)
+    >>> use_order(problem, problem.random_theta(torch.Generator()), torch.ones(1, 2, dtype=torch.float64))
+    [2, 3, 0, 1]
+    """
+    values = problem.unflatten(theta)
+    with torch.no_grad(), _FirstUse({id(v): i for i, v in enumerate(values.values())}) as mode:
+        problem.apply(values, x)
+    return mode.order + [i for i in range(len(values)) if i not in mode.order]
+
+
+def theta_apart(
+    problem: Problem, gen: torch.Generator, decades: tuple[float, float], kind: int, order: Sequence[int]
+) -> torch.Tensor:
     """A random θ' whose tensors are scaled apart, by ``10^u`` with u in ``decades`` (:func:`log_uniform`).
 
-    ``kind`` 0: each tensor by its own factor. 1 and 2: the tensors up to a random one, in the order of the
-    parameters, by the larger of two factors, the others by the smaller (a layer on its cap, the ones after it in
-    their middle pieces). 3: the same cut, every entry positive, the largest factor before it and one of at most
-    1 after it, so that the units after the cut stay in their middle pieces whatever their signs would have been.
+    ``kind`` 0: each tensor by its own factor. 1 and 2: the tensors up to a random one, in the ``order`` the
+    forward reads them (:func:`use_order`), by the larger of two factors, the others by the smaller (a layer on its
+    cap, the ones after it in their middle pieces). 3: the same cut, every entry positive, the largest factor
+    before it and one of at most 1 after it, so that the units after the cut stay in their middle pieces whatever
+    their signs would have been.
 
     Examples
     ========
     >>> from torch import nn
     >>> from conslaw_lite.counting.problem import problem_of
     >>> problem, gen = problem_of(nn.Linear(2, 2).double(), None), torch.Generator().manual_seed(0)
-    >>> bool((theta_apart(problem, gen, (-3.0, 3.0), kind=3) >= 0).all())
+    >>> bool((theta_apart(problem, gen, (-3.0, 3.0), kind=3, order=[0, 1]) >= 0).all())
     True
     """
     parts = [p for _, p in problem.split(problem.random_theta(gen))]
     if kind == 0:
         return torch.cat([p * 10.0 ** log_uniform(gen, decades) for p in parts])
-    cut = int(torch.randint(len(parts), (), generator=gen))
+    cut, rank = int(torch.randint(len(parts), (), generator=gen)), {i: r for r, i in enumerate(order)}
     after, before = sorted(10.0 ** log_uniform(gen, decades) for _ in range(2))
     if kind == 3:
         parts, before, after = [p.abs() for p in parts], 10.0 ** decades[1], min(after, 1.0)
-    return torch.cat([p * (before if i <= cut else after) for i, p in enumerate(parts)])
+    return torch.cat([p * (before if rank[i] <= cut else after) for i, p in enumerate(parts)])
 
 
 def _chunk_signs(
