@@ -367,30 +367,20 @@ def activation_pattern(
     return tuple(dead), tuple(linear), units
 
 
-def _pieces(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
-    """The codes :func:`piece_of` can give for this call: (0, 1) for a kink or |z|, those of a clamp's sides."""
-    if func not in RANGED:
-        return 0, 1
-    lo, hi = _bounds(func, args, kwargs)
-    return (0,) * (lo is not None) + (1,) + (2,) * (hi is not None)
-
-
 class Signs(TorchFunctionMode):
     """Keeps the piece of every entry of every piecewise-linear call's input (:func:`piece_of`; branches on a ``batch``
-    of inputs too), in call order, the pieces each call has, and whether every input entry was finite."""
+    of inputs too), in call order, and whether every input entry was finite."""
 
     def __init__(self, batch: int | None = None) -> None:
         super().__init__()
         self.batch = batch
         self.on: list[torch.Tensor] = []
-        self.pieces: list[tuple[int, ...]] = []
         self.finite = True
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         piece = piece_of(func, args, kwargs or {}, self.batch)
         if piece is not None:
             self.on.append(piece)
-            self.pieces.append(_pieces(func, args, kwargs or {}))
             operand = args[0] if isinstance(args[0], torch.Tensor) else args[1]
             self.finite = self.finite and bool(torch.isfinite(operand.detach()).all())
         return func(*args, **(kwargs or {}))
@@ -409,7 +399,9 @@ def parameter_pieces(forward: Callable[[torch.Tensor], object], x: torch.Tensor)
     with Signs(len(x)) as signs:
         forward(x)
     return tuple(
-        tuple(sorted(set(on.flatten().long().tolist()))) for on in signs.on if on.dim() == 0 or on.shape[0] != len(x)
+        tuple(sorted(set(on.flatten().long().tolist())))
+        for on in signs.on
+        if on.dim() == 0 or on.shape[0] != len(x)
     )
 
 
