@@ -45,14 +45,9 @@ from conslaw_lite.counting.problem import (
 )
 from conslaw_lite.counting.progress import Progress, wanted
 from conslaw_lite.counting.saturation import MIN_FACTOR, STILL_LINEAR, frozen_error, linear_units, zeros_everywhere
-from conslaw_lite.counting.strata import (
-    Stratum,
-    activation_pattern,
-    forced_patterns,
-    kinked_calls,
-    parameter_pieces,
-)
+from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, parameter_pieces
 from conslaw_lite.counting.unseen_kinks import POINTS, one_piece, too_few, unseen_kinks
+from conslaw_lite.counting.windows import aimer
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
 from conslaw_lite.seeding import Stream, generator
@@ -207,14 +202,13 @@ def realizable_inputs(
     """The inputs, and the model with each input's piecewise units on the pieces a random θ' puts them on.
 
     ``PATTERN_DRAWS`` θ' (:func:`.covering.covering_patterns`): half scale the model by ``10^u``, u uniform in
-    ``INPUT_DECADES``, the others scale its tensors apart (:func:`.covering.theta_apart`) over ``INPUT_DECADES``
-    widened by ``WIDEN`` decades each way, 1 to ``WIDEN_ROUNDS`` times. Any θ' will do (a law holds at every θ);
-    behind a norm the inputs' scale cannot reach a cap, θ' over six decades do (relu6 after an RMSNorm at
-    nn.Linear's scale), and a first layer at 10⁻⁶ needs more (its relu6 counted 6 laws of relu, not 0).
-
-    An input whose outputs overflow at θ on its pieces is left out, and so is one that puts an ELU unit on its
-    exponential piece where its input at θ is above ``EXP_CONTINUATION`` (an exp the model itself never computes,
-    whose brackets overflow).
+    ``INPUT_DECADES`` (half of these aimed into the windows of clamps that exclude 0 instead, :mod:`.windows`), the
+    others scale its tensors apart (:func:`.covering.theta_apart`) over ``INPUT_DECADES`` widened by ``WIDEN``
+    decades each way, 1 to ``WIDEN_ROUNDS`` times. Any θ' will do (a law holds at every θ); behind a norm the inputs'
+    scale cannot reach a cap, θ' over six decades do (relu6 after an RMSNorm at nn.Linear's scale), and a first
+    layer at 10⁻⁶ needs more (its relu6 counted 6 laws of relu, not 0). An input whose outputs overflow at θ on its
+    pieces is left out, and so is one that puts an ELU unit on its exponential piece where its input at θ is above
+    ``EXP_CONTINUATION`` (an exp the model itself never computes, whose brackets overflow).
     """
     forward = lambda t, inputs: problem.apply(problem.unflatten(t), inputs)  # noqa: E731
 
@@ -226,7 +220,8 @@ def realizable_inputs(
             return problem.random_theta(gen, 10.0 ** log_uniform(gen, decades))
         return theta_apart(problem, gen, decades, j % PROFILES, order)
 
-    patterns = covering_patterns(forward, theta_at, x, min(PATTERN_DRAWS, len(x)), WIDEN_ROUNDS)
+    aim = aimer(problem, theta, x[:1], lambda: theta_at(0, 0), gen)  # None without such windows: nothing changes
+    patterns = covering_patterns(forward, theta_at, x, min(PATTERN_DRAWS, len(x)), WIDEN_ROUNDS, aim)
     with torch.no_grad(), forced_patterns(patterns) as forced:
         rows = forward(theta, x).reshape(len(x), -1)
     kept = torch.isfinite(rows).all(dim=1) & ~forced.far.to(rows.device)

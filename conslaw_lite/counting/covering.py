@@ -132,6 +132,7 @@ def covering_patterns(
     x: torch.Tensor,
     draws: int,
     rounds: int,
+    aim: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
     """The pieces of every piecewise-linear call, input ``x[s]`` taking them from the θ' of its chunk.
 
@@ -142,7 +143,8 @@ def covering_patterns(
     as r grows: the even chunks take width 0 (pieces near the model's scale), the j-th odd one width ``rounds``
     down to 1 in turn, so that a few inputs meet the widest first. A chunk whose activations overflow at its θ'
     takes one of width 0. A cap that θ' of the model's scale never reach (``relu6`` after a layer initialized at
-    10⁻⁶) is met this way.
+    10⁻⁶) is met this way. ``aim(x_chunk)``, where given, gives the θ' of one even chunk in two instead, aimed at
+    windows that scales miss (:func:`.windows.aimed_theta`).
 
     Examples
     ========
@@ -158,6 +160,10 @@ def covering_patterns(
         if k % 2:
             j = k // 2
             signs = _chunk_signs(forward, theta_at(rounds - j % max(rounds, 1), j), chunks[k])
+            if signs.finite:
+                return signs
+        elif aim is not None and k % 4 == 2:
+            signs = _chunk_signs(forward, aim(chunks[k][:1]), chunks[k])
             if signs.finite:
                 return signs
         return _chunk_signs(forward, theta_at(0, k), chunks[k])

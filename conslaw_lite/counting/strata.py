@@ -45,6 +45,7 @@ everywhere; Grigsby et al. 2022).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -125,7 +126,7 @@ def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None
         lo, hi = first, args[2] if len(args) > 2 else kwargs.get("max")
     if isinstance(lo, torch.Tensor) or isinstance(hi, torch.Tensor):
         return None
-    return lo, hi
+    return tuple(None if b is not None and math.isinf(b) else b for b in (lo, hi))  # ±inf: no piece beyond
 
 
 def call_argument(args: tuple, kwargs: dict, position: int, name: str, default: object) -> object:
