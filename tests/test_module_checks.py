@@ -168,6 +168,31 @@ def test_a_rounding_op_is_named() -> None:
         count_laws(nn.Sequential(nn.Linear(3, 2), Rounded()).double(), (3,))
 
 
+class AboveOne(nn.Module):
+    """``(z > 1)·z`` after each of three bias-free layers: at nn.Linear's scale it is 0 on nearly every input, but
+    it passes gradients wherever a unit is above 1, and it keeps each unit's ‖w_in‖² − ‖w_out‖² (6 laws)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(2, 2, bias=False) for _ in range(3))
+        self.out = nn.Linear(2, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            z = layer(x)
+            x = (z > 1).to(z.dtype) * z
+        return self.out(x)
+
+
+def test_a_comparison_that_passes_gradients_only_at_other_scales_is_counted() -> None:
+    """Drawn at the model's scale alone, every θ of the check gave a zero gradient, and the count was refused:
+    "applies gt, whose derivative is zero where it exists"."""
+    for seed in range(3):
+        torch.manual_seed(0)
+        count = count_laws(AboveOne().double(), (2,), seed=seed)
+        assert count.conclusive and count.num_laws == 6, count
+
+
 def test_a_function_model_with_float32_params_is_counted_and_one_that_casts_is_not() -> None:
     net = lambda p, x: torch.relu(x @ p["W1"].T) @ p["W2"].T  # noqa: E731
     shapes = {"W1": (HIDDEN, 3), "W2": (2, HIDDEN)}

@@ -56,7 +56,12 @@ Params = Mapping[str, torch.Tensor]
 
 PROBE_SAMPLES = 6  # inputs of the probe batch: ≥ 2 for batch statistics, cut to half of them for coupling
 TOL = 1e-9  # relative difference of two float64 outputs that is more than round-off
-GRADIENT_DRAWS = 4  # random θ at which an output's gradient must vanish before its op is blamed
+# Random θ at which an output's gradient must vanish before its op is blamed; where all such ops are comparisons,
+# whose pieces the counter forces, at the model's scale times 10^k for k = 0, 1, −1, ... in turn: (z > 1)·z after
+# each of three layers at nn.Linear's scale is zero on nearly every input (a cast of θ, as torch's Householder map
+# has, is blamed at the model's scale: a count at other scales fails later, with a less helpful message)
+GRADIENT_DRAWS = 8
+COMPARED = frozenset({"gt", "lt", "ge", "le"})
 LOWER_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Ops whose float output takes only the shape (or nothing) of their float64 input: a constant, not a downcast.
 _FACTORIES = frozenset(
@@ -453,25 +458,29 @@ def _check_differentiable(first: _Run, apply: Callable, params: Params, inputs: 
         )
     if not culprit:
         return  # a zero gradient here may be a dead ReLU layer at this θ: the counter tries more θ itself
-    gen = torch.Generator().manual_seed(0)
+    gen, rms = torch.Generator().manual_seed(0), {n: _rms(p) for n, p in params.items()}
+    compared = all(op in COMPARED for _, op in first.flat)
     for draw in range(GRADIENT_DRAWS):
         if draw:
-            params = {n: torch.randn(p.shape, generator=gen, dtype=p.dtype) * _rms(p) for n, p in params.items()}
+            scale = 10.0 ** (draw // 2 * (-1) ** draw) if compared else 1.0  # 1, 10, 0.1, 100, ...
+            params = {n: torch.randn(p.shape, generator=gen, dtype=p.dtype) * rms[n] * scale for n, p in params.items()}
         if _gradient_flows(apply, params, inputs, gen):
             return
     zero = (
         f"{culprit}, whose derivative is zero where it exists: the output's gradient in θ is zero at all "
-        f"{GRADIENT_DRAWS} random θ tried"
+        f"{GRADIENT_DRAWS} random θ tried" + (", from 10⁻³ to 10³ times the model's scale" if compared else "")
     )
     if module is not None and _gradient_flows(apply, {n: module.get_parameter(n) for n in params}, inputs, gen):
         raise ValueError(
             f"{zero}, not at the model's own θ: the cast reads θ itself (signs or indices of its entries, as torch's "
-            "Householder orthogonal map does); count near the model's θ with at=dict(model.named_parameters()) "
-            "(certify --at-own)"
+            "Householder orthogonal map does), or the gradient flows only where a value lies in a narrow band that "
+            "the model's θ reaches ((z > 0.8) & (z < 1.2)); count near the model's θ with "
+            "at=dict(model.named_parameters()) (certify --at-own)"
         )
     raise ValueError(
-        f"{zero}, there is no gradient flow to count; give the forward a differentiable path (a straight-through "
-        "estimator x + (round(x) − x).detach(), say) to count what it trains"
+        f"{zero}, there is no gradient flow there; give the forward a differentiable path (a straight-through "
+        "estimator x + (round(x) − x).detach(), say) to count what it trains, or, if it flows only where a value lies "
+        "in a narrow band ((z > 0.8) & (z < 1.2)), count near a θ where it does, with at="
     )
 
 
