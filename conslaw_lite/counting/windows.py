@@ -128,17 +128,23 @@ def aimed_theta(problem: Problem, theta: torch.Tensor, x: torch.Tensor, gen: tor
             mask = torch.zeros_like(theta, dtype=torch.bool)
             for i in group:
                 mask[ends[i] - sizes[i] : ends[i]] = True
-            unit = int(torch.randint(u[0].numel(), (), generator=gen))
+            unit = int(torch.randint(u.numel(), (), generator=gen))
             target = lo + (hi - lo) * (0.1 + 0.8 * float(torch.rand((), generator=gen)))
-            at = lambda t, k=k, unit=unit: windows(problem, t, x).calls[k][0][0].flatten()[unit]  # noqa: E731
-            theta = _aimed(at, theta, mask, target, (lo, hi))
+            theta = _aimed(lambda t, k=k, unit=unit: _entry(problem, t, x, k, unit), theta, mask, target, (lo, hi))
             found = windows(problem, theta, x)
         k += 1
     return theta
 
 
+def _entry(problem: Problem, theta: torch.Tensor, x: torch.Tensor, k: int, unit: int) -> float:
+    """Entry ``unit`` of what clamp ``k`` clamps at θ; NaN where the forward runs fewer clamps or smaller ones."""
+    calls = windows(problem, theta, x).calls
+    u = calls[k][0].flatten() if k < len(calls) else torch.empty(0)
+    return float(u[unit]) if unit < len(u) else math.nan
+
+
 def _aimed(
-    value: Callable[[torch.Tensor], torch.Tensor],
+    value: Callable[[torch.Tensor], float],
     theta: torch.Tensor,
     mask: torch.Tensor,
     target: float,
@@ -147,10 +153,10 @@ def _aimed(
     """θ with its ``mask`` coordinates times the s that puts ``value(θ)`` at ``target`` inside ``window``: s = −1
     first where the sign is wrong, then secant steps on log |s|; θ as it is where the value has no sign to aim."""
     scaled = lambda s: torch.where(mask, theta * s, theta)  # noqa: E731  (the θ reached so far)
-    u = float(value(theta))
+    u = value(theta)
     if not (u * target > 0 and math.isfinite(u)):
         flipped = scaled(-1.0)
-        u = float(value(flipped))
+        u = value(flipped)
         if not (u * target > 0 and math.isfinite(u)):
             return theta
         theta = flipped
@@ -160,7 +166,7 @@ def _aimed(
             break
         s = (target / u) ** (1 / power)
         nearer = scaled(s)
-        v = float(value(nearer))
+        v = value(nearer)
         if not (v * target > 0 and math.isfinite(v)):
             break
         if abs(math.log(s)) > 1e-12 and v != u:
