@@ -92,8 +92,9 @@ class Samples:
         per_input = max(checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
         # standard-normal inputs: the null space is solved without the counter's per-input weights; the pieces
         # of a cap that other scales reach come from random θ' of many decades, as in the count
-        x = sample_inputs(input_shape, inputs, min(512, math.ceil(2 * D / per_input) + 2), gen, spread=False)
-        out, pullback = vjp(outputs_over_pieces(problem, theta, x, gen), theta)
+        rows = min(512, math.ceil(2 * D / per_input) + 2)
+        x = sample_inputs(input_shape, inputs, rows, gen, spread=False)
+        out, pullback = vjp(outputs_over_pieces(problem, theta, x, gen, rows), theta)
         g = _pull(pullback, torch.randn(m, out.numel(), generator=gen, dtype=torch.float64))
         return theta, g / g.norm(dim=1, keepdim=True).clamp_min(1e-300)  # unit rows over all of θ
 

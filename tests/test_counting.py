@@ -421,8 +421,9 @@ class ClampedWeights(nn.Module):
 
 def test_a_clamp_of_the_weights_alone_is_no_count_at_a_random_theta() -> None:
     """Each θ's saturated entries are conserved near it: counted 7, 8 or 9 (conclusive where two θ agreed) at
-    seeds where 45 of D = 51 is reached elsewhere. Near a given θ the count is that θ's; a scalar clamp whose entry
-    stays on one piece is counted."""
+    seeds where 45 of D = 51 is reached elsewhere. Near a given θ the count is that θ's. A clamp whose entries every
+    random θ leaves on one piece is no count either (CLIP's logit scale ``exp(s).clamp(max=100)`` counted 1, the
+    law of (W, s) → (λW, s − ln λ), which the capped piece breaks: s stops, W moves), but near its θ it is 1."""
     for seed in (0, 6):
         torch.manual_seed(0)
         count = count_laws(ClampedWeights().double(), (4,), seed=seed)
@@ -431,7 +432,19 @@ def test_a_clamp_of_the_weights_alone_is_no_count_at_a_random_theta() -> None:
     assert count_laws(model, (4,), at=dict(model.named_parameters())).conclusive
     scale = lambda p, x: (x @ p["W"].T) * p["s"].exp().clamp(max=100.0)  # noqa: E731  CLIP's logit scale
     params = {"W": torch.randn(3, 4, dtype=torch.float64), "s": torch.tensor(2.659, dtype=torch.float64)}
-    assert count_laws(scale, (4,), params=params).num_laws == 1  # (W, s) → (λW, s − ln λ)
+    assert not count_laws(scale, (4,), params=params).conclusive
+    assert count_laws(scale, (4,), params=params, at=params).num_laws == 1  # (W, s) → (λW, s − ln λ)
+
+
+@pytest.mark.parametrize("bound", [1.0, 3.0])
+def test_a_weight_clip_that_random_theta_stay_inside_is_no_count(bound: float) -> None:
+    """``x W₁.clamp(−c, c)ᵀ W₂ᵀ`` (WGAN's clip) at nn.Linear's scale: every entry of W₁ inside (−c, c) at every θ
+    drawn, the linear net's 6 laws counted, conclusive; entries beyond c break all of them (a probe's exact rank: 0)."""
+    clipped = lambda p, x: x @ p["W1"].clamp(-bound, bound).T @ p["W2"].T  # noqa: E731
+    params = {"W1": torch.randn(3, 3, dtype=torch.float64) / 3, "W2": torch.randn(2, 3, dtype=torch.float64) / 3}
+    for seed in range(3):
+        count = count_laws(clipped, (3,), params=params, seed=seed)
+        assert not count.conclusive, count  # the θ disagree, or they agree on θ's own pattern, which says so
 
 
 def test_activation_checkpointing_is_refused_with_what_to_do() -> None:
@@ -1075,3 +1088,25 @@ def test_a_direction_apart_from_round_off_but_under_the_gap_leaves_no_count() ->
         torch.manual_seed(seed)
         count = count_laws(FunctionalNorm().double(), (4,), seed=seed)
         assert not count.conclusive and ("two gaps: N = 6" in count.reason or "θ disagree" in count.reason)
+
+
+class ThreeLayers(nn.Module):
+    """A 4-3-3-2 ReLU MLP: each hidden unit keeps ‖w_in‖² − ‖w_out‖² (6 laws), and nothing else on any inputs."""
+
+    def __init__(self, bias: bool) -> None:
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(4, 3, bias=bias), nn.Linear(3, 3, bias=bias), nn.Linear(3, 2, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.l3(torch.relu(self.l2(torch.relu(self.l1(x)))))
+
+
+@pytest.mark.parametrize("few, bias", [(8, False), (12, True)])
+def test_a_few_given_inputs_each_take_the_patterns_of_many_theta(few: int, bias: bool) -> None:
+    """With one pattern per given input (a probe's 8 and 12 Gaussian points), the count was 7 to 10, conclusive:
+    the patterns other θ realize on the same inputs break the extra laws."""
+    inputs = torch.randn(few, 4, generator=torch.Generator().manual_seed(100), dtype=torch.float64)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        count = count_laws(ThreeLayers(bias).double(), inputs=inputs, seed=seed)
+        assert count.conclusive and count.num_laws == 6, count

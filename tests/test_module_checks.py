@@ -18,6 +18,7 @@ from conslaw_lite.counting.exact_ops import embedding_bag
 from conslaw_lite.counting.module_checks import check_countable, check_dtypes, mode_dependent_layers
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.find_laws import find_laws
+from conslaw_lite.fuzz import Pointwise
 from conslaw_lite.laws import laws_of
 from conslaw_lite.monitor import Monitor
 
@@ -431,3 +432,13 @@ def test_a_torchscript_module_is_refused_naming_what_to_give() -> None:
     for use in (lambda: count_laws(scripted, (3,)), lambda: Monitor(scripted)):
         with pytest.raises(ValueError, match=r"TorchScript module .*give the nn.Module it was made from"):
             use()
+
+
+def test_infinite_higher_derivatives_are_named() -> None:
+    """``relu(z) ** 1.5`` is C¹ only: its second derivative is infinite at the units a ReLU puts at 0. The count
+    failed inside an SVD ("the input matrix contained non-finite values")."""
+    torch.manual_seed(0)
+    power = Pointwise("z ** 1.5", lambda z: z**1.5)
+    model = nn.Sequential(nn.Linear(3, 3, bias=False), nn.ReLU(), power, nn.Linear(3, 2, bias=False))
+    with pytest.raises(ValueError, match=r"second or third derivatives in θ are not finite"):
+        count_laws(model.double(), (3,))

@@ -131,7 +131,7 @@ def check_laws(
         # pieces that only other scales reach (a cap) are taken from random θ' of many decades, as the count does
         x = sample_inputs(input_shape, inputs, num_samples, gen, spread=False)
         checked_outputs(problem, theta, x)
-        grad_f = jacrev(outputs_over_pieces(problem, theta, x, gen))(theta)  # (S·out, D)
+        grad_f = jacrev(outputs_over_pieces(problem, theta, x, gen, num_samples))(theta)  # (S·out, D)
         grad_h = jacrev(h)(theta)  # (L, D)
         per_entry, varying = cosine_residuals(grad_h, grad_f)
         norms_h = grad_h.norm(dim=1)

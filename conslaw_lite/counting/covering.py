@@ -37,7 +37,18 @@ def log_uniform(gen: torch.Generator, decades: tuple[float, float]) -> float:
     return low + (high - low) * float(torch.rand((), generator=gen, dtype=torch.float64))
 
 
-class _FirstUse(TorchFunctionMode):
+class FirstUse(TorchFunctionMode):
+    """Records in ``order`` the index of each tensor of ``tensors`` (its id ↦ index) the first time an op reads it.
+
+    Examples
+    ========
+    >>> a, b = torch.ones(2), torch.ones(2)
+    >>> with FirstUse({id(a): 0, id(b): 1}) as mode:
+    ...     _ = torch.add(b, a) * a
+    >>> mode.order
+    [1, 0]
+    """
+
     def __init__(self, tensors: dict[int, int]) -> None:
         super().__init__()
         self.tensors, self.order = tensors, []
@@ -69,7 +80,7 @@ def use_order(problem: Problem, theta: torch.Tensor, x: torch.Tensor) -> list[in
     [2, 3, 0, 1]
     """
     values = problem.unflatten(theta)
-    with torch.no_grad(), _FirstUse({id(v): i for i, v in enumerate(values.values())}) as mode:
+    with torch.no_grad(), FirstUse({id(v): i for i, v in enumerate(values.values())}) as mode:
         problem.apply(values, x)
     return mode.order + [i for i in range(len(values)) if i not in mode.order]
 

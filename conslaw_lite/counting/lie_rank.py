@@ -294,6 +294,12 @@ def derivative_mismatch(
     except NotImplementedError as err:  # e.g. a kernel without a forward-mode derivative
         first_line = (str(err).splitlines() or [f"{type(err).__name__} with no message (a custom jvp?)"])[0]
         raise ValueError(f"torch cannot take the brackets' derivatives of this model: {first_line}") from err
+    if not all(bool(torch.isfinite(t).all()) for t in terms + reverse):
+        raise ValueError(
+            "the model's second or third derivatives in θ are not finite at a random θ, which the brackets need: "
+            "a function that is not analytic at a kink, such as relu(z) ** 1.5 (the counter continues each piece "
+            "of a ReLU past 0, and z ** 1.5 of a z below 0 is NaN), or a sqrt or log at 0"
+        )
     size = float(a.norm() * f(theta).norm())  # D^k f[u, v, ..] is about f's size: u, v, w are θ-sized
     # Relative to the size of the summed terms, not of their sum: on inputs over six decades the terms of
     # ⟨a, D^k f⟩ can be many times the sum (a saturated softmax), and round-off is relative to the terms.

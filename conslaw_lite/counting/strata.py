@@ -104,7 +104,7 @@ SMALLER = frozenset({torch.minimum, torch.Tensor.minimum, torch.fmin, torch.Tens
 BRANCHES = COMPARISONS | LARGER | SMALLER | {F.threshold}
 
 
-def _bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None] | None:
+def clamp_bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float | None] | None:
     """``(lo, hi)`` of a clamp-like call (``None`` for a missing side); ``None`` if a bound is a tensor."""
     if func in HARD:
         return HARD[func][2:]
@@ -148,7 +148,7 @@ def _is_piecewise(func, args: tuple, kwargs: dict) -> bool:
         return False
     if func in RRELU:
         return not call_argument(args, kwargs, 3, "training", False)
-    return func not in CLAMPS or _bounds(func, args, kwargs) is not None
+    return func not in CLAMPS or clamp_bounds(func, args, kwargs) is not None
 
 
 def _branch(func, args: tuple, kwargs: dict, batch: int | None) -> tuple | None:
@@ -190,7 +190,7 @@ def piece_of(func, args: tuple, kwargs: dict, batch: int | None = None) -> torch
     z = args[0]
     if func not in RANGED:
         return z.detach() > 0
-    lo, hi = _bounds(func, args, kwargs)
+    lo, hi = clamp_bounds(func, args, kwargs)
     u = _clamped(func, z.detach())
     code = torch.ones_like(u, dtype=torch.int64)
     if lo is not None:
@@ -210,12 +210,12 @@ def _on_piece(func, args: tuple, kwargs: dict, m: torch.Tensor, branch: tuple | 
     if func in ABS:
         return z * (2 * m - 1)
     if func in SHRINK:
-        lo, hi = _bounds(func, args, kwargs)
+        lo, hi = clamp_bounds(func, args, kwargs)
         if func is F.softshrink:
             return (z - lo) * (m == 0).to(z.dtype) + (z - hi) * (m == 2).to(z.dtype)
         return z * (m != 1).to(z.dtype)
     if func in CLAMPS or func in HARD:
-        lo, hi = _bounds(func, args, kwargs)
+        lo, hi = clamp_bounds(func, args, kwargs)
         out = _clamped(func, z) * (m == 1).to(z.dtype)
         if lo is not None:
             out = out + lo * (m == 0).to(z.dtype)
@@ -376,6 +376,7 @@ class Signs(TorchFunctionMode):
         super().__init__()
         self.batch = batch
         self.on: list[torch.Tensor] = []
+        self.of_theta: list[bool] = []  # whether each call's operand requires grad (where θ does)
         self.finite = True
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -383,26 +384,28 @@ class Signs(TorchFunctionMode):
         if piece is not None:
             self.on.append(piece)
             operand = args[0] if isinstance(args[0], torch.Tensor) else args[1]
+            self.of_theta.append(operand.requires_grad)
             self.finite = self.finite and bool(torch.isfinite(operand.detach()).all())
         return func(*args, **(kwargs or {}))
 
 
 def parameter_pieces(forward: Callable[[torch.Tensor], object], x: torch.Tensor) -> tuple[tuple[int, ...], ...]:
     """The pieces each piecewise call that does not act per input (a clamp or ReLU of the weights alone) puts its
-    entries on, at the θ ``forward`` computes with: one sorted tuple of codes (:func:`piece_of`) per such call.
+    entries on, at the θ ``forward`` computes with (which requires grad: a call of constants alone, positions
+    clamped to a window, is no kink of θ): one sorted tuple of codes (:func:`piece_of`) per such call.
 
     Examples
     ========
-    >>> W = torch.tensor([[1.0, -2.0], [0.5, 0.2]])
-    >>> parameter_pieces(lambda x: x @ W.clamp(-0.5, 0.5) + torch.relu(x), torch.ones(11, 2))  # the relu: per input
+    >>> W, P = torch.tensor([[1.0, -2.0], [0.5, 0.2]], requires_grad=True), torch.arange(4.0).reshape(2, 2)
+    >>> parameter_pieces(lambda x: x @ W.clamp(-0.5, 0.5) @ P.clamp(max=2) + torch.relu(x), torch.ones(11, 2))
     ((0, 1, 2),)
     """
     with Signs(len(x)) as signs:
         forward(x)
     return tuple(
         tuple(sorted(set(on.flatten().long().tolist())))
-        for on in signs.on
-        if on.dim() == 0 or on.shape[0] != len(x)
+        for on, of_theta in zip(signs.on, signs.of_theta)
+        if of_theta and (on.dim() == 0 or on.shape[0] != len(x))
     )
 
 

@@ -180,6 +180,6 @@ def too_few(kinks: Sequence[str], usable: int, draws: int) -> str:
         f"a kink of θ the counter does not see ({names}), and only {usable} of {draws} random θ had each of its "
         f"units on two pieces over the inputs and a gradient for every coordinate: elsewhere the rank is that of "
         f"θ's own pieces (a dead unit, or one that acts as the identity); write the "
-        f"activation with torch.relu, F.relu or an nn module so that its patterns are taken, or count near your θ "
-        f"with at=dict(model.named_parameters())"
+        f"activation with torch.relu, F.relu or an nn module so that its patterns are taken (a clamp at a learned "
+        f"bound as torch.minimum(F.relu(z), bound)), or count near your θ with at=dict(model.named_parameters())"
     )

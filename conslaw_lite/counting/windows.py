@@ -22,9 +22,9 @@ from collections.abc import Callable
 
 import torch
 
-from conslaw_lite.counting.covering import _FirstUse
+from conslaw_lite.counting.covering import FirstUse
 from conslaw_lite.counting.problem import Problem
-from conslaw_lite.counting.strata import CLAMPS, _bounds
+from conslaw_lite.counting.strata import CLAMPS, clamp_bounds
 
 AIM_STEPS = 4  # secant steps per clamp: u(s) = s^p u(1) is met at the first for p = 1, the second for any p
 LEFT = 0.25  # the share of the clamps not aimed at
@@ -44,7 +44,7 @@ def excludes_zero(bounds: tuple[float | None, float | None] | None) -> bool:
     return lo > 0 or hi < 0
 
 
-class _Windows(_FirstUse):
+class _Windows(FirstUse):
     """The order of first use of the parameter tensors and, per clamp whose window excludes 0, in call order,
     ``(u, lo, hi, read)``: what it clamps, its window, and how many parameter tensors were read before it."""
 
@@ -55,7 +55,7 @@ class _Windows(_FirstUse):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in CLAMPS and args and isinstance(args[0], torch.Tensor):
-            bounds = _bounds(func, args, kwargs)
+            bounds = clamp_bounds(func, args, kwargs)
             if excludes_zero(bounds):
                 self.calls.append((args[0].detach(), *bounds, len(self.order)))
         return super().__torch_function__(func, types, args, kwargs)
