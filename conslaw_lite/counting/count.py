@@ -16,7 +16,7 @@ from torch.func import vmap
 
 from conslaw_lite.counting.budget import Estimate, TooLarge, check_fits, estimate, estimate_complement, resolve_device
 from conslaw_lite.counting.complement import Buffers, complement_rank
-from conslaw_lite.counting.covering import PROFILES, covering_patterns, log_uniform, theta_apart, use_order
+from conslaw_lite.counting.covering import PROFILES, covering_patterns, log_uniform, theta_apart
 from conslaw_lite.counting.embedding_rows import warn_padding_rows, warn_unread_rows
 from conslaw_lite.counting.exact_ops import exact_derivatives
 from conslaw_lite.counting.lie_rank import (
@@ -47,7 +47,7 @@ from conslaw_lite.counting.progress import Progress, wanted
 from conslaw_lite.counting.saturation import MIN_FACTOR, STILL_LINEAR, frozen_error, linear_units, zeros_everywhere
 from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, parameter_pieces
 from conslaw_lite.counting.unseen_kinks import POINTS, one_piece, too_few, unseen_kinks
-from conslaw_lite.counting.windows import aimer
+from conslaw_lite.counting.windows import aimer, windows
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
 from conslaw_lite.seeding import Stream, generator
@@ -215,7 +215,8 @@ def realizable_inputs(
     forward = lambda t, inputs: problem.apply(problem.unflatten(t), inputs)  # noqa: E731
     if 0 < len(x) < rows:
         x = x.repeat(math.ceil(rows / len(x)), *[1] * (x.dim() - 1))[:rows]
-    order = use_order(problem, theta, x[:1])
+    found = windows(problem, theta, x[:1])  # θ's reading order, and its clamps of windows away from 0
+    order = found.complete()
 
     def theta_at(r: int, j: int) -> torch.Tensor:
         decades = (INPUT_DECADES[0] - WIDEN * r, INPUT_DECADES[1] + WIDEN * r)
@@ -223,7 +224,7 @@ def realizable_inputs(
             return problem.random_theta(gen, 10.0 ** log_uniform(gen, decades))
         return theta_apart(problem, gen, decades, j % PROFILES, order)
 
-    aim = aimer(problem, theta, x[:1], lambda: theta_at(0, 0), gen)  # None without such windows: nothing changes
+    aim = aimer(problem, found, lambda: theta_at(0, 0), gen)  # None without such windows: nothing changes
     patterns = covering_patterns(forward, theta_at, x, min(PATTERN_DRAWS, len(x)), WIDEN_ROUNDS, aim)
     with torch.no_grad(), forced_patterns(patterns) as forced:
         rows = forward(theta, x).reshape(len(x), -1)
@@ -410,15 +411,13 @@ def _pieces_of_parameters(drawn: list[_Draw]) -> str:
     """Why no count where a piecewise call of the weights alone runs (``W.clamp(-c, c)``, ``relu(W)``): the rank at θ
     is that of θ's own pattern, even where every random θ puts every entry on one piece (``W.clamp(-1, 1)`` at
     nn.Linear's scale counted the linear net's 6 laws, conclusive; entries beyond 1 break all of them)."""
-    seen = {d.pieces for d in drawn}
     if not any(d.pieces for d in drawn):
         return ""
     return (
         "a piecewise op acts on a tensor without the batch of inputs first (a clamp or ReLU of a weight, or of "
-        "features laid out (features, batch): put the batch first), and a random θ "
-        f"puts its entries on pieces {sorted(seen)}, other θ on others: the count at such a θ is that of θ's own "
-        "pattern, not of the whole parameter space; count near your θ with at=dict(model.named_parameters()) "
-        "(certify --at-own)"
+        "features laid out (features, batch): put the batch first), and a random θ puts its entries on pieces "
+        f"{sorted({d.pieces for d in drawn})}, other θ on others: the count at such a θ is that of θ's own pattern, "
+        "not of the whole parameter space; count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
     )
 
 

@@ -38,20 +38,21 @@ def log_uniform(gen: torch.Generator, decades: tuple[float, float]) -> float:
 
 
 class FirstUse(TorchFunctionMode):
-    """Records in ``order`` the index of each tensor of ``tensors`` (its id ↦ index) the first time an op reads it.
+    """Records in ``order`` the index of each of ``tensors`` the first time an op reads it; :meth:`complete` puts
+    those no op read directly (through a parametrization) after them, in their own order.
 
     Examples
     ========
-    >>> a, b = torch.ones(2), torch.ones(2)
-    >>> with FirstUse({id(a): 0, id(b): 1}) as mode:
+    >>> a, b, c = torch.ones(2), torch.ones(2), torch.ones(2)
+    >>> with FirstUse([a, b, c]) as mode:
     ...     _ = torch.add(b, a) * a
-    >>> mode.order
-    [1, 0]
+    >>> mode.order, mode.complete()
+    ([1, 0], [1, 0, 2])
     """
 
-    def __init__(self, tensors: dict[int, int]) -> None:
+    def __init__(self, tensors: Sequence[torch.Tensor]) -> None:
         super().__init__()
-        self.tensors, self.order = tensors, []
+        self.tensors, self.order = {id(t): i for i, t in enumerate(tensors)}, []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         for a in tree_leaves((args, kwargs or {})):
@@ -59,6 +60,19 @@ class FirstUse(TorchFunctionMode):
             if i is not None and i not in self.order:
                 self.order.append(i)
         return func(*args, **(kwargs or {}))
+
+    def complete(self) -> list[int]:
+        """Every index, those read first in reading order."""
+        return self.order + [i for i in range(len(self.tensors)) if i not in self.order]
+
+
+def first_uses(problem: Problem, theta: torch.Tensor, x: torch.Tensor, recorder: type[FirstUse] = FirstUse) -> FirstUse:
+    """A ``recorder`` (:class:`FirstUse` or a subclass) of the parameter tensors, after the forward at θ ran on ``x``
+    under it without gradients."""
+    values = problem.unflatten(theta)
+    with torch.no_grad(), recorder(list(values.values())) as mode:
+        problem.apply(values, x)
+    return mode
 
 
 def use_order(problem: Problem, theta: torch.Tensor, x: torch.Tensor) -> list[int]:
@@ -79,10 +93,7 @@ def use_order(problem: Problem, theta: torch.Tensor, x: torch.Tensor) -> list[in
     >>> use_order(problem, problem.random_theta(torch.Generator()), torch.ones(1, 2, dtype=torch.float64))
     [2, 3, 0, 1]
     """
-    values = problem.unflatten(theta)
-    with torch.no_grad(), FirstUse({id(v): i for i, v in enumerate(values.values())}) as mode:
-        problem.apply(values, x)
-    return mode.order + [i for i in range(len(values)) if i not in mode.order]
+    return first_uses(problem, theta, x).complete()
 
 
 def theta_apart(
@@ -168,15 +179,9 @@ def covering_patterns(
     chunks = torch.tensor_split(x, draws)
 
     def signs_of(k: int) -> Signs:
-        if k % 2:
-            j = k // 2
-            signs = _chunk_signs(forward, theta_at(rounds - j % max(rounds, 1), j), chunks[k])
-            if signs.finite:
-                return signs
-        elif aim is not None and k % 4 == 2:
-            signs = _chunk_signs(forward, aim(chunks[k][:1]), chunks[k])
-            if signs.finite:
-                return signs
-        return _chunk_signs(forward, theta_at(0, k), chunks[k])
+        apart = theta_at(rounds - k // 2 % max(rounds, 1), k // 2) if k % 2 else None
+        theta = aim(chunks[k][:1]) if aim is not None and k % 4 == 2 else apart
+        signs = None if theta is None else _chunk_signs(forward, theta, chunks[k])
+        return signs if signs is not None and signs.finite else _chunk_signs(forward, theta_at(0, k), chunks[k])
 
     return _joined([signs_of(k) for k in range(len(chunks))], x)

@@ -18,11 +18,11 @@ is still that of a θ' on its input: the pieces are recorded at the θ' found, a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
-from conslaw_lite.counting.covering import FirstUse
+from conslaw_lite.counting.covering import FirstUse, first_uses
 from conslaw_lite.counting.problem import Problem
 from conslaw_lite.counting.strata import CLAMPS, clamp_bounds
 
@@ -44,11 +44,11 @@ def excludes_zero(bounds: tuple[float | None, float | None] | None) -> bool:
     return lo > 0 or hi < 0
 
 
-class _Windows(FirstUse):
+class ClampWindows(FirstUse):
     """The order of first use of the parameter tensors and, per clamp whose window excludes 0, in call order,
     ``(u, lo, hi, read)``: what it clamps, its window, and how many parameter tensors were read before it."""
 
-    def __init__(self, tensors: dict[int, int]) -> None:
+    def __init__(self, tensors: Sequence[torch.Tensor]) -> None:
         super().__init__(tensors)
         self.calls: list[tuple[torch.Tensor, float, float, int]] = []
 
@@ -61,8 +61,8 @@ class _Windows(FirstUse):
         return super().__torch_function__(func, types, args, kwargs)
 
 
-def windows(problem: Problem, theta: torch.Tensor, x: torch.Tensor) -> _Windows:
-    """The clamps of windows that exclude 0 that ``problem``'s forward at θ runs on ``x`` (:class:`_Windows`).
+def windows(problem: Problem, theta: torch.Tensor, x: torch.Tensor) -> ClampWindows:
+    """The clamps of windows that exclude 0 that ``problem``'s forward at θ runs on ``x`` (:class:`ClampWindows`).
 
     Examples
     ========
@@ -79,26 +79,25 @@ def windows(problem: Problem, theta: torch.Tensor, x: torch.Tensor) -> _Windows:
     >>> [(lo, hi, read) for _, lo, hi, read in found.calls]  # a.weight and a.bias read before the clamp
     [(0.9, 1.1, 2)]
     """
-    values = problem.unflatten(theta)
-    with torch.no_grad(), _Windows({id(v): i for i, v in enumerate(values.values())}) as mode:
-        problem.apply(values, x)
-    return mode
+    return first_uses(problem, theta, x, ClampWindows)
 
 
 def aimer(
-    problem: Problem, theta: torch.Tensor, x: torch.Tensor, draw: Callable[[], torch.Tensor], gen: torch.Generator
+    problem: Problem, found: ClampWindows, draw: Callable[[], torch.Tensor], gen: torch.Generator
 ) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """The ``aim`` of :func:`.covering.covering_patterns`: an input ↦ a θ' from ``draw()`` aimed on it
-    (:func:`aimed_theta`), where the forward at θ on ``x`` runs a clamp whose window excludes 0; None elsewhere.
+    (:func:`aimed_theta`), where the forward ``found`` recorded runs a clamp whose window excludes 0; None elsewhere.
 
     Examples
     ========
     >>> from torch import nn
     >>> from conslaw_lite.counting.problem import problem_of
     >>> problem, gen = problem_of(nn.Sequential(nn.Linear(2, 2), nn.ReLU6()).double(), None), torch.Generator()
-    >>> aimer(problem, problem.random_theta(gen), torch.ones(1, 2).double(), lambda: problem.random_theta(gen), gen)
+    >>> found = windows(problem, problem.random_theta(gen), torch.ones(1, 2).double())  # relu6: 0 in [0, 6]
+    >>> aimer(problem, found, lambda: problem.random_theta(gen), gen) is None
+    True
     """
-    if not windows(problem, theta, x).calls:
+    if not found.calls:
         return None
     return lambda x0: aimed_theta(problem, draw(), x0, gen)
 
@@ -118,19 +117,17 @@ def aimed_theta(problem: Problem, theta: torch.Tensor, x: torch.Tensor, gen: tor
     >>> bool(((u >= 1.0) & (u <= 1.001)).any()), bool(((u >= 1.0) & (u <= 1.001)).all())
     (True, False)
     """
-    sizes = [v.numel() for v in problem.unflatten(theta).values()]
-    ends = torch.tensor(sizes).cumsum(0).tolist()
     found, k, start = windows(problem, theta, x), 0, 0
     while k < len(found.calls):
         u, lo, hi, read = found.calls[k]
         group, start = found.order[start:read], max(start, read)
         if group and u.numel() and float(torch.rand((), generator=gen)) >= LEFT:
-            mask = torch.zeros_like(theta, dtype=torch.bool)
-            for i in group:
-                mask[ends[i] - sizes[i] : ends[i]] = True
+            parts = enumerate(problem.split(theta))
+            mask = torch.cat([torch.full_like(p, i in group, dtype=torch.bool) for i, (_, p) in parts])
             unit = int(torch.randint(u.numel(), (), generator=gen))
             target = lo + (hi - lo) * (0.1 + 0.8 * float(torch.rand((), generator=gen)))
-            theta = _aimed(lambda t, k=k, unit=unit: _entry(problem, t, x, k, unit), theta, mask, target, (lo, hi))
+            value = lambda t, k=k, unit=unit: _entry(problem, t, x, k, unit)  # noqa: E731
+            theta = _aimed(value, float(u.flatten()[unit]), theta, mask, target, (lo, hi))
             found = windows(problem, theta, x)
         k += 1
     return theta
@@ -145,15 +142,16 @@ def _entry(problem: Problem, theta: torch.Tensor, x: torch.Tensor, k: int, unit:
 
 def _aimed(
     value: Callable[[torch.Tensor], float],
+    u: float,
     theta: torch.Tensor,
     mask: torch.Tensor,
     target: float,
     window: tuple[float, float],
 ) -> torch.Tensor:
-    """θ with its ``mask`` coordinates times the s that puts ``value(θ)`` at ``target`` inside ``window``: s = −1
-    first where the sign is wrong, then secant steps on log |s|; θ as it is where the value has no sign to aim."""
+    """θ with its ``mask`` coordinates times the s that puts ``value(θ)`` (``u`` at θ) at ``target`` inside
+    ``window``: s = −1 first where the sign is wrong, then secant steps on log |s|; θ as it is where the value has
+    no sign to aim."""
     scaled = lambda s: torch.where(mask, theta * s, theta)  # noqa: E731  (the θ reached so far)
-    u = value(theta)
     if not (u * target > 0 and math.isfinite(u)):
         flipped = scaled(-1.0)
         u = value(flipped)
