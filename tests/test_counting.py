@@ -61,6 +61,16 @@ def test_gelu_net_has_no_law() -> None:
     assert count.num_laws == 0
 
 
+@pytest.mark.parametrize("activation", [nn.GELU(approximate="tanh"), nn.Mish()])
+def test_activations_whose_torch_derivatives_overflow_are_counted(activation: nn.Module) -> None:
+    """torch's third derivative of the tanh GELU is NaN past |z| ≈ 30 (mish's second and third past 10³), which the
+    counter's θ' reach: every such model was refused as "not analytic". Written in elementary ops, both are
+    counted: no law, as for the erf GELU."""
+    count = count_laws(two_layer(3, 4, 2, activation), (3,))
+    assert_clear_gap(count)
+    assert count.num_laws == 0
+
+
 def test_function_model_with_params_dict() -> None:
     def linear(p, x):  # f = A B x with r = 3
         return x @ p["B"].T @ p["A"].T
@@ -445,6 +455,23 @@ def test_a_weight_clip_that_random_theta_stay_inside_is_no_count(bound: float) -
     for seed in range(3):
         count = count_laws(clipped, (3,), params=params, seed=seed)
         assert not count.conclusive, count  # the θ disagree, or they agree on θ's own pattern, which says so
+
+
+@pytest.mark.parametrize("eps", [0.5, 1e-12])
+def test_a_kink_of_the_weights_inside_a_torch_function_is_no_count(eps: float) -> None:
+    """``V F.normalize(W, eps=ε) x``: the clamp of ‖w‖ at ε runs inside ``F.normalize``, where no activation pattern
+    is taken. At ε = 0.5 it counted 3, conclusive at some seeds (an oracle forcing both pieces: 0); rows below ε are
+    linear, rows above are scale-invariant. Near a θ whose rows are all longer than ε, each row's ‖w‖² is a law."""
+    normalized = lambda p, x: x @ F.normalize(p["W"], dim=1, eps=eps).T @ p["V"].T  # noqa: E731
+    gen = torch.Generator().manual_seed(0)
+    params = {"W": torch.randn(4, 3, generator=gen, dtype=torch.float64), "V": torch.randn(2, 4, generator=gen,
+                                                                                          dtype=torch.float64)}
+    assert bool((params["W"].norm(dim=1) > 0.5).all())
+    for seed in range(3):
+        count = count_laws(normalized, (3,), params=params, seed=seed)
+        assert not count.conclusive and "aten.clamp_min" in count.reason, count
+    near = count_laws(normalized, (3,), params=params, at=params)
+    assert near.conclusive and near.num_laws == 4, near
 
 
 def test_activation_checkpointing_is_refused_with_what_to_do() -> None:

@@ -305,6 +305,24 @@ def test_token_ids_that_leave_embedding_rows_unread_are_warned_of() -> None:
     assert count.num_laws == full.num_laws + 2 * 3
 
 
+def test_rows_a_tied_output_layer_reads_are_not_warned_of() -> None:
+    """Logits through the table's transpose read every row: tokens 0..3 of 6 were warned to leave rows 4, 5
+    without gradient, which they have."""
+
+    class Tied(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.E, self.M = nn.Embedding(6, 3), nn.Linear(3, 3, bias=False)
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(self.M(self.E(tokens))) @ self.E.weight.T
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnreadRows)
+        count_laws(Tied().double(), inputs=torch.tensor([[0, 1], [2, 3], [1, 2], [3, 0]]))
+
+
 def test_an_embeddings_padding_row_is_held_constant_and_its_entries_are_laws() -> None:
     """torch's backward gives row padding_idx no gradient while its forward-mode derivative moves it: two ways of
     taking D²f disagreed, and every count of a model with a padding row was inconclusive."""

@@ -89,7 +89,8 @@ meets the next ones in their middle pieces (:mod:`.covering`). ``at=`` counts ne
 where a dead unit adds laws. An output whose gradient in θ vanishes at a drawn θ
 (a dead layer) is passed over. A kink those patterns do not see (``torch.ops.aten.relu``, a
 ReLU spelled with ``amax``, a fused kernel) is found at the dispatcher, and four θ without a dead
-unit are ranked instead of two (:mod:`.unseen_kinks`).
+unit are ranked instead of two (:mod:`.unseen_kinks`); one of the weights alone (the clamp of ‖w‖ inside
+``F.normalize(W, eps=...)``), like a clamp of a weight, gives no count at random θ.
 
 **Size.** The basis of Lie(W)(θ) has up to D rows of D float64 entries (8 D² bytes: 3.2 GB at
 D = 20,000) and projecting on it costs O(D³) per θ; above ``STACK_MAX_D`` the complement needs the

@@ -44,9 +44,9 @@ from conslaw_lite.counting.problem import (
     sample_inputs,
 )
 from conslaw_lite.counting.progress import Progress, wanted
-from conslaw_lite.counting.saturation import MIN_FACTOR, STILL_LINEAR, frozen_error, linear_units, zeros_everywhere
+from conslaw_lite.counting.saturation import MIN_FACTOR, frozen_error, linear_units, too_few_moving, zeros_everywhere
 from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, parameter_pieces
-from conslaw_lite.counting.unseen_kinks import POINTS, one_piece, too_few, unseen_kinks
+from conslaw_lite.counting.unseen_kinks import POINTS, one_piece, too_few, unseen_kinks, weight_kinks, weight_pieces
 from conslaw_lite.counting.windows import aimer, windows
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
@@ -326,15 +326,16 @@ def _ranks_at_points(
     renormalizes to exactly 1, a tensor the output does not read), ranked at the smallest θ and, where they are the
     same at the model's scale, at the first θ too (the higher rank is confirmed); zeros that move from θ to θ are
     an error naming their tensors. So is a θ where a softplus unit is past torch's threshold on every input
-    (:mod:`.saturation`): there still at ``MIN_FACTOR``, no count (``STILL_LINEAR``).
+    (:mod:`.saturation`): there still at ``MIN_FACTOR``, no count (:func:`.saturation.too_few_moving`).
     """
-    structural, points = None, 1
+    structural, points, hidden, reason = None, 1, (), ""
     if at is not None:
         drawn = [_draw(problem, 0, input_shape, inputs, seed, num_samples, at)]
         if drawn[0].stratum.constant:
             raise ValueError("the output's gradient in θ is zero at the given θ, on every sampled input")
     else:
-        problem = replace(problem, unseen_kinks=tuple(unseen_kinks(problem, input_shape, inputs, seed)))
+        kinks, hidden = unseen_kinks(problem, input_shape, inputs, seed)
+        problem = replace(problem, unseen_kinks=tuple(kinks))
         drawn, factor, points = [], 1.0, POINTS if problem.unseen_kinks else NUM_POINTS
         for index in range(MAX_DRAWS):
             standard = sum(_usable(d) for d in drawn) == 1
@@ -354,7 +355,8 @@ def _ranks_at_points(
             if problem.unseen_kinks:  # a unit on one piece, or a dead unit's zeros: no count on them
                 return [], drawn, too_few(problem.unseen_kinks, sum(_usable(d) for d in drawn), MAX_DRAWS)
             if sum(not d.stratum.constant and not d.linear for d in drawn) < NUM_POINTS:
-                return [], drawn, STILL_LINEAR.format(factor=MIN_FACTOR)
+                flat = sum(d.stratum.constant for d in drawn)
+                return [], drawn, too_few_moving(any(d.linear for d in drawn), flat, MAX_DRAWS)
             if sum(_usable(d) for d in drawn) < NUM_POINTS:
                 error = frozen_error(problem, drawn, NUM_POINTS)
                 if error is not None:
@@ -369,8 +371,9 @@ def _ranks_at_points(
             return [], drawn, rank
         results.append((d, rank))
     if at is None and len({r.rank for _, r in results}) > 1:
-        return _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn, run, structural)
-    return results, drawn, ""
+        results, drawn, reason = _confirm_highest(
+            problem, input_shape, inputs, seed, num_samples, results, drawn, run, structural)
+    return results, drawn, reason or weight_kinks(hidden)
 
 
 def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn, run, structural=None):
@@ -405,20 +408,6 @@ def _usable(d: _Draw) -> bool:
     """The output moves with θ at this draw, every coordinate's gradient is nonzero on some input, and no softplus
     unit is linear on every input."""
     return not d.stratum.constant and d.zero is None and not d.linear
-
-
-def _pieces_of_parameters(drawn: list[_Draw]) -> str:
-    """Why no count where a piecewise call of the weights alone runs (``W.clamp(-c, c)``, ``relu(W)``): the rank at θ
-    is that of θ's own pattern, even where every random θ puts every entry on one piece (``W.clamp(-1, 1)`` at
-    nn.Linear's scale counted the linear net's 6 laws, conclusive; entries beyond 1 break all of them)."""
-    if not any(d.pieces for d in drawn):
-        return ""
-    return (
-        "a piecewise op acts on a tensor without the batch of inputs first (a clamp or ReLU of a weight, or of "
-        "features laid out (features, batch): put the batch first), and a random θ puts its entries on pieces "
-        f"{sorted({d.pieces for d in drawn})}, other θ on others: the count at such a θ is that of θ's own pattern, "
-        "not of the whole parameter space; count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
-    )
 
 
 def _strata(results: list[tuple[_Draw, Rank]], drawn: list[_Draw]) -> tuple[Stratum, ...]:
@@ -564,8 +553,8 @@ def count_laws(
         )
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:
-        reason = f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
-    reason = reason or _pieces_of_parameters([d for d, _ in results])
+        reason = reason or f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"
+    reason = reason or weight_pieces({d.pieces for d, _ in results if d.pieces})
     kept, dropped = min(r.sigma_kept for r in ranks), max(r.sigma_dropped for r in ranks)
     if not reason and not all(r.saturated for r in ranks):
         reason = f"the rank was still growing at bracket depth {MAX_DEPTH}"

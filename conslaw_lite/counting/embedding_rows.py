@@ -49,7 +49,8 @@ def warn_padding_rows(module: nn.Module | None) -> None:
 
 
 def warn_unread_rows(module: nn.Module | None, inputs: torch.Tensor | None, apply: Callable, params: Params) -> None:
-    """Warn (:class:`UnreadRows`) for each ``nn.Embedding`` that the given ``inputs`` leave rows of unread.
+    """Warn (:class:`UnreadRows`) for each ``nn.Embedding`` that the given ``inputs`` leave rows of unread, and that
+    get no gradient otherwise either (a table tied to the output layer reads every row there).
 
     Those rows get no gradient on these inputs, so each of their entries is conserved: a law of training on data
     like these inputs, not of the model. The warning names the rows, so that a count meant for the model can be
@@ -70,21 +71,25 @@ def warn_unread_rows(module: nn.Module | None, inputs: torch.Tensor | None, appl
     if module is None or inputs is None or inputs.is_floating_point():
         return
     embeddings = {m: name for name, m in module.named_modules() if isinstance(m, EMBEDDINGS)}
-    read: dict[nn.Module, torch.Tensor] = {}
-    hooks = [m.register_forward_pre_hook(lambda m, args: read.setdefault(m, args[0])) for m in embeddings]
+    read: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
+    def record(m: nn.Module, args: tuple) -> None:
+        read.setdefault(m, (args[0], m.weight))
+
+    hooks = [m.register_forward_pre_hook(record) for m in embeddings]
     try:
-        with torch.no_grad():
-            apply(params, inputs)
+        out = apply({key: value.detach().requires_grad_() for key, value in params.items()}, inputs)
     finally:
         for hook in hooks:
             hook.remove()
-    for m, ids in read.items():
+    moved = _rows_moved(out, [weight for _, weight in read.values()])
+    for (m, (ids, _)), rows_moved in zip(read.items(), moved, strict=True):
         rows = m.num_embeddings
         seen = torch.zeros(rows, dtype=torch.bool)
         seen[ids.reshape(-1).long().cpu().clamp(0, rows - 1)] = True
-        if bool(seen.all()):
+        unread = torch.nonzero(~(seen | rows_moved)).flatten().tolist()
+        if not unread:
             continue
-        unread, read_ids = torch.nonzero(~seen).flatten().tolist(), torch.nonzero(seen).flatten().tolist()
+        read_ids = torch.nonzero(seen).flatten().tolist()
         warnings.warn(
             f"{describe_layer(embeddings[m], m)} reads rows {_ranges(read_ids)} of {rows} "
             f"on the given inputs: rows {_ranges(unread)} get no gradient, and each of their "
@@ -92,6 +97,21 @@ def warn_unread_rows(module: nn.Module | None, inputs: torch.Tensor | None, appl
             UnreadRows,
             stacklevel=user_stacklevel(),
         )
+
+
+def _rows_moved(out: object, weights: list[torch.Tensor]) -> list[torch.Tensor]:
+    """For each table, which rows a random cotangent of the output gives a nonzero gradient (all False where the
+    output is no tensor or the table no tensor of θ)."""
+    tracked = [w for w in weights if w.requires_grad]
+    grads = iter(())
+    if isinstance(out, torch.Tensor) and out.requires_grad and tracked:
+        cotangent = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=out.dtype).to(out.device)
+        grads = iter(torch.autograd.grad(out, tracked, cotangent, allow_unused=True))
+    moved = []
+    for w in weights:
+        g = next(grads, None) if w.requires_grad else None
+        moved.append(torch.zeros(len(w), dtype=torch.bool) if g is None else (g != 0).reshape(len(w), -1).any(1).cpu())
+    return moved
 
 
 def _ranges(ids: list[int]) -> str:

@@ -17,6 +17,8 @@ derivative. In torch 2.14 (float64; checked on CPU) these do not have one:
 * ``hardsigmoid`` and ``hardswish``: their backward kernels have no forward-mode derivative
   (``NotImplementedError``), so brackets of ``nn.Hardsigmoid`` and ``nn.Hardswish`` (MobileNetV3's
   gate and activation) could not be taken at all.
+* ``gelu`` with ``approximate="tanh"`` and ``mish``: torch's own third derivative (mish: second too) is NaN at
+  large |z| (past 30 and 10³), an overflow in the derivative formulas: the counter's θ' reach such z.
 * ``glu`` (``nn.GLU``) and ``_weight_norm`` (``nn.utils.parametrizations.weight_norm``): no forward-mode
   derivative of their derivative kernels (``glu_jvp``, ``_weight_norm_interface``).
 * ``scaled_dot_product_attention`` on CPU dispatches to a flash kernel that has no
@@ -33,13 +35,14 @@ derivative. In torch 2.14 (float64; checked on CPU) these do not have one:
 derivatives of every order are composed from exact ones) while it is active, and
 puts torch's own back on exit, also after an error. Already exact and left alone:
 ``rms_norm``, ``group_norm``, ``normalize``, ``softmax``, ``log_softmax``, ``gelu``
-(both modes), ``silu`` and the other activations. An op reached another way (a
+(erf form), ``silu`` and the other activations. An op reached another way (a
 module that imported ``layer_norm`` by name, a custom kernel) is not routed; the
 counter's own derivative self-check then reports the count as inconclusive.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -161,6 +164,37 @@ def hardswish(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     return input * (input + 3).clamp(0, 6) / 6
 
 
+_GELU = F.gelu  # torch's own, which the stand-in calls for the erf form
+
+
+def gelu(input: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """``F.gelu``; its tanh form as ``½ z (1 + tanh(√(2/π) (z + 0.044715 z³)))`` in elementary ops. Torch's own third
+    derivative of that form is NaN past |z| ≈ 30 (an overflow in its derivative formula, not in the function), which
+    refused every count of a model with ``nn.GELU(approximate="tanh")``.
+
+    Examples
+    ========
+    >>> z = torch.linspace(-50, 50, 11, dtype=torch.float64)
+    >>> torch.allclose(gelu(z, approximate="tanh"), F.gelu(z, approximate="tanh")), torch.equal(gelu(z), F.gelu(z))
+    (True, True)
+    """
+    if approximate != "tanh":
+        return _GELU(input, approximate=approximate)
+    return 0.5 * input * (1 + torch.tanh(math.sqrt(2 / math.pi) * (input + 0.044715 * input**3)))
+
+
+def mish(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+    """``z · tanh(softplus(z))`` (``F.mish``, whose second and third derivatives from torch are NaN past |z| ≈ 10³).
+
+    Examples
+    ========
+    >>> z = torch.linspace(-50, 50, 11, dtype=torch.float64)
+    >>> torch.allclose(mish(z), F.mish(z))
+    True
+    """
+    return input * torch.tanh(F.softplus(input))
+
+
 def glu(input: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """``a ⊙ σ(b)``, ``(a, b)`` the halves of the input along ``dim`` (``F.glu``, whose ``glu_jvp`` has no
     forward-mode derivative of its own: ``nn.GLU`` could not be counted).
@@ -279,7 +313,8 @@ def _bags(
 _TORCH = {"layer_norm": F.layer_norm, "batch_norm": F.batch_norm, "instance_norm": F.instance_norm}
 _ROUTES = [(F, "layer_norm", layer_norm), (torch, "layer_norm", layer_norm), (F, "batch_norm", batch_norm),
            (F, "instance_norm", instance_norm), (F, "hardsigmoid", hardsigmoid),
-           (F, "hardswish", hardswish), (F, "glu", glu), (torch, "_weight_norm", weight_norm),
+           (F, "hardswish", hardswish), (F, "gelu", gelu), (F, "mish", mish), (F, "glu", glu),
+           (torch, "_weight_norm", weight_norm),
            (F, "embedding", embedding), (F, "embedding_bag", embedding_bag), (torch._VF, "rnn_relu", rnn_relu),
            (torch._VF, "rnn_relu_cell", rnn_relu_cell)]  # fmt: skip
 
@@ -289,11 +324,11 @@ def exact_derivatives() -> Iterator[None]:
     """Within the block, the ops listed in the module docstring have exact derivatives of every order.
 
     ``F.layer_norm``, ``torch.layer_norm``, ``F.batch_norm``, ``F.instance_norm``, ``F.hardsigmoid``,
-    ``F.hardswish``, ``F.glu``, ``torch._weight_norm``, ``F.embedding`` (holding its padding row constant),
-    ``F.embedding_bag`` and torch's ReLU RNN ops (``_VF.rnn_relu``, ``_VF.rnn_relu_cell``) are replaced by the
-    elementary formulas of this module (of :mod:`.unrolled_rnn` for the RNN), and ``F.scaled_dot_product_attention``
-    runs torch's composite ``MATH`` backend (``softmax(QKᵀ/√k + mask) V`` in elementary ops). Everything is restored
-    on exit.
+    ``F.hardswish``, ``F.gelu`` (its tanh form), ``F.mish``, ``F.glu``, ``torch._weight_norm``, ``F.embedding``
+    (holding its padding row constant), ``F.embedding_bag`` and torch's ReLU RNN ops (``_VF.rnn_relu``,
+    ``_VF.rnn_relu_cell``) are replaced by the elementary formulas of this module (of :mod:`.unrolled_rnn` for the
+    RNN), and ``F.scaled_dot_product_attention`` runs torch's composite ``MATH`` backend (``softmax(QKᵀ/√k + mask)
+    V`` in elementary ops). Everything is restored on exit.
 
     Examples
     ========

@@ -298,7 +298,9 @@ def derivative_mismatch(
         raise ValueError(
             "the model's second or third derivatives in θ are not finite at a random θ, which the brackets need: "
             "a function that is not analytic at a kink, such as relu(z) ** 1.5 (the counter continues each piece "
-            "of a ReLU past 0, and z ** 1.5 of a z below 0 is NaN), or a sqrt or log at 0"
+            "of a ReLU past 0, and z ** 1.5 of a z below 0 is NaN), a sqrt or log at 0, or a derivative formula "
+            "of torch that overflows where a pre-activation is large (exp, logaddexp past |z| ≈ 10³): write that "
+            "function in elementary ops that stay finite"
         )
     size = float(a.norm() * f(theta).norm())  # D^k f[u, v, ..] is about f's size: u, v, w are θ-sized
     # Relative to the size of the summed terms, not of their sum: on inputs over six decades the terms of

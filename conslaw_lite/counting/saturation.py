@@ -36,6 +36,24 @@ STILL_LINEAR = (
     "laws other θ break; count the model with a smaller β or bias, or near your θ with "
     "at=dict(model.named_parameters())"
 )
+FLAT = (
+    "the output's gradient in θ is zero on every sampled input at {flat} of {draws} random θ, and fewer than two "
+    "others were found: an op whose derivative is zero where it exists reads θ (a cast to an integer type, as in "
+    "torch's Householder orthogonal map; torch.round; a comparison); count the model without it, or near your θ "
+    "with at=dict(model.named_parameters())"
+)
+
+
+def too_few_moving(linear: bool, flat: int, draws: int) -> str:
+    """Why no count where fewer than two θ drawn moved the output and kept no unit linear: :data:`STILL_LINEAR`
+    where some θ had a ``linear`` softplus unit, else :data:`FLAT` (``flat`` of ``draws`` θ left the output flat).
+
+    Examples
+    ========
+    >>> too_few_moving(False, 15, 16)[:63]
+    "the output's gradient in θ is zero on every sampled input at 15"
+    """
+    return STILL_LINEAR.format(factor=MIN_FACTOR) if linear else FLAT.format(flat=flat, draws=draws)
 
 
 class _Thresholds(TorchFunctionMode):
@@ -92,7 +110,8 @@ def frozen_error(problem: Problem, drawn: list, points: int) -> ValueError | Non
         f"parameter {', '.join(map(repr, names))} gets exactly zero gradient on every sampled input at "
         f"{sum(d.zero is not None for d in drawn)} of {len(drawn)} random θ, down to {MIN_FACTOR:g} times the "
         "model's scale, but not at the same entries: an op whose derivative vanishes there (a ReLU off on every "
-        "input, when there are few of them, or a softmax or sigmoid saturated to exactly 0 or 1) would make each "
+        "input, when there are few of them, a softmax or sigmoid saturated to exactly 0 or 1, or a cast of θ to an "
+        "integer type, as in torch's Householder orthogonal map) would make each "
         "such entry a spurious law; give more inputs (num_samples, inputs) or count the model at a smaller "
         "weight scale"
     )

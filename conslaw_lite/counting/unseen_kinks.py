@@ -70,13 +70,13 @@ class _Known(TorchFunctionMode):
 
 
 class _Unseen(TorchDispatchMode):
-    """The kink ops of θ that run outside a known call, per input (their output has the batch first: a mask of the
-    weights alone has no input's pattern to miss, ``count._pieces_of_parameters``): their names, and whether one
-    keeps an entry on one piece for every input of the batch."""
+    """The kink ops of θ that run outside a known call. Per input (their output has the batch first): their names,
+    and whether one keeps an entry on one piece for every input of the batch. Of the weights alone (neither an
+    operand nor the output has the batch first: no input's pattern to miss, :func:`weight_kinks`): their names."""
 
     def __init__(self, known: _Known) -> None:
         super().__init__()
-        self.known, self.names, self.one_piece = known, set(), False
+        self.known, self.names, self.one_piece, self.of_weights = known, set(), False, set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -84,7 +84,9 @@ class _Unseen(TorchDispatchMode):
         if name not in KINK_OPS or self.known.depth or not _of_theta(args, kwargs or {}):
             return out
         first = out[0] if isinstance(out, (tuple, list)) else out
-        if isinstance(first, torch.Tensor) and first.dim() > 0 and len(first) == batch:
+        if not any(_batched(t, batch) for t in [first, *_operands(args, kwargs or {})]):
+            self.of_weights.add(name)
+        if _batched(first, batch):
             self.names.add(name)
             piece = None if self.one_piece or batch < 2 else _piece(name, args, out)
             if piece is not None and piece.dim() > 0 and len(piece) == batch:
@@ -131,15 +133,23 @@ def one_piece(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: to
     return _watched(forward, theta, x).one_piece
 
 
-def _of_theta(args: tuple, kwargs: dict) -> bool:
+def _operands(args: tuple, kwargs: dict) -> list:
     operands = [*args, *kwargs.values()]
-    operands += [t for a in operands if isinstance(a, (list, tuple)) for t in a]
-    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in operands)
+    return operands + [t for a in operands if isinstance(a, (list, tuple)) for t in a]
+
+
+def _of_theta(args: tuple, kwargs: dict) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in _operands(args, kwargs))
+
+
+def _batched(t: object, batch: int) -> bool:
+    return isinstance(t, torch.Tensor) and t.dim() > 0 and len(t) == batch
 
 
 def kinks_of(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, x: torch.Tensor):
     """The kink ops of θ (aten names, sorted) that ``forward(θ, inputs)`` runs outside the calls :mod:`.strata`
-    knows, on a batch of copies of the input ``x[0]``.
+    knows, on a batch of copies of the input ``x[0]``: ``(per input, of the weights alone)``, the latter with
+    neither an operand nor an output that has the batch first (the clamp inside ``F.normalize(W, eps=ε)``).
 
     Examples
     ========
@@ -147,9 +157,12 @@ def kinks_of(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: tor
     >>> relu = lambda t, x: torch.relu(x @ t)
     >>> amax = lambda t, x: torch.stack([x @ t, torch.zeros(len(x), 2)]).amax(0)
     >>> kinks_of(relu, W, torch.ones(1, 2)), kinks_of(amax, W, torch.ones(1, 2))
-    ([], ['amax'])
+    (([], []), (['amax'], []))
+    >>> kinks_of(lambda t, x: x @ torch.nn.functional.normalize(t, eps=0.5), W, torch.ones(1, 2))
+    ([], ['clamp_min'])
     """
-    return sorted(_watched(forward, theta, torch.cat([x[:1]] * PROBE_BATCHES[0])).names)
+    unseen = _watched(forward, theta, torch.cat([x[:1]] * PROBE_BATCHES[0]))
+    return sorted(unseen.names), sorted(unseen.of_weights)
 
 
 def _watched(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, x: torch.Tensor) -> _Unseen:
@@ -160,7 +173,7 @@ def _watched(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: tor
 
 
 def unseen_kinks(problem: Problem, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None, seed: int):
-    """:func:`kinks_of` the problem's model, at the first θ of the seed's sequence."""
+    """:func:`kinks_of` the problem's model, at the first θ of the seed's sequence: ``(per input, of the weights)``."""
     gen = generator(seed, Stream.THETA_DRAWS, 0)
     probe = problem.to_device(sample_inputs(input_shape, inputs, 1, gen))
     return kinks_of(lambda t, x: problem.apply(problem.unflatten(t), x), problem.random_theta(gen), probe)
@@ -182,4 +195,46 @@ def too_few(kinks: Sequence[str], usable: int, draws: int) -> str:
         f"θ's own pieces (a dead unit, or one that acts as the identity); write the "
         f"activation with torch.relu, F.relu or an nn module so that its patterns are taken (a clamp at a learned "
         f"bound as torch.minimum(F.relu(z), bound)), or count near your θ with at=dict(model.named_parameters())"
+    )
+
+
+def weight_kinks(kinks: Sequence[str]) -> str:
+    """Why no count at random θ (``""`` where there is none): a kink of the weights alone that :mod:`.strata` does
+    not see (``F.normalize(W, eps=ε)`` clamps ``‖w‖`` at ε inside). As with a clamp of a weight
+    (:func:`weight_pieces`), a random θ keeps such a kink on its own piece, and the laws of that piece are not
+    the whole parameter space's: ``F.normalize(W, eps=0.5)`` counted 3 where there are none.
+
+    Examples
+    ========
+    >>> weight_kinks(["clamp_min"])[:59]
+    'a kink of the weights alone the counter does not see (aten.'
+    """
+    if not kinks:
+        return ""
+    names = ", ".join(f"aten.{name}" for name in kinks)
+    return (
+        f"a kink of the weights alone the counter does not see ({names}; F.normalize clamps the norm at eps): a "
+        "random θ keeps it on θ's own piece, and its laws are that piece's, not the whole parameter space's; count "
+        "near your θ with at=dict(model.named_parameters()) (certify --at-own)"
+    )
+
+
+def weight_pieces(pieces: set[tuple[tuple[int, ...], ...]]) -> str:
+    """Why no count where a piecewise call of the weights alone runs (``W.clamp(-c, c)``, ``relu(W)``), with the
+    pieces (:func:`.strata.parameter_pieces`) random θ put its entries on; ``""`` where none runs. The rank at θ is
+    that of θ's own pattern, even where every random θ puts every entry on one piece (``W.clamp(-1, 1)`` at
+    nn.Linear's scale counted the linear net's 6 laws, conclusive; entries beyond 1 break all of them).
+
+    Examples
+    ========
+    >>> weight_pieces({((0, 1),)})[:50], weight_pieces(set())
+    ('a piecewise op acts on a tensor without the batch ', '')
+    """
+    if not pieces:
+        return ""
+    return (
+        "a piecewise op acts on a tensor without the batch of inputs first (a clamp or ReLU of a weight, or of "
+        "features laid out (features, batch): put the batch first), and a random θ puts its entries on pieces "
+        f"{sorted(pieces)}, other θ on others: the count at such a θ is that of θ's own pattern, "
+        "not of the whole parameter space; count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
     )
