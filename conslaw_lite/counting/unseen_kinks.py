@@ -51,6 +51,7 @@ PICKS = frozenset(
      "cummin"}
 )  # fmt: skip
 KINK_OPS = UNARY | LEVELS | PICKS
+SORTS = frozenset({"sort", "kthvalue", "median", "cummax", "cummin"})  # with the pools: no ReLU spelled another way
 
 
 class _Known(TorchFunctionMode):
@@ -181,20 +182,33 @@ def unseen_kinks(problem: Problem, input_shape: tuple[int, ...] | None, inputs: 
 
 def too_few(kinks: Sequence[str], usable: int, draws: int) -> str:
     """Why no count: fewer than ``POINTS`` of the θ drawn had each unit of the model's unseen kinks on two pieces
-    and a gradient for every coordinate.
+    and a gradient for every coordinate. A ReLU spelled another way can be written so that its patterns are taken;
+    a max-pool or sort cannot, but more inputs let each of its outputs pick two entries.
 
     Examples
     ========
     >>> too_few(["amax"], 2, 16)[:60]
     'a kink of θ the counter does not see (aten.amax), and only 2'
+    >>> "give more inputs" in too_few(["max_pool2d_with_indices"], 0, 16)
+    True
     """
     names = ", ".join(f"aten.{name}" for name in kinks)
+    advice = []
+    if any("pool" not in name and name not in SORTS for name in kinks):  # a ReLU spelled another way, maybe
+        advice.append(
+            "write the activation with torch.relu, F.relu or an nn module so that its patterns are taken (a clamp at "
+            "a learned bound as torch.minimum(F.relu(z), bound))"
+        )
+    if set(kinks) & PICKS:
+        advice.append(
+            "give more inputs (inputs=, num_samples=), so that each output of a max-pool, maximum or sort picks two "
+            "entries over them"
+        )
     return (
         f"a kink of θ the counter does not see ({names}), and only {usable} of {draws} random θ had each of its "
         f"units on two pieces over the inputs and a gradient for every coordinate: elsewhere the rank is that of "
-        f"θ's own pieces (a dead unit, or one that acts as the identity); write the "
-        f"activation with torch.relu, F.relu or an nn module so that its patterns are taken (a clamp at a learned "
-        f"bound as torch.minimum(F.relu(z), bound)), or count near your θ with at=dict(model.named_parameters())"
+        f"θ's own pieces (a dead unit, or one that acts as the identity); {'; or '.join(advice)}; or count near "
+        "your θ with at=dict(model.named_parameters())"
     )
 
 
