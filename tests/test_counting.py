@@ -474,6 +474,22 @@ def test_a_kink_of_the_weights_inside_a_torch_function_is_no_count(eps: float) -
     assert near.conclusive and near.num_laws == 4, near
 
 
+def test_an_unseen_kink_of_tokens_flattened_with_the_batch_is_no_count() -> None:
+    """A per-token MLP whose ReLU runs on (batch·tokens, features) as ``torch.ops.aten.relu``: no unit's pieces can
+    be read per input, so a θ that keeps a unit on one piece would be ranked with its own laws. It counted,
+    conclusive, where the same ReLU on a tensor with the batch first gets the unseen kinks' four θ."""
+
+    def tokens(p: dict, x: torch.Tensor) -> torch.Tensor:
+        z = torch.ops.aten.relu(x.reshape(-1, 2) @ p["W1"].T + p["b1"])
+        return (z @ p["W2"].T).reshape(len(x), -1, 2).mean(1)
+
+    gen = torch.Generator().manual_seed(0)
+    params = {"W1": torch.randn(3, 2, generator=gen, dtype=torch.float64), "b1": torch.randn(3, generator=gen,
+              dtype=torch.float64), "W2": torch.randn(2, 3, generator=gen, dtype=torch.float64)}  # fmt: skip
+    count = count_laws(tokens, (3, 2), params=params)
+    assert not count.conclusive and "(aten.relu) acts on a tensor whose first dimension is not" in count.reason
+
+
 def test_activation_checkpointing_is_refused_with_what_to_do() -> None:
     """torch.func has no saved tensor hooks: the count ended in a traceback (the CLI's exit 3, an internal error)."""
     from torch.utils.checkpoint import checkpoint

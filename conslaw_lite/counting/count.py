@@ -46,7 +46,7 @@ from conslaw_lite.counting.problem import (
 from conslaw_lite.counting.progress import Progress, wanted
 from conslaw_lite.counting.saturation import MIN_FACTOR, frozen_error, linear_units, too_few_moving, zeros_everywhere
 from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, parameter_pieces
-from conslaw_lite.counting.unseen_kinks import POINTS, one_piece, too_few, unseen_kinks, weight_kinks, weight_pieces
+from conslaw_lite.counting.unseen_kinks import POINTS, Kinks, one_piece, too_few, unpaired, unseen_kinks, weight_pieces
 from conslaw_lite.counting.windows import aimer, windows
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
@@ -328,14 +328,14 @@ def _ranks_at_points(
     an error naming their tensors. So is a θ where a softplus unit is past torch's threshold on every input
     (:mod:`.saturation`): there still at ``MIN_FACTOR``, no count (:func:`.saturation.too_few_moving`).
     """
-    structural, points, hidden, reason = None, 1, (), ""
+    structural, points, kinks, reason = None, 1, Kinks([], [], []), ""
     if at is not None:
         drawn = [_draw(problem, 0, input_shape, inputs, seed, num_samples, at)]
         if drawn[0].stratum.constant:
             raise ValueError("the output's gradient in θ is zero at the given θ, on every sampled input")
     else:
-        kinks, hidden = unseen_kinks(problem, input_shape, inputs, seed)
-        problem = replace(problem, unseen_kinks=tuple(kinks))
+        kinks = unseen_kinks(problem, input_shape, inputs, seed)
+        problem = replace(problem, unseen_kinks=tuple(kinks.per_input))
         drawn, factor, points = [], 1.0, POINTS if problem.unseen_kinks else NUM_POINTS
         for index in range(MAX_DRAWS):
             standard = sum(_usable(d) for d in drawn) == 1
@@ -373,7 +373,7 @@ def _ranks_at_points(
     if at is None and len({r.rank for _, r in results}) > 1:
         results, drawn, reason = _confirm_highest(
             problem, input_shape, inputs, seed, num_samples, results, drawn, run, structural)
-    return results, drawn, reason or weight_kinks(hidden)
+    return results, drawn, reason or unpaired(kinks)
 
 
 def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, drawn, run, structural=None):

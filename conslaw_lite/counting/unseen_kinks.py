@@ -23,6 +23,7 @@ parameter among its operands' sources (an operand that requires grad): a mask of
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -72,8 +73,9 @@ class _Known(TorchFunctionMode):
 
 class _Unseen(TorchDispatchMode):
     """The kink ops of θ that run outside a known call. Per input (their output has the batch first): their names,
-    and whether one keeps an entry on one piece for every input of the batch. Of the weights alone (neither an
-    operand nor the output has the batch first: no input's pattern to miss, :func:`weight_kinks`): their names."""
+    and whether one keeps an entry on one piece for every input of the batch. The others, with the shapes they
+    read and give (:func:`kinks_of` keeps those whose shapes another batch size leaves alone: of the weights alone,
+    no input's pattern to miss, :func:`unpaired`)."""
 
     def __init__(self, known: _Known) -> None:
         super().__init__()
@@ -85,9 +87,10 @@ class _Unseen(TorchDispatchMode):
         if name not in KINK_OPS or self.known.depth or not _of_theta(args, kwargs or {}):
             return out
         first = out[0] if isinstance(out, (tuple, list)) else out
-        if not any(_batched(t, batch) for t in [first, *_operands(args, kwargs or {})]):
-            self.of_weights.add(name)
-        if _batched(first, batch):
+        if not _batched(first, batch):
+            shapes = [tuple(t.shape) for t in [first, *_operands(args, kwargs or {})] if isinstance(t, torch.Tensor)]
+            self.of_weights.add((name, tuple(shapes)))
+        else:
             self.names.add(name)
             piece = None if self.one_piece or batch < 2 else _piece(name, args, out)
             if piece is not None and piece.dim() > 0 and len(piece) == batch:
@@ -149,8 +152,9 @@ def _batched(t: object, batch: int) -> bool:
 
 def kinks_of(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, x: torch.Tensor):
     """The kink ops of θ (aten names, sorted) that ``forward(θ, inputs)`` runs outside the calls :mod:`.strata`
-    knows, on a batch of copies of the input ``x[0]``: ``(per input, of the weights alone)``, the latter with
-    neither an operand nor an output that has the batch first (the clamp inside ``F.normalize(W, eps=ε)``).
+    knows, on a batch of copies of the input ``x[0]``: per input (the output has the batch first), of the weights
+    alone (operands and output keep their shapes at another batch size: the clamp inside ``F.normalize(W,
+    eps=ε)``), and flattened (the other ones: tokens flattened with the batch, a layout (features, batch)).
 
     Examples
     ========
@@ -158,12 +162,23 @@ def kinks_of(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: tor
     >>> relu = lambda t, x: torch.relu(x @ t)
     >>> amax = lambda t, x: torch.stack([x @ t, torch.zeros(len(x), 2)]).amax(0)
     >>> kinks_of(relu, W, torch.ones(1, 2)), kinks_of(amax, W, torch.ones(1, 2))
-    (([], []), (['amax'], []))
-    >>> kinks_of(lambda t, x: x @ torch.nn.functional.normalize(t, eps=0.5), W, torch.ones(1, 2))
-    ([], ['clamp_min'])
+    (Kinks(per_input=[], of_weights=[], flattened=[]), Kinks(per_input=['amax'], of_weights=[], flattened=[]))
+    >>> kinks_of(lambda t, x: x @ torch.nn.functional.normalize(t, eps=0.5), W, torch.ones(1, 2)).of_weights
+    ['clamp_min']
+    >>> kinks_of(lambda t, x: torch.ops.aten.relu(x.reshape(-1, 1) * t[0]), W, torch.ones(1, 2)).flattened
+    ['relu']
     """
-    unseen = _watched(forward, theta, torch.cat([x[:1]] * PROBE_BATCHES[0]))
-    return sorted(unseen.names), sorted(unseen.of_weights)
+    unseen, other = (_watched(forward, theta, torch.cat([x[:1]] * batch)) for batch in PROBE_BATCHES)
+    alone, moved = unseen.of_weights & other.of_weights, unseen.of_weights - other.of_weights
+    return Kinks(sorted(unseen.names), sorted({name for name, _ in alone}), sorted({name for name, _ in moved}))
+
+
+class Kinks(NamedTuple):
+    """The unseen kink ops of θ by where they act (:func:`kinks_of`); aten names."""
+
+    per_input: list[str]
+    of_weights: list[str]
+    flattened: list[str]
 
 
 def _watched(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, x: torch.Tensor) -> _Unseen:
@@ -174,7 +189,7 @@ def _watched(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: tor
 
 
 def unseen_kinks(problem: Problem, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None, seed: int):
-    """:func:`kinks_of` the problem's model, at the first θ of the seed's sequence: ``(per input, of the weights)``."""
+    """:func:`kinks_of` the problem's model, at the first θ of the seed's sequence."""
     gen = generator(seed, Stream.THETA_DRAWS, 0)
     probe = problem.to_device(sample_inputs(input_shape, inputs, 1, gen))
     return kinks_of(lambda t, x: problem.apply(problem.unflatten(t), x), problem.random_theta(gen), probe)
@@ -212,25 +227,36 @@ def too_few(kinks: Sequence[str], usable: int, draws: int) -> str:
     )
 
 
-def weight_kinks(kinks: Sequence[str]) -> str:
-    """Why no count at random θ (``""`` where there is none): a kink of the weights alone that :mod:`.strata` does
-    not see (``F.normalize(W, eps=ε)`` clamps ``‖w‖`` at ε inside). As with a clamp of a weight
-    (:func:`weight_pieces`), a random θ keeps such a kink on its own piece, and the laws of that piece are not
-    the whole parameter space's: ``F.normalize(W, eps=0.5)`` counted 3 where there are none.
+def unpaired(kinks: Kinks) -> str:
+    """Why no count at random θ (``""`` where there is none): an unseen kink whose pieces no input is paired with.
+
+    Of the weights alone (``F.normalize(W, eps=ε)`` clamps ``‖w‖`` at ε inside): as with a clamp of a weight
+    (:func:`weight_pieces`), a random θ keeps it on its own piece, and the laws of that piece are not the whole
+    parameter space's (``F.normalize(W, eps=0.5)`` counted 3 where there are none). Flattened (tokens flattened with
+    the batch): no unit's pieces can be read per input, so θ where a unit keeps one piece are not passed over.
 
     Examples
     ========
-    >>> weight_kinks(["clamp_min"])[:59]
+    >>> unpaired(Kinks([], ["clamp_min"], []))[:59]
     'a kink of the weights alone the counter does not see (aten.'
+    >>> unpaired(Kinks(["relu"], [], []))
+    ''
     """
-    if not kinks:
-        return ""
-    names = ", ".join(f"aten.{name}" for name in kinks)
-    return (
-        f"a kink of the weights alone the counter does not see ({names}; F.normalize clamps the norm at eps): a "
-        "random θ keeps it on θ's own piece, and its laws are that piece's, not the whole parameter space's; count "
-        "near your θ with at=dict(model.named_parameters()) (certify --at-own)"
-    )
+    if kinks.of_weights:
+        names = ", ".join(f"aten.{name}" for name in kinks.of_weights)
+        return (
+            f"a kink of the weights alone the counter does not see ({names}; F.normalize clamps the norm at eps): a "
+            "random θ keeps it on θ's own piece, and its laws are that piece's, not the whole parameter space's; "
+            "count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
+        )
+    if kinks.flattened:
+        names = ", ".join(f"aten.{name}" for name in kinks.flattened)
+        return (
+            f"a kink of θ the counter does not see ({names}) acts on a tensor whose first dimension is not the batch "
+            "of inputs (tokens flattened with the batch, or features laid out (features, batch)): its pieces cannot "
+            "be read per input; keep the batch first, or count near your θ with at=dict(model.named_parameters())"
+        )
+    return ""
 
 
 def weight_pieces(pieces: set[tuple[tuple[int, ...], ...]]) -> str:
