@@ -123,17 +123,18 @@ def without_frozen(grouped: dict[Group, dict[str, Law]], model: nn.Module) -> di
     values = {n: p.detach().double() for n, p in named.items()}
     kept = {}
     for group, laws in grouped.items():
-        reads = {}
+        reads, sizes = {}, {}
         for key, law in laws.items():
             recorder = Recorder(values)
             with torch.no_grad():
-                law(recorder)
+                sizes[key] = torch.as_tensor(law(recorder)).numel()  # a law can be a vector (one per unit) or matrix
             reads[key] = frozen.intersection(recorder.order)
         dropped = {key for key, names in reads.items() if names}
         if dropped:
             names = ", ".join(sorted(set().union(*reads.values())))
-            many = len(dropped) > 1
-            print(f"Monitor: {len(dropped)} law{'s' if many else ''} of group `{group.key}` not watched: "
+            count, many = sum(sizes[key] for key in dropped), len(dropped) > 1
+            entries = f" ({count} values)" if count > len(dropped) else ""
+            print(f"Monitor: {len(dropped)} law{'s' if many else ''} of group `{group.key}`{entries} not watched: "
                   f"{'they read' if many else 'it reads'} frozen parameters (requires_grad=False: {names})")
         if len(dropped) < len(laws):
             kept[group] = {key: law for key, law in laws.items() if key not in dropped}
