@@ -177,8 +177,6 @@ def _frozen(model: nn.Module) -> str:
     return f"{sum(n for _, n in frozen)} frozen entries (requires_grad=False: {names}) are constants here, not in D"
 
 
-
-
 def table(result: Certificate) -> str:
     """The result of :func:`certify` or :func:`certify_module` as aligned ``key  value`` lines.
 

@@ -43,11 +43,20 @@ class UserModule:
 
     def inputs(self, input_shape: tuple[int, ...] | None, vocab: int | None, seed: int = 0) -> torch.Tensor | None:
         """The counter's inputs: token ids of ``0..vocab−1`` when ``vocab`` is given, else the file's ``inputs(n)``,
-        else ``None`` (standard-normal inputs of ``input_shape``, drawn by the counter).
+        else ``None`` (standard-normal inputs of ``input_shape``, drawn by the counter). A file's ``inputs(n)`` and
+        an ``input_shape`` or ``vocab`` given too is an error: one of them would be dropped unsaid.
 
         ``n`` is as many inputs as the counter would draw (:func:`~conslaw_lite.user_inputs.inputs_needed`).
         """
+        if self.make_inputs is not None and (vocab is not None or input_shape is not None):
+            given = "--input-shape" if vocab is None else "--input-dtype long --vocab"
+            raise ValueError(
+                f"{self.path} defines {INPUTS}(n), which gives the model's inputs, and {given} gives them too: leave "
+                f"out one of the two"
+            )
         if vocab is not None:
+            if not isinstance(vocab, int) or vocab < 1:
+                raise ValueError(f"--vocab must be a positive integer, got {vocab!r}")
             if input_shape is None:
                 raise ValueError("--vocab needs --input-shape: the token ids of one input, e.g. --input-shape 5")
             _check_vocab(self.model, vocab)
@@ -63,8 +72,11 @@ class UserModule:
         a model with an ``nn.Embedding`` given float inputs, how to give it token ids."""
         where = user_line(err, self.path)
         text = f"{where}: {err}" if where else str(err)
-        if not tokens and self.make_inputs is None and any(isinstance(m, EMBEDDINGS) for m in self.model.modules()):
+        embeds = any(isinstance(m, EMBEDDINGS) for m in self.model.modules())
+        if not tokens and self.make_inputs is None and embeds:
             text += "; a model of token ids takes --input-dtype long --vocab V"
+        if tokens and not embeds:
+            text += "; --input-dtype long gives the model token ids, and it has no nn.Embedding to read them"
         return text
 
     def _call_inputs(self, n: int) -> torch.Tensor:
@@ -129,6 +141,9 @@ def load_module(spec: str) -> UserModule:
     if path.is_dir():
         raise ValueError(f"--module: {path} is a directory; give the file: FILE.py:FACTORY")
     if not path.is_file():
+        inner, _, _ = path_text.partition(":")
+        if inner != path_text and Path(inner).is_file():  # FILE.py:NAME:more: one name after the file
+            raise ValueError(f"--module: one name after {inner}: FILE.py:FACTORY, got {spec!r}")
         raise ValueError(f"--module: file not found: {path}")
     source = _import(path)
     factory_name = factory_name or _built_model(source, path)
@@ -152,7 +167,12 @@ def _built_model(source: ModuleType, path: Path) -> str:
     built = [name for name, value in vars(source).items() if isinstance(value, nn.Module) and not name.startswith("_")]
     if len(built) == 1:
         return built[0]
+    classes = [
+        name for name, value in vars(source).items()
+        if isinstance(value, type) and issubclass(value, nn.Module) and value.__module__ == source.__name__
+    ]  # fmt: skip
     found = f"builds {', '.join(built)}" if built else "builds no nn.Module at its top level"
+    found += f" (it defines {', '.join(classes)})" if classes and not built else ""
     raise ValueError(f"--module: {path} {found}: name the model, or the function that builds it, as FILE.py:NAME")
 
 

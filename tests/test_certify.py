@@ -352,9 +352,39 @@ def test_cli_errors_of_the_users_file_exit_4_naming_file_and_line(
 ) -> None:
     """Not 1 ("inconclusive"), not 2 (a wrong argument), not 3 (our bug): one line FILE:LINE: Error: message."""
     (tmp_path / "user.py").write_text(source)
-    code, out, err = run_cli("--module", f"{tmp_path}/user.py:{factory}", "--input-shape", "2")
+    shape = () if "def inputs" in source else ("--input-shape", "2")  # a file's inputs(n) and a shape: bad input
+    code, out, err = run_cli("--module", f"{tmp_path}/user.py:{factory}", *shape)
     assert code == cli.USER_CODE == 4 and out == ""
     assert err == f"error: {tmp_path}/user.py:{where}: {words}\n"
+
+
+def test_cli_input_options_and_a_files_inputs_are_not_both_taken(run_cli, tmp_path: Path) -> None:
+    """The file's inputs(n) won over --input-shape unsaid, and --input-dtype long --vocab won over inputs(n)."""
+    (tmp_path / "user.py").write_text(EMBEDDING + "\ndef inputs(n):\n    return torch.randint(0, 5, (n, 3))\n")
+    for options in (("--input-shape", "9"), ("--input-dtype", "long", "--vocab", "4", "--input-shape", "3")):
+        code, out, err = run_cli("--module", f"{tmp_path}/user.py:make", *options)
+        assert code == 2 and out == "" and "defines inputs(n), which gives the model's inputs" in err
+
+
+def test_cli_names_what_a_spec_gets_wrong(run_cli, tmp_path: Path) -> None:
+    """A second name after the file, a file without .py, token ids for a model without an embedding, a vocab of 0,
+    and a file of classes but no model: each said as such (they read "file not found", "an arch knows its inputs",
+    "a cast inside forward", a warning on ids 0..-1, and no class named)."""
+    (tmp_path / "net.py").write_text("from torch import nn\n\nclass Net(nn.Sequential):\n    pass\n")
+    (tmp_path / "mlp.py").write_text("from torch import nn\n\nmodel = nn.Sequential(nn.Linear(2, 3), nn.ReLU())\n")
+    (tmp_path / "noext").write_text("")
+    cases = [
+        (("--module", f"{tmp_path}/mlp.py:model:extra", "--input-shape", "2"), "one name after"),
+        ((f"{tmp_path}/noext", "--input-shape", "2"), "is a file, not an architecture"),
+        (("--module", f"{tmp_path}/mlp.py", "--input-dtype", "long", "--vocab", "4", "--input-shape", "2"),
+         "has no nn.Embedding to read them"),
+        (("--module", f"{tmp_path}/mlp.py", "--input-dtype", "long", "--vocab", "0", "--input-shape", "2"),
+         "--vocab must be a positive integer, got 0"),
+        (("--module", f"{tmp_path}/net.py", "--input-shape", "2"), "(it defines Net)"),
+    ]  # fmt: skip
+    for options, words in cases:
+        code, out, err = run_cli(*options)
+        assert code == 2 and words in err and len(err.splitlines()) == 1, (options, err)
 
 
 def test_cli_lists_the_named_architectures(run_cli) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from pathlib import Path
 
 from conslaw_lite.archs import (
     add_size_arguments,
@@ -136,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
                 at_own=args.at_own,
             )  # fmt: skip
     else:
+        if args.arch not in list_archs() and Path(args.arch).is_file():
+            raise ValueError(f"{args.arch} is a file, not an architecture: a module file is FILE.py[:NAME]")
+        get_arch(args.arch)  # an unknown name: said before the options it would not take
         if args.input_shape is not None or args.vocab is not None or args.input_dtype != "float64":
             raise ValueError("--input-shape, --input-dtype and --vocab are for --module; an arch knows its inputs")
         if args.device is not None or args.at_own:

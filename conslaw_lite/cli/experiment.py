@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
+from conslaw_lite.cli import INTERRUPTED
 from conslaw_lite.config import SCALES, scale
 from conslaw_lite.experiments.checkpoint import Interrupted
 from conslaw_lite.experiments.cluster import Cluster
@@ -16,9 +17,23 @@ from conslaw_lite.experiments.runner import ROOT, run_experiment
 from conslaw_lite.experiments.tasks import TASKS
 from conslaw_lite.flows import SCHEDULES
 
+EXIT_CODES = (
+    "exit codes: 0 the experiment ran (or stopped at a checkpoint, to resume), 2 bad input or a diverging run, "
+    f"3 internal error, {INTERRUPTED} interrupted"
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``experiment`` subcommand's options."""
+    """The ``experiment`` subcommand's options; its exit codes, which have no count and no ``--module``.
+
+    Examples
+    ========
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> parser.epilog
+    'exit codes: 0 the experiment ran (or stopped at a checkpoint, to resume), 2 bad input or a diverging run, ...'
+    """
+    parser.epilog = EXIT_CODES
     parser.add_argument("task", choices=TASKS, help="lm: Qwen-3-style decoder on text; vit: timm ViT on images")
     parser.add_argument("--scale", choices=SCALES, default=None, help="sizes (default: CONSLAW_SCALE or the machine)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N−1 (default: 2 ci, 3 cpu, 10 gpu)")

@@ -296,12 +296,13 @@ def checked_outputs(problem: Problem, theta: torch.Tensor, inputs: torch.Tensor,
                 "; the counter calls the model on one batch of inputs: wrap a model of several inputs in a module "
                 "whose forward takes one tensor and splits it"
             )
-        elif isinstance(err, RuntimeError) and "dtype" in first_line:
+        elif isinstance(err, RuntimeError) and "dtype" in first_line and inputs.is_floating_point():
             hint = (
                 "; the counter runs the model in float64, parameters and inputs: a cast inside forward to another "
                 "dtype (x.float(), layer.to(torch.float32)) cannot be counted, take it out"
             )
-        raise ValueError(f"the model fails on inputs of shape {tuple(inputs.shape[1:])} ({failed}){hint}") from err
+        of = f"{tuple(inputs.shape[1:])}" + ("" if inputs.is_floating_point() else f", {inputs.dtype}")
+        raise ValueError(f"the model fails on inputs of shape {of} ({failed}){hint}") from err
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"the model must return a tensor (or tensors in a tuple, list, dict), got {type(out).__name__}")
     if not out.is_floating_point():

@@ -273,8 +273,21 @@ def weight_pieces(pieces: set[tuple[tuple[int, ...], ...]]) -> str:
     if not pieces:
         return ""
     return (
-        "a piecewise op acts on a tensor without the batch of inputs first (a clamp or ReLU of a weight, or of "
-        "features laid out (features, batch): put the batch first), and a random θ puts its entries on pieces "
-        f"{sorted(pieces)}, other θ on others: the count at such a θ is that of θ's own pattern, "
-        "not of the whole parameter space; count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
+        "a piecewise op acts on a tensor without the batch of inputs first (a clamp, ReLU or abs of a weight, or of "
+        "features laid out (features, batch): put the batch first), and a random θ puts its entries on "
+        f"{_pieces(pieces)}, other θ on others: the count at such a θ is that of θ's own pattern, not of the whole "
+        "parameter space; count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
     )
+
+
+def _pieces(pieces: set[tuple[tuple[int, ...], ...]]) -> str:
+    """How many pieces the entries of each call take at the random θ (codes of :func:`.strata.piece_of`).
+
+    Examples
+    ========
+    >>> _pieces({((0, 1),)}), _pieces({((1,),), ((0, 1), (2,))})
+    ('2 pieces', '1 to 2 pieces')
+    """
+    taken = {len(call) for calls in pieces for call in calls}
+    low, high = min(taken), max(taken)
+    return f"{low} piece{'s' if low > 1 else ''}" if low == high else f"{low} to {high} pieces"
