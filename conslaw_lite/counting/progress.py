@@ -8,6 +8,7 @@ of its own in a log file or a pipe too.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 
@@ -44,7 +45,7 @@ class Progress:
     >>> bar = Progress(10, Estimate(1e6, 0.1, {}), enabled=True, delay=0)
     >>> report = bar.point(0, n_out=40)
     >>> report(1, 6); report(2, 9); bar.bar.n, bar.bar.desc
-    (9, 'count_laws θ1 (est. 1 MB, 0 s)')
+    (9, 'count_laws θ1 (est. 1 MB, 0 s of linear algebra)')
     >>> bar.close()
     """
 
@@ -84,7 +85,11 @@ class Progress:
         True
         """
         if self.bar is None and time.monotonic() >= self.opens_at:
-            self.bar = tqdm(total=self.D, unit="dir", desc=self.desc, file=sys.stderr)
+            # a terminal that reports a size of 0 × 0 (a pty opened without one) got no bar at all from tqdm's own
+            size = shutil.get_terminal_size()  # which falls back to 80 × 24 there
+            self.bar = tqdm(
+                total=self.D, unit="dir", desc=self.desc, file=sys.stderr, ncols=size.columns, nrows=size.lines
+            )
         return self.bar
 
     def close(self) -> None:
