@@ -284,6 +284,10 @@ class Monitor:
         self._model, self._read = model, read
         self._theta = [named[n] for n in read]  # copied into a snapshot at each record
         self._links = _links(model, read)
+        # imported here: at load, the families' modules would import a half-built conslaw_lite
+        from conslaw_lite.families.hf.moe import refuse_router_loss
+
+        refuse_router_loss(model, self)  # transformers' top-1 routers: a call that adds a loss breaking their laws
         self._steps = [0]
         self._drift = list(self._laws.drift(self._laws.h0[None]))  # per record: each law's ‖h_i(θ_k) − h_i(θ₀)‖
         self._say_zero_laws(list(laws))

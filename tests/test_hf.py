@@ -98,6 +98,24 @@ def test_moe_router_laws_follow_the_counter(top_k, norm_topk_prob) -> None:
     assert check.complete, check
 
 
+def test_a_call_that_adds_the_load_balancing_loss_to_a_watched_top1_router_is_refused() -> None:
+    """Top-1 routing with the division keeps every entry of W under the language-model loss; transformers adds the
+    load-balancing loss when a call asks for the router logits, which moves W: the monitor watched W's entries as
+    laws of a training that broke them (a probe: ε 1.2·10⁻⁵ after 5 steps)."""
+    options = ArchOptions(dim=4, hidden=2, experts=3, top_k=1)
+    model = tiny_model("qwen3_moe", options, norm_topk_prob=True, router_aux_loss_coef=0.5)
+    monitor = Monitor(model)
+    ids = torch.randint(0, 6, (2, 4), generator=torch.Generator().manual_seed(0))
+    model(input_ids=ids, labels=ids)  # the language-model loss alone
+    with pytest.raises(ValueError, match="output_router_logits=True, which adds the load-balancing loss"):
+        model(input_ids=ids, labels=ids, output_router_logits=True)
+    assert "moe-softmax-top1" in [g.key for g in monitor.groups]
+    model.config.output_router_logits = True
+    with pytest.warns(UserWarning, match="only ΣW_e is watched"):
+        monitor = Monitor(model)  # the first one, and its refusal, are gone
+    model(input_ids=ids, labels=ids, output_router_logits=True)  # watched as ΣW_e alone: no refusal
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("arch, tied, N", [("qwen3", False, 39), ("qwen3", True, 31), ("qwen3_moe", False, 50)])
 def test_whole_model_laws_are_complete(arch, tied, N) -> None:
