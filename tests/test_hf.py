@@ -98,6 +98,17 @@ def test_moe_router_laws_follow_the_counter(top_k, norm_topk_prob) -> None:
     assert check.complete, check
 
 
+def test_an_attention_of_another_architecture_is_refused_by_name() -> None:
+    """The float64 copy gave every transformers class named *Attention Llama's rotary table: GPT-2's ended in an
+    AttributeError inside, and Cohere's (another rotary layout) was copied with the wrong one."""
+    import transformers
+
+    config = transformers.GPT2Config(n_embd=8, n_head=2, n_layer=1, vocab_size=16, n_positions=8)
+    attn = transformers.GPT2LMHeadModel(config).transformer.h[0].attn
+    with pytest.raises(ValueError, match="GPT2Attention is counted only as the attention or decoder layer of Qwen3"):
+        count_laws(attn, (3, 8))
+
+
 def test_a_call_that_adds_the_load_balancing_loss_to_a_watched_top1_router_is_refused() -> None:
     """Top-1 routing with the division keeps every entry of W under the language-model loss; transformers adds the
     load-balancing loss when a call asks for the router logits, which moves W: the monitor watched W's entries as

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from conslaw_lite.families.hf.config import NORMS, ROTARIES, check_rope, class_name, head_dim_of
+from conslaw_lite.families.hf.config import MODELS, NORMS, ROTARIES, check_rope, class_name, head_dim_of
 
 
 class ExactRotary(nn.Module):
@@ -211,6 +211,9 @@ def exact_copy(module: nn.Module) -> nn.Module:
     return out
 
 
+ROTARY_LAYERS = {f"{prefix}{kind}" for prefix in MODELS.values() for kind in ("Attention", "DecoderLayer")}
+
+
 def countable(module: nn.Module) -> nn.Module:
     """``module`` from transformers as a float64 function of one tensor, for :func:`~conslaw_lite.count_laws`.
 
@@ -224,6 +227,11 @@ def countable(module: nn.Module) -> nn.Module:
     torch.float64
     """
     name = class_name(module) if type(module).__module__.startswith("transformers.") else ""
+    if name.endswith(("Attention", "DecoderLayer")) and name not in ROTARY_LAYERS:  # GPT-2's has no rotary table
+        raise ValueError(
+            f"transformers' {name} is counted only as the attention or decoder layer of {', '.join(MODELS.values())}, "
+            "whose rotary embedding and call it knows; count the model's MLP, or the whole model, instead"
+        )
     exact = exact_copy(module)
     if name.endswith(("Attention", "DecoderLayer")):
         config = getattr(module, "config", None) or module.self_attn.config  # a decoder layer keeps none of its own
