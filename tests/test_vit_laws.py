@@ -84,6 +84,25 @@ def test_laws_whose_condition_fails_are_left_out() -> None:
         assert max_residual(vit, (1, 4, 4)) < 1e-12
 
 
+def test_options_that_reroute_the_head_or_the_patch_bias_leave_those_laws_out() -> None:
+    """Attention pooling (``global_pool="map"``) puts the final norm before its attention, not before the head, and a
+    norm of the patch embedding sits between the patch bias and the position table: both laws were given, and
+    drifted at a random θ (relative residuals 0.24 and 0.026). A qk_norm attention was refused with the whole
+    model; its laws alone are left out now, by name."""
+    pooled, normed = timm_vit(global_pool="map"), timm_vit(embed_norm_layer=nn.LayerNorm)
+    assert not [n for n in network_laws(pooled) if n.endswith("(head)")]
+    assert "patch bias − Σ_t pos_embed[patches]" not in network_laws(normed)
+    with pytest.warns(UserWarning, match="blocks.0.attn has q_norm and k_norm"):
+        qk = timm_vit(qk_norm=True)
+        kinds = [block.kind for block in find_blocks(qk)]
+    assert "network" in kinds and len(kinds) == 2  # the MLP's and the network's: no attention block
+    for vit in (pooled, normed, qk):
+        with torch.no_grad():
+            for p in vit.parameters():
+                p.add_(0.5 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel()), dtype=p.dtype))
+        assert max_residual(vit, (1, 4, 4)) < 1e-12
+
+
 def test_a_law_that_fails_is_caught_by_the_residual() -> None:
     vit = timm_vit(init_values=0.1)  # with LayerScale the column sums of attn.proj are not conserved
     with torch.no_grad():

@@ -401,5 +401,12 @@ def _torch_mha_block(module: nn.MultiheadAttention, prefix: str) -> BlockLaws | 
 @register_laws(  # by name: timm is optional and slow to import; older timm kept the class in vision_transformer
     "timm.layers.attention.Attention", "timm.models.vision_transformer.Attention"
 )
-def _timm_attention_block(module: nn.Module, prefix: str) -> BlockLaws:
+def _timm_attention_block(module: nn.Module, prefix: str) -> BlockLaws | None:
+    """A plain timm ``Attention``'s laws; a variant's are left out by name, so a model holding one still has its
+    other blocks' laws (``laws_of`` and the monitor refused the whole model)."""
+    norms = ("q_norm", "k_norm", "norm")
+    variants = [a for a in norms if not isinstance(getattr(module, a, nn.Identity()), nn.Identity)]
+    variants += ["gate"] if getattr(module, "gate", None) is not None else []
+    if variants:
+        return left_out(module, prefix, f"{' and '.join(variants)} (qk_norm, scale_norm or gated: other laws)")
     return _block_laws(timm_spec_of(module, prefix), prefix)

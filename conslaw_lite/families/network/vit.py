@@ -21,7 +21,8 @@ shifts and ``2d − 2`` new embedding laws (two of the 2d are sums of shifts). T
 certifies the list on a one-block ViT (chapter 11).
 
 The finder checks each condition it relies on and leaves out the laws whose condition fails
-(a post-norm block, LayerScale, an RMSNorm, a resampled position table, attention pooling):
+(a post-norm block, LayerScale, an RMSNorm, a resampled position table, attention pooling, a norm of the patch
+embedding, which the patch bias passes through before the position table is added):
 then :func:`~conslaw_lite.counting.check_laws` reports the list as incomplete rather than wrong.
 """
 
@@ -36,6 +37,7 @@ from conslaw_lite.laws import BlockLaws, Law, Params, qualified_name, register_l
 TIMM_BLOCK = "timm.models.vision_transformer.Block"  # pre-norm: x + ls1(attn(norm1(x))), x + ls2(mlp(norm2(x)))
 INPUT_PROJECTIONS = ("Q", "K", "V", "qkv", "fc1", "fc1_g", "fc1_x")  # the book's attention, timm's, timm's MLPs
 OUTPUT_PROJECTIONS = ("O", "proj", "fc2")
+CHANNELWISE_POOLS = ("", "token", "avg", "max", "avgmax")  # timm's global_pool that treat each channel on its own
 
 
 def channel_sum_law(name: str) -> Law:
@@ -112,8 +114,12 @@ def _norm_laws(vit: nn.Module, prefix: str, laws: dict[str, Law], controls: dict
 
 
 def _final_norm(vit: nn.Module) -> str | None:
-    """The LayerNorm the head reads: ``fc_norm`` after pooling, else ``norm`` before it; None if neither is one."""
+    """The LayerNorm the head reads: ``fc_norm`` after pooling, else ``norm`` before a pooling that keeps each
+    channel apart (a token, a mean, a maximum: not attention pooling, whose keys and values mix the channels);
+    None if neither is one."""
     final = "fc_norm" if _is_layer_norm(vit.fc_norm) else "norm" if isinstance(vit.fc_norm, nn.Identity) else None
+    if final == "norm" and (getattr(vit, "attn_pool", None) is not None or vit.global_pool not in CHANNELWISE_POOLS):
+        return None  # global_pool="map": the norm feeds the pooling's attention, not the head (γ² − ‖W‖² drifted)
     return final if final is not None and _is_layer_norm(getattr(vit, final)) else None
 
 
@@ -145,8 +151,9 @@ def _embedding_laws(vit: nn.Module, prefix: str, laws: dict[str, Law]) -> None:
             rows = slice(row, row + getattr(vit, token).shape[1])
             laws[f"{token} − pos_embed[{rows.start}:{rows.stop}]"] = embedding_sum_law(prefix + token, table, rows)
             row = rows.stop
-    if getattr(vit.patch_embed.proj, "bias", None) is not None:
-        bias = prefix + "patch_embed.proj.bias"
+    patch_norm = getattr(vit.patch_embed, "norm", None)
+    if getattr(vit.patch_embed.proj, "bias", None) is not None and isinstance(patch_norm, (nn.Identity, type(None))):
+        bias = prefix + "patch_embed.proj.bias"  # added to each patch's row before any norm: against the table's
         laws["patch bias − Σ_t pos_embed[patches]"] = embedding_sum_law(bias, table, slice(start, None), summed=True)
 
 
