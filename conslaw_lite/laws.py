@@ -83,7 +83,9 @@ class BlockLaws:
     quantities and ``controls`` look-alike quantities that are *not* conserved, by name within
     the block. ``batches`` optionally says which of them one function evaluates at once
     (each name's own function in ``laws``/``controls`` gives the same values). ``path`` is the
-    block's module name (``""`` for the model itself), set by :func:`find_blocks`.
+    block's module name (``""`` for the model itself), set by :func:`find_blocks`. ``refuse_call``, given the
+    keyword arguments of a call of the model, says why that call would break these laws (a loss term it adds),
+    or ``None``: the :class:`~conslaw_lite.monitor.Monitor` refuses such a call.
     """
 
     kind: str
@@ -91,6 +93,7 @@ class BlockLaws:
     controls: dict[str, Law] = field(default_factory=dict)
     batches: tuple[Batch, ...] = ()
     path: str = ""
+    refuse_call: Callable[[dict], str | None] | None = None
 
     def label(self, name: str) -> str:
         """The display name of this block's law ``name`` in the model: ``"path:name"``, or ``name`` at the root.

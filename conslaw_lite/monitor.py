@@ -65,6 +65,7 @@ from conslaw_lite.watch_conditions import (
     conflict_message,
     mode_conflicts,
     optimizer_breaks_laws,
+    refuse_calls,
     without_frozen,
 )
 from conslaw_lite.wrapped_modules import unwrapped
@@ -284,10 +285,6 @@ class Monitor:
         self._model, self._read = model, read
         self._theta = [named[n] for n in read]  # copied into a snapshot at each record
         self._links = _links(model, read)
-        # imported here: at load, the families' modules would import a half-built conslaw_lite
-        from conslaw_lite.families.hf.moe import refuse_router_loss
-
-        refuse_router_loss(model, self)  # transformers' top-1 routers: a call that adds a loss breaking their laws
         self._steps = [0]
         self._drift = list(self._laws.drift(self._laws.h0[None]))  # per record: each law's ‖h_i(θ_k) − h_i(θ₀)‖
         self._say_zero_laws(list(laws))
@@ -295,6 +292,7 @@ class Monitor:
     def _registered_and_own(self, model: nn.Module, input_shape, inputs) -> dict[Group, dict[str, Law]]:
         """The registry's laws by group, and (group ``"found"``) those found for the parts outside its blocks."""
         blocks = find_blocks(model)
+        refuse_calls(model, blocks, self)  # a call that adds a loss term breaking a block's laws (a router's)
         registered = groups(model).items() if blocks else ()
         known = input_shape is not None or inputs is not None
         example = example_inputs(model, input_shape, inputs) if known and blocks else None

@@ -8,6 +8,7 @@ gradient flow (:func:`optimizer_breaks_laws`), and checks the laws a user gives 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 
 import torch
@@ -15,7 +16,7 @@ from torch import nn
 
 from conslaw_lite.counting.module_checks import describe_layer, is_mode_dependent
 from conslaw_lite.law_stacks import Recorder
-from conslaw_lite.laws import Group, Law, find_blocks
+from conslaw_lite.laws import BlockLaws, Group, Law, find_blocks
 
 
 def mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, str]]:
@@ -154,3 +155,33 @@ def check_every(every: int) -> int:
     if not isinstance(every, int) or every < 1:
         raise ValueError(f"every must be a positive integer, got {every!r}")
     return every
+
+
+def refuse_calls(model: nn.Module, blocks: list[BlockLaws], owner: object) -> None:
+    """Refuse (``ValueError``) a call of ``model`` whose keyword arguments break a block's laws
+    (:attr:`~conslaw_lite.laws.BlockLaws.refuse_call`), for as long as ``owner`` (the monitor) lives.
+
+    Examples
+    ========
+    >>> from conslaw_lite.laws import BlockLaws
+    >>> net, owner = nn.Linear(2, 1), nn.Module()
+    >>> block = BlockLaws("toy", {}, refuse_call=lambda kw: "extra loss" if kw.get("aux") else None)
+    >>> refuse_calls(net, [block], owner)
+    >>> net.forward = lambda x, aux=False: x.sum()
+    >>> net(torch.ones(2)).item()
+    2.0
+    >>> net(torch.ones(2), aux=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: Monitor: extra loss
+    """
+    checks = [block.refuse_call for block in blocks if block.refuse_call is not None]
+    if not checks:
+        return
+
+    def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+        for reason in (check(kwargs) for check in checks):
+            if reason:
+                raise ValueError(f"Monitor: {reason}")
+
+    weakref.finalize(owner, model.register_forward_pre_hook(hook, with_kwargs=True).remove)

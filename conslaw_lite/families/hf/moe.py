@@ -20,7 +20,6 @@ is watched (p is unchanged by the shift), with a warning naming the option.
 from __future__ import annotations
 
 import warnings
-import weakref
 from collections.abc import Callable
 
 import torch
@@ -125,7 +124,19 @@ def moe_laws(module: nn.Module, prefix: str) -> BlockLaws:
     laws, controls, batch = experts_laws(router.weight.shape[0], prefix)
     gate_laws, gate_controls, gate_batches = router_laws(router, f"{prefix}gate.", _balanced(module, prefix))
     kind = f"moe-softmax-top{router.top_k}"
-    return BlockLaws(kind, {**laws, **gate_laws}, {**controls, **gate_controls}, (batch, *gate_batches))
+    refuse = _router_loss(prefix) if "W" in gate_laws and getattr(_config(module), "router_aux_loss_coef", 0) else None
+    return BlockLaws(kind, {**laws, **gate_laws}, {**controls, **gate_controls}, (batch, *gate_batches), "", refuse)
+
+
+def _router_loss(prefix: str) -> Callable[[dict], str | None]:
+    """Why a call with ``output_router_logits=True`` breaks a top-1 router's laws (every entry of W): transformers
+    then adds the load-balancing loss, which moves W (a probe: ε of W 1.2·10⁻⁵ after 5 steps, 8·10⁻¹⁷ without)."""
+    where = prefix.rstrip(".") or "the model"
+    return lambda kwargs: (
+        f"this call asks for output_router_logits=True, which adds the load-balancing loss; it moves the top-1 "
+        f"router of {where}, whose every entry of W is watched as a law: set model.config.output_router_logits = "
+        "True before starting the monitor (it then watches ΣW_e alone)"
+    ) if kwargs.get("output_router_logits") else None
 
 
 def _config(module: nn.Module) -> object:
@@ -145,46 +156,6 @@ def _balanced(module: nn.Module, prefix: str) -> bool:
             stacklevel=user_stacklevel(),
         )
     return balanced
-
-
-def router_loss_check(model: nn.Module) -> Callable | None:
-    """A forward pre-hook (``with_kwargs=True``) for a model whose top-1 routers with the division have every entry
-    of W watched (their config adds no load-balancing loss), ``None`` for any other model. The hook refuses a call
-    with ``output_router_logits=True``: transformers then adds that loss (× ``router_aux_loss_coef``), which moves
-    W, and the monitor would watch W's entries as laws of a training that breaks them (a probe: ε of W 1.2·10⁻⁵
-    after 5 steps, 8·10⁻¹⁷ without it).
-
-    Examples
-    ========
-    >>> router_loss_check(nn.Linear(2, 2)) is None
-    True
-    """
-    blocks = [
-        name for name, m in model.named_modules()
-        if isinstance(getattr(m, "gate", None), nn.Module) and getattr(m.gate, "top_k", None) == 1
-        and getattr(m.gate, "norm_topk_prob", False) and getattr(_config(m), "router_aux_loss_coef", 0)
-        and not getattr(_config(m), "output_router_logits", False)
-    ]  # fmt: skip
-    if not blocks:
-        return None
-
-    def check(module: nn.Module, args: tuple, kwargs: dict) -> None:
-        if kwargs.get("output_router_logits"):
-            raise ValueError(
-                f"Monitor: this call asks for output_router_logits=True, which adds the load-balancing loss; it moves "
-                f"the top-1 routers of {', '.join(blocks)}, whose every entry of W the monitor watches as a law: set "
-                "model.config.output_router_logits = True before starting the monitor (it then watches ΣW_e alone)"
-            )
-
-    return check
-
-
-def refuse_router_loss(model: nn.Module, monitor: object) -> None:
-    """Hook :func:`router_loss_check` on ``model`` for as long as ``monitor`` lives (a monitor dropped or replaced
-    leaves no refusal behind)."""
-    check = router_loss_check(model)
-    if check is not None:
-        weakref.finalize(monitor, model.register_forward_pre_hook(check, with_kwargs=True).remove)
 
 
 def formula(n_experts: int, r: int, d: int, top_k: int, norm_topk_prob: bool) -> tuple[int, str]:
