@@ -55,12 +55,10 @@ class UserModule:
                 f"out one of the two"
             )
         if vocab is not None:
-            if not isinstance(vocab, int) or vocab < 1:
-                raise ValueError(f"--vocab must be a positive integer, got {vocab!r}")
             if input_shape is None:
                 raise ValueError("--vocab needs --input-shape: the token ids of one input, e.g. --input-shape 5")
+            one = token_inputs(input_shape, vocab, 1, seed)  # a vocab below 1 refused before the rows are compared
             _check_vocab(self.model, vocab)
-            one = token_inputs(input_shape, vocab, 1, seed)
             return token_inputs(input_shape, vocab, inputs_needed(self.model, one), seed)
         if self.make_inputs is None:
             return None

@@ -81,17 +81,20 @@ def warn_unread_rows(module: nn.Module | None, inputs: torch.Tensor | None, appl
     finally:
         for hook in hooks:
             hook.remove()
-    moved = _rows_moved(out, [weight for _, weight in read.values()])
-    for (m, (ids, _)), rows_moved in zip(read.items(), moved, strict=True):
-        rows = m.num_embeddings
-        seen = torch.zeros(rows, dtype=torch.bool)
-        seen[ids.reshape(-1).long().cpu().clamp(0, rows - 1)] = True
+    partly = {}  # the tables with rows the ids leave unread: only these need a backward
+    for m, (ids, weight) in read.items():
+        seen = torch.zeros(m.num_embeddings, dtype=torch.bool)
+        seen[ids.reshape(-1).long().cpu().clamp(0, m.num_embeddings - 1)] = True
+        if not bool(seen.all()):
+            partly[m] = (seen, weight)
+    moved = _rows_moved(out, [weight for _, weight in partly.values()])
+    for (m, (seen, _)), rows_moved in zip(partly.items(), moved, strict=True):
         unread = torch.nonzero(~(seen | rows_moved)).flatten().tolist()
         if not unread:
             continue
         read_ids = torch.nonzero(seen).flatten().tolist()
         warnings.warn(
-            f"{describe_layer(embeddings[m], m)} reads rows {_ranges(read_ids)} of {rows} "
+            f"{describe_layer(embeddings[m], m)} reads rows {_ranges(read_ids)} of {m.num_embeddings} "
             f"on the given inputs: rows {_ranges(unread)} get no gradient, and each of their "
             f"{len(unread) * m.embedding_dim} entries counts as a law",
             UnreadRows,
@@ -102,16 +105,17 @@ def warn_unread_rows(module: nn.Module | None, inputs: torch.Tensor | None, appl
 def _rows_moved(out: object, weights: list[torch.Tensor]) -> list[torch.Tensor]:
     """For each table, which rows a random cotangent of the output gives a nonzero gradient (all False where the
     output is no tensor or the table no tensor of θ)."""
-    tracked = [w for w in weights if w.requires_grad]
-    grads = iter(())
+    grads: list[torch.Tensor | None] = [None] * len(weights)
+    tracked = [k for k, w in enumerate(weights) if w.requires_grad]
     if isinstance(out, torch.Tensor) and out.requires_grad and tracked:
         cotangent = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=out.dtype).to(out.device)
-        grads = iter(torch.autograd.grad(out, tracked, cotangent, allow_unused=True))
-    moved = []
-    for w in weights:
-        g = next(grads, None) if w.requires_grad else None
-        moved.append(torch.zeros(len(w), dtype=torch.bool) if g is None else (g != 0).reshape(len(w), -1).any(1).cpu())
-    return moved
+        found = torch.autograd.grad(out, [weights[k] for k in tracked], cotangent, allow_unused=True)
+        for k, g in zip(tracked, found, strict=True):
+            grads[k] = g
+    return [
+        torch.zeros(len(w), dtype=torch.bool) if g is None else (g != 0).reshape(len(w), -1).any(1).cpu()
+        for w, g in zip(weights, grads, strict=True)
+    ]
 
 
 def _ranges(ids: list[int]) -> str:

@@ -79,7 +79,7 @@ class _Unseen(TorchDispatchMode):
 
     def __init__(self, known: _Known) -> None:
         super().__init__()
-        self.known, self.names, self.one_piece, self.of_weights = known, set(), False, set()
+        self.known, self.names, self.one_piece, self.unbatched = known, set(), False, set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -89,7 +89,7 @@ class _Unseen(TorchDispatchMode):
         first = out[0] if isinstance(out, (tuple, list)) else out
         if not _batched(first, batch):
             shapes = [tuple(t.shape) for t in [first, *_operands(args, kwargs or {})] if isinstance(t, torch.Tensor)]
-            self.of_weights.add((name, tuple(shapes)))
+            self.unbatched.add((name, tuple(shapes)))
         else:
             self.names.add(name)
             piece = None if self.one_piece or batch < 2 else _piece(name, args, out)
@@ -169,7 +169,7 @@ def kinks_of(forward: Callable[[torch.Tensor, torch.Tensor], object], theta: tor
     ['relu']
     """
     unseen, other = (_watched(forward, theta, torch.cat([x[:1]] * batch)) for batch in PROBE_BATCHES)
-    alone, moved = unseen.of_weights & other.of_weights, unseen.of_weights - other.of_weights
+    alone, moved = unseen.unbatched & other.unbatched, unseen.unbatched - other.unbatched
     return Kinks(sorted(unseen.names), sorted({name for name, _ in alone}), sorted({name for name, _ in moved}))
 
 
@@ -207,7 +207,6 @@ def too_few(kinks: Sequence[str], usable: int, draws: int) -> str:
     >>> "give more inputs" in too_few(["max_pool2d_with_indices"], 0, 16)
     True
     """
-    names = ", ".join(f"aten.{name}" for name in kinks)
     advice = []
     if any("pool" not in name and name not in SORTS for name in kinks):  # a ReLU spelled another way, maybe
         advice.append(
@@ -220,7 +219,7 @@ def too_few(kinks: Sequence[str], usable: int, draws: int) -> str:
             "entries over them"
         )
     return (
-        f"a kink of θ the counter does not see ({names}), and only {usable} of {draws} random θ had each of its "
+        f"a kink of θ the counter does not see ({_aten(kinks)}), and only {usable} of {draws} random θ had each of its "
         f"units on two pieces over the inputs and a gradient for every coordinate: elsewhere the rank is that of "
         f"θ's own pieces (a dead unit, or one that acts as the identity); {'; or '.join(advice)}; or count near "
         "your θ with at=dict(model.named_parameters())"
@@ -243,18 +242,17 @@ def unpaired(kinks: Kinks) -> str:
     ''
     """
     if kinks.of_weights:
-        names = ", ".join(f"aten.{name}" for name in kinks.of_weights)
         return (
-            f"a kink of the weights alone the counter does not see ({names}; F.normalize clamps the norm at eps): a "
-            "random θ keeps it on θ's own piece, and its laws are that piece's, not the whole parameter space's; "
-            "count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
+            f"a kink of the weights alone the counter does not see ({_aten(kinks.of_weights)}; F.normalize clamps the "
+            "norm at eps): a random θ keeps it on θ's own piece, and its laws are that piece's, not the whole "
+            "parameter space's; count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
         )
     if kinks.flattened:
-        names = ", ".join(f"aten.{name}" for name in kinks.flattened)
         return (
-            f"a kink of θ the counter does not see ({names}) acts on a tensor whose first dimension is not the batch "
-            "of inputs (tokens flattened with the batch, or features laid out (features, batch)): its pieces cannot "
-            "be read per input; keep the batch first, or count near your θ with at=dict(model.named_parameters())"
+            f"a kink of θ the counter does not see ({_aten(kinks.flattened)}) acts on a tensor whose first dimension "
+            "is not the batch of inputs (tokens flattened with the batch, or features laid out (features, batch)): its "
+            "pieces cannot be read per input; keep the batch first, or count near your θ with "
+            "at=dict(model.named_parameters())"
         )
     return ""
 
@@ -291,3 +289,7 @@ def _pieces(pieces: set[tuple[tuple[int, ...], ...]]) -> str:
     taken = {len(call) for calls in pieces for call in calls}
     low, high = min(taken), max(taken)
     return f"{low} piece{'s' if low > 1 else ''}" if low == high else f"{low} to {high} pieces"
+
+
+def _aten(names: Sequence[str]) -> str:
+    return ", ".join(f"aten.{name}" for name in names)

@@ -233,7 +233,7 @@ def countable(module: nn.Module) -> nn.Module:
             "whose rotary embedding and call it knows; count the model's MLP, or the whole model, instead"
         )
     exact = exact_copy(module)
-    if name.endswith(("Attention", "DecoderLayer")):
+    if name in ROTARY_LAYERS:
         config = getattr(module, "config", None) or module.self_attn.config  # a decoder layer keeps none of its own
         return called_as_one_tensor(exact, _position_forward, ExactRotary.of(config))
     if name.endswith("ForCausalLM"):

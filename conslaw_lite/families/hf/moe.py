@@ -132,11 +132,17 @@ def _router_loss(prefix: str) -> Callable[[dict], str | None]:
     """Why a call with ``output_router_logits=True`` breaks a top-1 router's laws (every entry of W): transformers
     then adds the load-balancing loss, which moves W (a probe: ε of W 1.2·10⁻⁵ after 5 steps, 8·10⁻¹⁷ without)."""
     where = prefix.rstrip(".") or "the model"
-    return lambda kwargs: (
-        f"this call asks for output_router_logits=True, which adds the load-balancing loss; it moves the top-1 "
-        f"router of {where}, whose every entry of W is watched as a law: set model.config.output_router_logits = "
-        "True before starting the monitor (it then watches ΣW_e alone)"
-    ) if kwargs.get("output_router_logits") else None
+
+    def refuse(kwargs: dict) -> str | None:
+        if not kwargs.get("output_router_logits"):
+            return None
+        return (
+            f"this call asks for output_router_logits=True, which adds the load-balancing loss; it moves the top-1 "
+            f"router of {where}, whose every entry of W is watched as a law: set model.config.output_router_logits "
+            "= True before starting the monitor (it then watches ΣW_e alone)"
+        )
+
+    return refuse
 
 
 def _config(module: nn.Module) -> object:
