@@ -86,6 +86,7 @@ from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
 from conslaw_lite.search_plans import layout_searches
+from conslaw_lite.time_limit import time_limit
 
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
@@ -187,12 +188,15 @@ def find_laws(
     params: Params | None = None,
     seed: int = 0,
     count: LawCount | None = None,
+    seconds: float | None = None,
 ) -> FoundLaws:
     """Every conservation law ``h(θ) = θᵀMθ + bᵀθ`` of ``model``, readable, checked against the count.
 
     ``model``, ``input_shape``, ``inputs``, ``params`` and ``seed`` are those of
     :func:`~conslaw_lite.counting.count_laws` (and bad input gets its messages); ``count`` is that
-    function's result if already computed. ``degree=1`` looks for linear laws ``bᵀθ`` only.
+    function's result if already computed. ``degree=1`` looks for linear laws ``bᵀθ`` only. ``seconds``: a limit on
+    the time of the count and the search; past it they stop within one step and raise
+    :class:`~conslaw_lite.time_limit.OutOfTime` (a ``TimeoutError``).
     See the module docstring for the method and its limits: D ≤ ``MAX_PARAMS`` = 8,192; layers and
     pairs of layers of more than 64 coordinates are searched per unit slice (≤ 96 coordinates) and
     pair of slices; laws coupling more than two layers, but for a layer and those reading its output, linear
@@ -221,19 +225,20 @@ def find_laws(
             "of the same architecture has the same law patterns (per unit, per head); "
             "count_laws(model, input_shape) still counts this one's laws"
         )
-    layout = _layout(problem)
-    readers = readers_of(problem, input_shape, inputs, seed)
-    if count is None:
-        count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
-    searches = layout_searches(layout, degree, readers)
-    search = _search_blocks(problem, input_shape, inputs, seed, degree, searches, count)
-    basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
-    if D <= MAX_SQUARES:
-        basis = with_moved_laws(basis, search.vectors, search.columns, layout, degree, search.gap)
-    if search.conclusive and _short(basis, count) and D <= MAX_FULL:
-        samples = Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
-        search = block_laws(samples, [list(range(D))], degree, "all of θ")
+    with time_limit(seconds):  # stops at a step of the count or the search (time_limit)
+        layout = _layout(problem)
+        readers = readers_of(problem, input_shape, inputs, seed)
+        if count is None:
+            count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
+        searches = layout_searches(layout, degree, readers)
+        search = _search_blocks(problem, input_shape, inputs, seed, degree, searches, count)
         basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
+        if D <= MAX_SQUARES:
+            basis = with_moved_laws(basis, search.vectors, search.columns, layout, degree, search.gap)
+        if search.conclusive and _short(basis, count) and D <= MAX_FULL:
+            samples = Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
+            search = block_laws(samples, [list(range(D))], degree, "all of θ")
+            basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
     laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
     numbered = {str(n): law for n, law in enumerate(laws)}
     each = check_laws(model, numbered, input_shape, inputs=inputs, params=params, seed=seed, count=count)

@@ -10,6 +10,7 @@ candidate laws (moved to another unit) on the samples.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, combinations_with_replacement, takewhile
@@ -26,6 +27,7 @@ from conslaw_lite.law_blocks import pair_seconds, unknowns
 from conslaw_lite.null_space import gap, null_space
 from conslaw_lite.polynomial_laws import Monomial
 from conslaw_lite.seeding import Stream, generator
+from conslaw_lite.time_limit import check_time
 
 # A null vector whose part outside the span of those before is below this adds to none: a search's vectors carry
 # round-off of about σ_dropped / σ_kept (10⁻⁶ in a whole Llama with biases, gap 10⁶), and at 10⁻⁷ a law found twice
@@ -68,7 +70,9 @@ class Samples:
         """
         gen = generator(seed, Stream.LAW_SEARCH, tier)  # not the counter's θ and inputs
         n_max = max(map(len, blocks))
+        started = time.monotonic()
         first_theta, first_g = cls._point(problem, input_shape, inputs, gen, n_max)
+        per_point = time.monotonic() - started  # a θ past a time limit is not started (time_limit)
         rank = _rank(first_g)
         ranks = [rank if len(coords) == first_g.shape[1] else _rank(first_g[:, coords]) for coords in blocks]  # all θ
         m = max(rank, 1)
@@ -78,6 +82,7 @@ class Samples:
         points = max(needs.values(), default=5)
         thetas, gs = [first_theta], [first_g[:m]]
         for _ in range(points - 1):
+            check_time(per_point)
             theta, g = cls._point(problem, input_shape, inputs, gen, m)
             thetas.append(theta)
             gs.append(g)
@@ -185,6 +190,7 @@ def block_laws(
     """
     vectors, kept, dropped, done = [], math.inf, 0.0, 0
     for coords in blocks:
+        check_time()
         done += 1
         null, sigma_kept, sigma_dropped = null_space(_rows(samples, coords, degree))
         kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)

@@ -33,6 +33,10 @@ see it. So every law found is checked on the whole model's gradient, at its θ a
 input: ``|⟨∇h, ∇_P⟨a, f⟩⟩| ≤ MODEL_TOL ‖∇h‖ ‖∇_P⟨a, f⟩‖`` for ``MODEL_COTANGENTS`` random a, the gradients taken
 on the part's coordinates P. A part whose laws fail is reported and none of its laws are watched.
 
+**Time.** The search stops after ``seconds`` (``SEARCH_SECONDS`` = 120 by default: a monitor starts before training
+does), within one step of it (:mod:`conslaw_lite.time_limit`); a tiny MobileNetV3 of 1,169 parameters, read at many
+positions, takes minutes. A search still running after ``SAY_AFTER`` seconds says so in one line.
+
 **Inputs.** One forward of the model on the example input (in eval mode: no running statistic moves)
 records each part's input. A model with no forward of its own (a ``LightningModule`` whose ``training_step``
 calls ``self.model(x)``) is not called: each child that takes the example input is, and searched as above; its
@@ -64,14 +68,20 @@ from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import Law, find_blocks
 from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module
 from conslaw_lite.seeding import Stream, generator
+from conslaw_lite.time_limit import OutOfTime, said_if_long
 from conslaw_lite.user_inputs import inputs_needed, token_inputs
 
 # A monitor starts before training does: a part over this many parameters is not searched whole (find_laws takes
 # about a minute at D = 3,072, a 32-64-16 MLP on 2 cores, and its count grows as D³), but in pieces.
 SEARCH_MAX_PARAMS = 3072
 HELD_MAX_PARAMS = 4 * SEARCH_MAX_PARAMS  # a module searched with its blocks held: its forward runs them too
-SEARCH_SECONDS = 120.0  # no part's search starts after this long: a monitor on a model of many parts starts anyway
+SEARCH_SECONDS = 120.0  # the search stops after this long: a monitor on a model of many or slow parts starts anyway
+SAY_AFTER = 5.0  # seconds of search after which a line says it is running (and for how long it may)
 SPENT = "not searched: the seconds for the search were spent on the parts before it (own_laws' seconds=)"
+STOPPED = (
+    "not searched in full: its search stopped at the seconds a monitor gives it at its start (own_laws' seconds=); "
+    "find_laws(part, input_shape) finds its laws without a limit, and Monitor(model, laws=...) watches them"
+)
 NO_LAWS = "no laws (N = 0: none exist)"
 # Looser than RESIDUAL_TOL, which the part's own check met: the rest of a model may compute in float32 (round-off
 # about 1e-7), while a law that something outside its part breaks is off by far more (1e-3 and up at a random θ).
@@ -151,7 +161,8 @@ def own_laws(
 
     ``input_shape`` (one input, no batch dimension) or ``inputs`` (a batch) is what the model takes; without
     either the parts are listed, each with the outcome "not searched". Another example is in :class:`OwnLaws`.
-    No part's search starts after ``seconds``: the parts left are listed as not searched, saying so.
+    The search stops after ``seconds``: the part searched then is listed as not searched in full, the parts after
+    it as not searched, each saying so.
 
     Examples
     ========
@@ -192,14 +203,15 @@ laws of training as long as the training step reads its parameters only by calli
         entries, skipped, note = {"": (model, _record(model, example))}, [], ""
     except NotImplementedError:  # the model's own forward is missing (_record turns any other error into ValueError)
         entries, skipped, note = _children_taking(model, example)
-    parts = []
-    for entry, (host, recorded) in entries.items():  # host: the entry, named as in the model (the model for "")
-        below = cuts(model, entry, blocks) if entry else top
-        searched = [p for cut in below for p in _search(host, cut, recorded, example, (seed, start + seconds))]
-        searched.sort(key=lambda p: p.cut.own)
-        alone = [p for p in searched if not p.cut.held]  # a part with blocks held was checked when it was searched
-        checked = dict(zip(map(id, alone), _on_the_model(host, alone, example, seed)))
-        parts += [checked.get(id(p), p) for p in searched]
+    parts, waiting = [], f"own_laws: searching the laws of `{type(model).__name__}` (stops after {seconds:g} s at most)"
+    with said_if_long(waiting, SAY_AFTER - (time.perf_counter() - start)):
+        for entry, (host, recorded) in entries.items():  # host: the entry, named as in the model (the model for "")
+            below = cuts(model, entry, blocks) if entry else top
+            searched = [p for cut in below for p in _search(host, cut, recorded, example, (seed, start + seconds))]
+            searched.sort(key=lambda p: p.cut.own)
+            alone = [p for p in searched if not p.cut.held]  # a part with blocks held was checked when searched
+            checked = dict(zip(map(id, alone), _on_the_model(host, alone, example, seed)))
+            parts += [checked.get(id(p), p) for p in searched]
     return OwnLaws(tuple(parts + skipped), time.perf_counter() - start, True, note, bool(blocks))
 
 
@@ -348,10 +360,12 @@ def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Ten
     if why:
         return [_unsearched(model, cut, f"not searched: {why}")]
     try:
-        found = _find(model, cut, recorded, seed)
+        found = _find(model, cut, recorded, run)
     except ValueError as err:  # refused: its size, its mode, its dtype (the message says which)
         refused = _unsearched(model, cut, f"not searched: {str(err).splitlines()[0]}")
         return [refused, *(p for piece in _pieces(model, cut) for p in _search(model, piece, recorded, x, run))]
+    except OutOfTime:
+        return [_unsearched(model, cut, STOPPED)]
     return [_found(model, cut, found)]
 
 
@@ -363,16 +377,18 @@ def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torc
     total = sum(p.numel() for p in model.get_submodule(cut.members[0]).parameters())
     if total <= HELD_MAX_PARAMS and not _unsearchable(model, cut, recorded):
         try:
-            (part,) = _on_the_model(model, [_found(model, cut, _find(model, cut, recorded, seed))], x, seed)
-        except ValueError:  # its size, or what find_laws refuses
+            (part,) = _on_the_model(model, [_found(model, cut, _find(model, cut, recorded, run))], x, seed)
+        except (ValueError, OutOfTime):  # its size, what find_laws refuses, or the seconds spent (its children say)
             part = None
         if part is not None and (part.laws or part.outcome == NO_LAWS):
             return [part]
     return [p for c in cut.instead for p in _search(model, c, recorded, x, run)]
 
 
-def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int):
-    """``find_laws`` on the part, as a function of its recorded input (refusals are ``ValueError``)."""
+def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], run: Run):
+    """``find_laws`` on the part, as a function of its recorded input (refusals are ``ValueError``), stopped at the
+    run's end (``OutOfTime``)."""
+    seed, end = run
     call = recorded[cut.members[0]]
     module = part_module(model, cut, (call.args[1:], call.kwargs))
     if model_device(module) != torch.device("cpu"):  # searched on the CPU; its laws read θ by name, on any device
@@ -381,7 +397,7 @@ def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int):
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
     with warnings.catch_warnings():  # torch's note that vmap runs an attention kernel's backward one by one
         warnings.filterwarnings("ignore", message="There is a performance drop")
-        return find_laws(module, shape, inputs=inputs, seed=seed)
+        return find_laws(module, shape, inputs=inputs, seed=seed, seconds=max(end - time.perf_counter(), 0.0))
 
 
 def _unsearchable(model: nn.Module, cut: Cut, recorded: dict[str, _Call]) -> str:

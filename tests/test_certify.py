@@ -123,6 +123,17 @@ def test_cli_own_module(run_cli, factories: Path) -> None:
     assert result["known_laws"] is None and result["formula"] is None
 
 
+def test_cli_stops_at_its_seconds_as_inconclusive(run_cli, factories: Path) -> None:
+    """--seconds: a count past it prints no count and exits 1; one within it is as without the limit."""
+    code, out, err = run_cli("--module", f"{factories}:relu_net", "--input-shape", "2,2", "--seconds", "0")
+    assert code == 1 and out == ""
+    assert err == "inconclusive: stopped after 0 s (--seconds); no count reported\n"
+    code, out, _ = run_cli("--module", f"{factories}:relu_net", "--input-shape", "2,2", "--seconds", "600", "--json")
+    assert code == 0 and json.loads(out)["num_laws"] == 5
+    code, _, err = run_cli("toy", "--seconds", "-1")
+    assert code == 2 and "seconds must be a number ≥ 0" in err
+
+
 def test_cli_takes_a_module_file_in_place_of_an_architecture(run_cli, factories: Path) -> None:
     """``certify mine.py:build``, the form a user first types, is ``--module mine.py:build``."""
     code, out, _ = run_cli(f"{factories}:relu_net", "--input-shape", "2,2", "--json")

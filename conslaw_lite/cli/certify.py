@@ -2,7 +2,8 @@
 
 Exit codes: 0 a conclusive count (and, with ``--laws``, conclusive laws), 1 inconclusive
 (no clear singular-value gap, or the random θ disagree: no number is printed as the count;
-or the laws found are no certificate: :attr:`conslaw_lite.find_laws.FoundLaws.conclusive`),
+or the laws found are no certificate: :attr:`conslaw_lite.find_laws.FoundLaws.conclusive`; or the count or the
+search ran past ``--seconds``),
 2 bad input (a size option the architecture does not take, e.g. ``swiglu --heads 2``, or any with
 ``--module``, among them), 3 an internal error, 4 the ``--module`` file raised (syntax, import, factory,
 ``inputs(n)``), 130 interrupted. ``--list`` prints the named architectures and the size options of each.
@@ -28,9 +29,10 @@ from conslaw_lite.archs import (
     size_flag,
     size_options,
 )
-from conslaw_lite.certify import certify, certify_module, table
+from conslaw_lite.certify import Certificate, certify, certify_module, table
 from conslaw_lite.cli import json_text
 from conslaw_lite.config import device as default_device
+from conslaw_lite.time_limit import OutOfTime, time_limit
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -80,6 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --module: count near the θ the file builds (a cast or clamp that reads θ itself), not at random θ",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seconds", type=float, metavar="S", help="stop the count (and the search) after S seconds: inconclusive"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--laws", action="store_true", help="also find the laws themselves (degree ≤ 2) and print them")
 
@@ -124,6 +129,24 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give either an architecture name or --module FILE.py:FACTORY, not both")
     if args.arch is None and args.module is None:
         raise ValueError("give an architecture name (certify --list names them) or --module FILE.py:FACTORY")
+    try:
+        with time_limit(args.seconds):
+            result = _certified(args)
+    except OutOfTime:
+        print(f"inconclusive: stopped after {args.seconds:g} s (--seconds); no count reported", file=sys.stderr)
+        return 1
+    print(json_text(result.to_dict()) if args.json else table(result))
+    if not result.conclusive:
+        print(f"inconclusive: {result.reason}; no count reported", file=sys.stderr)
+        return 1
+    if result.found is not None and not result.found["conclusive"]:
+        print(f"the laws found are inconclusive: {result.found['reason']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _certified(args: argparse.Namespace) -> Certificate:
+    """The certificate of the architecture or the ``--module`` that ``args`` names (bad input: ``ValueError``)."""
     options = size_options(args, seed=args.seed)
     if args.module is not None:
         given = [size_flag(size) for size in given_sizes(options)]
@@ -146,14 +169,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--device and --at-own are for --module; a named architecture is counted on the cpu")
         check_sizes(args.arch, options)
         result = certify(args.arch, options, laws=args.laws)
-    print(json_text(result.to_dict()) if args.json else table(result))
-    if not result.conclusive:
-        print(f"inconclusive: {result.reason}; no count reported", file=sys.stderr)
-        return 1
-    if result.found is not None and not result.found["conclusive"]:
-        print(f"the laws found are inconclusive: {result.found['reason']}", file=sys.stderr)
-        return 1
-    return 0
+    return result
 
 
 def _vocab(args: argparse.Namespace) -> int | None:

@@ -56,6 +56,7 @@ from conslaw_lite.counting.lie_rank import (
     tensor_weights,
 )
 from conslaw_lite.counting.problem import Field
+from conslaw_lite.time_limit import check_time
 
 # POWER_STEPS solves Â⁻¹x make 4 power steps: below 1/16 of ‖Â⁻¹‖² with probability ≤ 0.824 √D 16^(−3.5)
 # (0.05 at D = 10⁶)
@@ -186,6 +187,7 @@ class Gradients:
         gen = torch.Generator(self.device).manual_seed(self.seed)
         batch = GRADIENT_BATCH if self.device.type == "cpu" else VMAP_BATCH
         for start in range(0, self.D, batch):
+            check_time()
             if report is not None and start % (64 * batch) == 0:
                 report(1, 0, f"gradients {start:,}/{self.D:,}")
             m = min(batch, self.D - start)
@@ -224,6 +226,7 @@ class _Depth1:
             B = torch.randn(D, p, generator=gen, dtype=torch.float64).to(device) / math.sqrt(D)
             C = torch.randn(p, D, generator=gen, dtype=torch.float64).to(device) / math.sqrt(D)
             A.write(factors).addmm_(B, C)  # factors: the memory its LU is computed in
+            check_time()
             if report is not None:
                 report(1, 0, f"LU of the {D:,} gradients")
             self.lu = _LU(factors)
@@ -331,6 +334,7 @@ def complement_rank(
     for depth in range(2, MAX_DEPTH + 1):
         if Z.shape[1] == 0:
             break
+        check_time()
         cotangents = torch.randn(Z.shape[1] + FIRST_CHUNK, depth, n_out, generator=gen, dtype=torch.float64)
         V = sample(cotangents.to(theta.device))
         _, s, Vh = torch.linalg.svd(V @ Z, full_matrices=False)  # what V keeps outside the span found so far

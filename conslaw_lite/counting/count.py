@@ -51,6 +51,7 @@ from conslaw_lite.counting.windows import aimer, windows
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
 from conslaw_lite.seeding import Stream, generator
+from conslaw_lite.time_limit import time_limit
 
 NUM_POINTS = 2  # random θ that must agree
 MIN_OUTPUTS = 4096  # output entries per θ: every ReLU unit is on for many inputs and off for many
@@ -464,6 +465,7 @@ def count_laws(
     device: str | torch.device | None = None,
     max_memory: float | None = None,
     progress: bool | None = None,
+    seconds: float | None = None,
 ) -> LawCount:
     """The number of conservation laws, ``N = D − dim Lie(W)(θ)``, computed at random θ.
 
@@ -504,6 +506,8 @@ def count_laws(
     CPU, so a seed gives the same ones on every device (through the complement, the random gradients are drawn on
     the device, from a seed drawn on the CPU). ``progress``: a bar on stderr (rank so
     far, bracket depth, outputs) for a count over a few seconds; by default when stderr is a terminal.
+    ``seconds``: a limit on the count's time; past it the count stops within one chunk of brackets and raises
+    :class:`~conslaw_lite.time_limit.OutOfTime` (a ``TimeoutError``).
 
     Examples
     ========
@@ -516,40 +520,42 @@ def count_laws(
     3
     """
     start = time.perf_counter()
-    device = resolve_device(device)
-    problem = problem_of(model, params)
-    D = problem.num_params
-    plan, need = _memory_plan(D, device, max_memory)
-    probe_gen = generator(seed, Stream.SATURATION_PROBE)  # not a stream the count draws from
-    probe_theta, probe = problem.random_theta(probe_gen), sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
-    checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
-    checked_at = problem.unflatten(probe_theta if at is None else problem.flatten(at))  # at=: the user's own θ
-    check_countable(problem.apply, checked_at, probe[:PROBE_SAMPLES], problem.module)
-    warn_unread_rows(problem.module, inputs, problem.apply, problem.unflatten(probe_theta))
-    warn_padding_rows(problem.module)
-    problem = problem.on(device)
-    theta = None if at is None else problem.flatten(at)
-    bar = Progress(D, need, wanted(progress))
-    try:
-        with exact_derivatives() if exact_ops else nullcontext():
-            run = replace(plan, bar=bar, buffers=Buffers(D, device, plan.replay) if plan.complement else None)
-            results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta, run)
-    except RuntimeError as err:
-        if "saved tensor hooks" not in str(err):
-            raise
-        raise ValueError(
-            "torch.func cannot differentiate through saved tensor hooks (torch.utils.checkpoint with "
-            "use_reentrant=False, or torch.autograd.graph.saved_tensors_hooks in the forward): count the model "
-            "without them"
-        ) from err
-    finally:
-        bar.close()
+    with time_limit(seconds):  # stops at a step of the ranks (time_limit)
+        device = resolve_device(device)
+        problem = problem_of(model, params)
+        D = problem.num_params
+        plan, need = _memory_plan(D, device, max_memory)
+        probe_gen = generator(seed, Stream.SATURATION_PROBE)  # not a stream the count draws from
+        probe_theta = problem.random_theta(probe_gen)
+        probe = sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
+        checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
+        checked_at = problem.unflatten(probe_theta if at is None else problem.flatten(at))  # at=: the user's own θ
+        check_countable(problem.apply, checked_at, probe[:PROBE_SAMPLES], problem.module)
+        warn_unread_rows(problem.module, inputs, problem.apply, problem.unflatten(probe_theta))
+        warn_padding_rows(problem.module)
+        problem = problem.on(device)
+        theta = None if at is None else problem.flatten(at)
+        bar = Progress(D, need, wanted(progress))
+        try:
+            with exact_derivatives() if exact_ops else nullcontext():
+                run = replace(plan, bar=bar, buffers=Buffers(D, device, plan.replay) if plan.complement else None)
+                results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta, run)
+        except RuntimeError as err:
+            if "saved tensor hooks" not in str(err):
+                raise
+            raise ValueError(
+                "torch.func cannot differentiate through saved tensor hooks (torch.utils.checkpoint with "
+                "use_reentrant=False, or torch.autograd.graph.saved_tensors_hooks in the forward): count the model "
+                "without them"
+            ) from err
+        finally:
+            bar.close()
     strata = _strata(results, drawn)
     patterns = drawn[-1].patterns
     if not results:
-        seconds = time.perf_counter() - start
+        elapsed = time.perf_counter() - start
         return LawCount(
-            D, None, None, 0, 0.0, 0.0, seconds, False, reason, patterns=patterns, strata=strata, estimated=need
+            D, None, None, 0, 0.0, 0.0, elapsed, False, reason, patterns=patterns, strata=strata, estimated=need
         )
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:

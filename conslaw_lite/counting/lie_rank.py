@@ -7,6 +7,7 @@ is the evidence of the rank.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ import torch
 from torch.func import jvp, vjp, vmap
 
 from conslaw_lite.counting.problem import WEIGHT_FLOOR, Field
+from conslaw_lite.time_limit import check_time
 
 Report = Callable[..., None]  # (bracket depth, rank so far) after each chunk; (1, 0, stage) before the first rank
 
@@ -48,6 +50,9 @@ FIRST_CHUNK = 8
 MAX_CHUNK = 256
 
 
+# a bracket one deeper took 3 to 10 times as long a vector (MobileNetV3 at D = 1,169: 8 ms at depth 1, 70, 195, 929,
+# 3,216, 9,295 ms at depth 6): the first chunk of a depth is expected to take this times the depth before's
+DEEPER = 10.0
 VMAP_BATCH = 128  # vectors a vmap computes at once: beyond, its batched kernels slow (MHA D = 8192: 1.5 ms → 1.1 ms)
 
 
@@ -207,12 +212,15 @@ def lie_rank(
     D = theta.numel()
     sample = Sampler(f, theta, tensor_weights(f, theta, n_out, gen, sizes))
     basis = _Basis(D, theta.device)
-    stacked, residuals, ranks = [], [], []
+    stacked, residuals, ranks, per_vector = [], [], [], {}  # per_vector: seconds a vector took at each depth
     for depth in range(1, MAX_DEPTH + 1):
         m = FIRST_CHUNK
         while True:
             m = min(m, D - basis.size + FIRST_CHUNK)
+            check_time(m * _expected(per_vector, depth))
+            started = time.monotonic()
             V = sample(torch.randn(m, depth, n_out, generator=gen, dtype=torch.float64).to(theta.device))  # (m, D)
+            per_vector[depth] = (time.monotonic() - started) / m
             new, s = _new_directions(basis.rows, V)
             if keep_stack:
                 stacked.append(V)
@@ -234,6 +242,21 @@ def lie_rank(
         s = torch.linalg.svdvals(torch.cat(stacked))
         kept, dropped, evidence = float(s[r - 1]) if r else 0.0, float(s[r]) if r < len(s) else 0.0, "spectrum"
     return Rank(r, len(ranks), tuple(ranks), s.cpu().numpy(), kept, dropped, evidence, saturated)
+
+
+def _expected(per_vector: dict[int, float], depth: int) -> float:
+    """Seconds a vector of bracket depth ``depth`` is expected to take, from ``per_vector`` (each depth's last chunk):
+    its own depth's, or the depth before's times the growth from the one before that (``DEEPER`` when unknown).
+
+    Examples
+    ========
+    >>> _expected({1: 0.008, 2: 0.07}, 2), round(_expected({1: 0.008, 2: 0.07}, 3), 3), _expected({1: 0.008}, 2)
+    (0.07, 0.613, 0.08)
+    """
+    if depth in per_vector:
+        return per_vector[depth]
+    before, earlier = per_vector.get(depth - 1, 0.0), per_vector.get(depth - 2)
+    return before * (max(before / earlier, 1.0) if earlier else DEEPER)
 
 
 def second_cut(values: np.ndarray, rank: int, floor: float) -> int | None:

@@ -1,0 +1,81 @@
+"""A limit on the seconds a count or a search of laws may take: ``count_laws(..., seconds=60)``.
+
+A count's time grows with D, the outputs and the bracket depth, a search's with the blocks it solves, and a model of
+a thousand parameters can take minutes of either (a convolution read at many positions). A monitor starting before
+training cannot wait that long, and a user should not have to guess whether to. The counter and the search check
+the clock between their steps (a chunk of brackets, the gradients or the LU of the complement, a block's samples)
+with :func:`check_time`, never inside one, and do not start a step that their last steps say would end past it: they
+stop within one step of the limit, raising :class:`OutOfTime`.
+Limits nest: an inner one never extends an outer one. :func:`said_if_long` prints one line when a wait grows long,
+so that a search that runs is not taken for one that hangs: on stderr, as a progress bar is, since when it comes
+depends on the machine.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+_LIMIT: ContextVar[tuple[float, float]] = ContextVar("time_limit", default=(math.inf, math.inf))  # (end, seconds)
+
+
+class OutOfTime(TimeoutError):
+    """A count or a search stopped at its time limit (``seconds=``); the message says which limit."""
+
+
+@contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Within it, :func:`check_time` raises :class:`OutOfTime` once ``seconds`` have passed (``None``: no limit).
+
+    Examples
+    ========
+    >>> with time_limit(0.0):
+    ...     check_time()
+    Traceback (most recent call last):
+    ...
+    conslaw_lite.time_limit.OutOfTime: stopped at its time limit of 0 s (seconds=0)
+    >>> with time_limit(None):
+    ...     check_time()
+    """
+    if seconds is None:
+        yield
+        return
+    if not seconds >= 0:
+        raise ValueError(f"seconds must be a number ≥ 0 (or None: no limit), got {seconds!r}")
+    token = _LIMIT.set(min(_LIMIT.get(), (time.monotonic() + seconds, seconds)))
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
+def check_time(need: float = 0.0) -> None:
+    """Raise :class:`OutOfTime` if the earliest-ending :func:`time_limit` has passed, or will have before a step
+    expected to take ``need`` seconds ends (a step that cannot end within the limit is not started); nothing
+    without a limit."""
+    end, seconds = _LIMIT.get()
+    if time.monotonic() + need >= end:
+        raise OutOfTime(f"stopped at its time limit of {seconds:g} s (seconds={seconds:g})")
+
+
+@contextmanager
+def said_if_long(text: str, after: float) -> Iterator[None]:
+    """Print ``text`` once (on stderr, from a timer thread) if the block still runs ``after`` seconds on.
+
+    Examples
+    ========
+    >>> with said_if_long("still searching", after=60.0):  # done at once: nothing printed
+    ...     pass
+    """
+    timer = threading.Timer(after, print, args=(text,), kwargs={"file": sys.stderr, "flush": True})
+    timer.daemon = True  # an interpreter that exits is not kept waiting for it
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
