@@ -57,7 +57,7 @@ from conslaw_lite.config import model_device
 from conslaw_lite.law_stacks import Recorder, Source, stack_sources
 from conslaw_lite.laws import Group, Law, find_blocks, groups
 from conslaw_lite.outside_reads import read_outside
-from conslaw_lite.own_laws import OwnLaws, example_inputs, missing_input_message, own_laws, uncovered
+from conslaw_lite.own_laws import SEARCH_SECONDS, OwnLaws, example_inputs, missing_input_message, own_laws, uncovered
 from conslaw_lite.snapshots import Snapshots, slots_for
 from conslaw_lite.watch_conditions import (
     check_every,
@@ -224,6 +224,7 @@ class Monitor:
         inputs: torch.Tensor | None = None,
         alarm: Callable[[Monitor], object] | None = None,
         evaluate_every: int | None = None,
+        search_seconds: float = SEARCH_SECONDS,
     ) -> None:
         """Record h(θ₀) of every law of ``model``, in float64 on ``device`` (default: the model's own device).
 
@@ -231,7 +232,7 @@ class Monitor:
         ``laws`` (e.g. ``find_laws(model, ...).laws``) are watched instead of the registry's, as group ``"found"``.
         Parts of ``model`` outside every registered block get their laws found (:mod:`conslaw_lite.own_laws`,
         printed once, in :attr:`own`; watched as group ``"found"``) when ``input_shape`` (one input, no batch
-        dimension) or ``inputs`` (a batch) says what the model takes.
+        dimension) or ``inputs`` (a batch) says what the model takes; their search stops after ``search_seconds``.
         ``alarm`` (e.g. :class:`conslaw_lite.early_warning.DriftAlarm`) is called with the monitor after each record.
         ``evaluate_every`` records are evaluated at once (:mod:`conslaw_lite.snapshots`; default: as many as fit in
         16 MiB of snapshots, at most 6; one with an ``alarm``, which reads every record as it comes). Any result
@@ -261,7 +262,7 @@ class Monitor:
         if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
             grouped = {FOUND: checked_laws(laws, model)}
         else:
-            grouped = self._registered_and_own(model, input_shape, inputs)
+            grouped = self._registered_and_own(model, input_shape, inputs, search_seconds)
         grouped = without_frozen(grouped, model)
         if not grouped:
             raise ValueError(
@@ -289,7 +290,7 @@ class Monitor:
         self._drift = list(self._laws.drift(self._laws.h0[None]))  # per record: each law's ‖h_i(θ_k) − h_i(θ₀)‖
         self._say_zero_laws(list(laws))
 
-    def _registered_and_own(self, model: nn.Module, input_shape, inputs) -> dict[Group, dict[str, Law]]:
+    def _registered_and_own(self, model: nn.Module, input_shape, inputs, seconds) -> dict[Group, dict[str, Law]]:
         """The registry's laws by group, and (group ``"found"``) those found for the parts outside its blocks."""
         blocks = find_blocks(model)
         refuse_calls(model, blocks, self)  # a call that adds a loss term breaking a block's laws (a router's)
@@ -306,7 +307,7 @@ class Monitor:
             dropped |= {block.key(name) for name in (*block.laws, *block.controls)}
         grouped = {group: {q.key: q.fn for q in qs if q.key not in dropped} for group, qs in registered}
         grouped = {group: fns for group, fns in grouped.items() if fns}
-        self.own = own_laws(model, input_shape, inputs) if uncovered(model) else None
+        self.own = own_laws(model, input_shape, inputs, seconds=seconds) if uncovered(model) else None
         if self.own is not None and not self.own.searched and not grouped:
             raise ValueError(missing_input_message(model))
         if self.own is not None and not self.own.searched:

@@ -77,10 +77,14 @@ SEARCH_MAX_PARAMS = 3072
 HELD_MAX_PARAMS = 4 * SEARCH_MAX_PARAMS  # a module searched with its blocks held: its forward runs them too
 SEARCH_SECONDS = 120.0  # the search stops after this long: a monitor on a model of many or slow parts starts anyway
 SAY_AFTER = 5.0  # seconds of search after which a line says it is running (and for how long it may)
-SPENT = "not searched: the seconds for the search were spent on the parts before it (own_laws' seconds=)"
+SPENT = (
+    "not searched: the seconds for the search were spent on the parts before it (own_laws' seconds=, Monitor's "
+    "search_seconds=)"
+)
 STOPPED = (
-    "not searched in full: its search stopped at the seconds a monitor gives it at its start (own_laws' seconds=); "
-    "find_laws(part, input_shape) finds its laws without a limit, and Monitor(model, laws=...) watches them"
+    "not searched in full: its search stopped at the seconds a monitor gives it at its start (own_laws' seconds=, "
+    "Monitor's search_seconds=); find_laws(part, input_shape) finds its laws without a limit, and "
+    "Monitor(model, laws=...) watches them"
 )
 NO_LAWS = "no laws (N = 0: none exist)"
 # Looser than RESIDUAL_TOL, which the part's own check met: the rest of a model may compute in float32 (round-off

@@ -11,7 +11,8 @@ from torch import nn
 import conslaw_lite.own_laws as own_laws_module
 from conslaw_lite.counting import count_laws
 from conslaw_lite.find_laws import find_laws
-from conslaw_lite.own_laws import STOPPED, own_laws
+from conslaw_lite.monitor import Monitor
+from conslaw_lite.own_laws import SPENT, STOPPED, own_laws
 from conslaw_lite.time_limit import OutOfTime, check_time, said_if_long, time_limit
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -65,3 +66,11 @@ def test_a_long_wait_is_said_once_and_a_short_one_not(capsys) -> None:
     with said_if_long("never said", after=60.0):
         pass
     assert capsys.readouterr().err == "still at it\n"
+
+
+def test_a_monitor_takes_the_seconds_of_its_search() -> None:
+    """search_seconds=0: no part is searched, so a model with no registered block has no law to watch, and says why."""
+    with pytest.raises(ValueError, match="no conservation law to watch") as refused:
+        Monitor(mlp(), input_shape=(3,), search_seconds=0.0)
+    assert SPENT in str(refused.value)
+    assert Monitor(mlp(), input_shape=(3,), search_seconds=600.0).own.laws  # within it: the 4 unit laws, found
