@@ -68,7 +68,7 @@ from conslaw_lite.find_laws import find_laws
 from conslaw_lite.laws import Law, find_blocks
 from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module
 from conslaw_lite.seeding import Stream, generator
-from conslaw_lite.time_limit import OutOfTime, said_if_long
+from conslaw_lite.time_limit import OutOfTime, said_if_long, time_left, time_limit
 from conslaw_lite.user_inputs import inputs_needed, token_inputs
 
 # A monitor starts before training does: a part over this many parameters is not searched whole (find_laws takes
@@ -208,10 +208,11 @@ laws of training as long as the training step reads its parameters only by calli
     except NotImplementedError:  # the model's own forward is missing (_record turns any other error into ValueError)
         entries, skipped, note = _children_taking(model, example)
     parts, waiting = [], f"own_laws: searching the laws of `{type(model).__name__}` (stops after {seconds:g} s at most)"
-    with said_if_long(waiting, SAY_AFTER - (time.perf_counter() - start)):
+    spent = time.perf_counter() - start  # recording the inputs: part of the seconds
+    with said_if_long(waiting, SAY_AFTER - spent), time_limit(max(seconds - spent, 0.0)):
         for entry, (host, recorded) in entries.items():  # host: the entry, named as in the model (the model for "")
             below = cuts(model, entry, blocks) if entry else top
-            searched = [p for cut in below for p in _search(host, cut, recorded, example, (seed, start + seconds))]
+            searched = [p for cut in below for p in _search(host, cut, recorded, example, seed)]
             searched.sort(key=lambda p: p.cut.own)
             alone = [p for p in searched if not p.cut.held]  # a part with blocks held was checked when searched
             checked = dict(zip(map(id, alone), _on_the_model(host, alone, example, seed)))
@@ -348,51 +349,45 @@ def _children_taking(model: nn.Module, x: torch.Tensor) -> tuple[dict[str, tuple
 # ---------------------------------------------------------------- searching one part
 
 
-Run = tuple[int, float]  # (seed, the time.perf_counter() after which no search starts)
-
-
-def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, run: Run) -> list[Part]:
+def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, seed: int) -> list[Part]:
     """The part's laws (``find_laws``), or why it was not searched; a part refused for its size, in pieces."""
-    seed, deadline = run
     if cut.own:
         return [_own_parameters(model, cut)]
-    if time.perf_counter() > deadline:
+    if time_left() <= 0:  # own_laws' time_limit
         return [_unsearched(model, cut, SPENT)]
     if cut.held:
-        return _search_held(model, cut, recorded, x, run)
+        return _search_held(model, cut, recorded, x, seed)
     why = _unsearchable(model, cut, recorded)
     if why:
         return [_unsearched(model, cut, f"not searched: {why}")]
     try:
-        found = _find(model, cut, recorded, run)
+        found = _find(model, cut, recorded, seed)
     except ValueError as err:  # refused: its size, its mode, its dtype (the message says which)
         refused = _unsearched(model, cut, f"not searched: {str(err).splitlines()[0]}")
-        return [refused, *(p for piece in _pieces(model, cut) for p in _search(model, piece, recorded, x, run))]
+        return [refused, *(p for piece in _pieces(model, cut) for p in _search(model, piece, recorded, x, seed))]
     except OutOfTime:
         return [_unsearched(model, cut, STOPPED)]
     return [_found(model, cut, found)]
 
 
-def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, run: Run) -> list[Part]:
+def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, seed: int) -> list[Part]:
     """A module with blocks, searched whole with them held fixed, when that gives its laws (kept by the whole model
     at a random θ too: the blocks' values may add laws, a rank-2 SwiGLU's output leaving directions unread) or
     shows there are none; else its children's parts, which then say for themselves what came of them."""
-    seed = run[0]
     total = sum(p.numel() for p in model.get_submodule(cut.members[0]).parameters())
     if total <= HELD_MAX_PARAMS and not _unsearchable(model, cut, recorded):
         try:
-            (part,) = _on_the_model(model, [_found(model, cut, _find(model, cut, recorded, run))], x, seed)
+            (part,) = _on_the_model(model, [_found(model, cut, _find(model, cut, recorded, seed))], x, seed)
         except (ValueError, OutOfTime):  # its size, what find_laws refuses, or the seconds spent (its children say)
             part = None
         if part is not None and (part.laws or part.outcome == NO_LAWS):
             return [part]
-    return [p for c in cut.instead for p in _search(model, c, recorded, x, run)]
+    return [p for c in cut.instead for p in _search(model, c, recorded, x, seed)]
 
 
-def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], run: Run):
+def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int):
     """``find_laws`` on the part, as a function of its recorded input (refusals are ``ValueError``), stopped at the
-    run's end (``OutOfTime``)."""
-    seed, end = run
+    own_laws' time_limit (``OutOfTime``)."""
     call = recorded[cut.members[0]]
     module = part_module(model, cut, (call.args[1:], call.kwargs))
     if model_device(module) != torch.device("cpu"):  # searched on the CPU; its laws read θ by name, on any device
@@ -401,7 +396,7 @@ def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], run: Run):
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
     with warnings.catch_warnings():  # torch's note that vmap runs an attention kernel's backward one by one
         warnings.filterwarnings("ignore", message="There is a performance drop")
-        return find_laws(module, shape, inputs=inputs, seed=seed, seconds=max(end - time.perf_counter(), 0.0))
+        return find_laws(module, shape, inputs=inputs, seed=seed)
 
 
 def _unsearchable(model: nn.Module, cut: Cut, recorded: dict[str, _Call]) -> str:

@@ -54,12 +54,17 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         _LIMIT.reset(token)
 
 
+def time_left() -> float:
+    """Seconds until the earliest-ending :func:`time_limit` ends (``inf`` without one; ≤ 0 once it has passed)."""
+    return _LIMIT.get()[0] - time.monotonic()
+
+
 def check_time(need: float = 0.0) -> None:
     """Raise :class:`OutOfTime` if the earliest-ending :func:`time_limit` has passed, or will have before a step
     expected to take ``need`` seconds ends (a step that cannot end within the limit is not started); nothing
     without a limit."""
-    end, seconds = _LIMIT.get()
-    if time.monotonic() + need >= end:
+    if time_left() <= need:
+        seconds = _LIMIT.get()[1]
         raise OutOfTime(f"stopped at its time limit of {seconds:g} s (seconds={seconds:g})")
 
 
