@@ -356,12 +356,20 @@ def _search_blocks(
         large = new(plan.squares, lambda s: s[1])
         if large and short():
             units_of(label, large, layout, "large")
+    def confirmed_laws(blocks: list[list[int]], degree: int, tier: int, products=None) -> tuple[Search, str]:
+        """Laws of blocks across many layers, where fresh θ keep them too (Search.confirmed), and a note of the rest."""
+        samples = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, tier, products)
+        fresh = Samples.fresh(problem, input_shape, inputs, seed, tier + 10, samples.g.shape[1])
+        search = block_laws(samples, blocks, degree, "").confirmed(fresh)
+        return search, f" ({search.removed} directions that fresh θ break left out)" if search.removed else ""
+
     linear = new([b for _, plan, _ in searches for b in plan.linear])
     if linear and short():
-        found.add(block_laws(Samples.draw(problem, input_shape, inputs, seed, linear, 1, 3), linear, 1, ""))
+        search, removed = confirmed_laws(linear, 1, 3)
+        found.add(search)
         whole_theta = linear[0] == list(range(problem.num_params))
         notes[searches[0][0]].append(
-            "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
+            ("linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers") + removed
         )
 
     def sums_of_squares() -> None:
@@ -372,13 +380,11 @@ def _search_blocks(
         every = list(range(problem.num_params))
         if degree == 1 or len(every) > MAX_SQUARES or not short():
             return
-        products = {tuple(every): squares_only(len(every))}
-        squares = block_laws(Samples.draw(problem, input_shape, inputs, seed, [every], 2, 4, products), [every], 2, "")
+        squares, removed = confirmed_laws([every], 2, 4, {tuple(every): squares_only(len(every))})
         if squares.conclusive:  # else left out: no clear gap on all of θ does not make the blocks' laws doubtful
             found.add(squares)
-        notes[searches[0][0]].append(
-            "sums of squares of all of θ" if squares.conclusive else "squares of all of θ without a clear gap, left out"
-        )
+        said = "sums of squares of all of θ" if squares.conclusive else "squares of all of θ without a clear gap"
+        notes[searches[0][0]].append(said + removed if squares.conclusive else f"{said}, left out")
 
     by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
     for label, _, layout in by_laws:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, combinations_with_replacement, takewhile
 
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.func import vjp, vmap
 
-from conslaw_lite.counting import GAP
+from conslaw_lite.counting import GAP, RESIDUAL_TOL
 from conslaw_lite.counting.count import outputs_over_pieces
 from conslaw_lite.counting.problem import Problem, checked_outputs, sample_inputs
 from conslaw_lite.law_basis import COEFFICIENT_TOL, law_count
@@ -33,6 +33,7 @@ from conslaw_lite.time_limit import check_time
 # round-off of about σ_dropped / σ_kept (10⁻⁶ in a whole Llama with biases, gap 10⁶), and at 10⁻⁷ a law found twice
 # counted twice, so the search stopped one law short (41 of 42)
 INDEPENDENT_TOL = 1e-4
+QUIET_DRAWS = 2  # fresh θ in a row that must remove nothing before a search's laws are confirmed (confirmed)
 RANK_CUT = 1e-6  # singular values of W(θ)'s samples below RANK_CUT·σ_max add no row (more θ are drawn, never fewer)
 
 
@@ -87,6 +88,14 @@ class Samples:
             thetas.append(theta)
             gs.append(g)
         return cls(torch.stack(thetas), torch.stack(gs), needs, monomials or {})
+
+    @classmethod
+    def fresh(cls, problem: Problem, input_shape, inputs, seed: int, tier: int, m: int) -> Iterator[Samples]:
+        """New θ one at a time, each with m random unit elements of W(θ), from a stream of their own (``tier``)."""
+        gen = generator(seed, Stream.LAW_SEARCH, tier)
+        while True:
+            theta, g = cls._point(problem, input_shape, inputs, gen, m)
+            yield cls(theta[None], g[None])
 
     @staticmethod
     def _point(problem: Problem, input_shape, inputs, gen: torch.Generator, m: int):
@@ -148,11 +157,63 @@ class Search:
     sigma_kept: float
     sigma_dropped: float
     blocks: int = 0  # blocks searched (the search stops once the laws found reach the count)
+    removed: int = 0  # null directions that fresh θ showed were no laws (confirmed)
 
     @property
     def gap(self) -> float:
         """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
         return gap(self.sigma_kept, self.sigma_dropped)
+
+    def confirmed(self, fresh: Iterator[Samples], quiet: int = QUIET_DRAWS) -> Search:
+        """The combinations of the null vectors that fresh θ keep too; :attr:`removed` counts the directions dropped.
+
+        A block's rows can leave null vectors that are no laws, exact zeros that no gap flags: coordinates that get
+        fewer rows per θ than the block's rank (the biases after a network's last nonlinearity: one row per output,
+        whatever the input) go short when the θ are counted for the block as a whole. So each θ of ``fresh`` (one each)
+        gives the cosines ``A[g, l] = ⟨g, ∇h_l(θ)⟩ / (‖g‖ ‖∇h_l(θ)‖)``; the combinations c with ``A c`` within the
+        search's own precision are kept (singular values up to ``√(σ_dropped / σ_kept)``, at least ``RESIDUAL_TOL``:
+        a law's raw null vector is exact to about ``σ_dropped / σ_kept``), until ``quiet`` θ in a row remove nothing
+        (a direction that is no law fails at almost every θ). Removed and kept singular values less than
+        :data:`~conslaw_lite.counting.GAP` apart make the search inconclusive.
+
+        Examples
+        ========
+        Rotations, W(θ) = span{(−θ₁, θ₀)}: at θ = (1, 2) both θ₀² + θ₁² and θ₀ + 2θ₁ are conserved, at (3, 1) only
+        the first.
+
+        >>> at = lambda *x: torch.tensor([x], dtype=torch.float64)
+        >>> fresh = Samples(at(3.0, 1.0), at(-1.0, 3.0)[None])  # θ = (3, 1), g = (−1, 3)
+        >>> search = assembled([{(0, 0): 1.0, (1, 1): 1.0}, {(0,): 1.0, (1,): 2.0}], math.inf, 0.0, "")
+        >>> kept = search.confirmed(iter([fresh] * 3))
+        >>> kept.removed, [{m: round(c / v[(0, 0)], 6) for m, c in v.items()} for v in as_dicts(kept)]  # the circle
+        (1, [{(0, 0): 1.0, (1, 1): 1.0}])
+        """
+        vectors, removed, calm, grey = self.vectors, 0, 0, []
+        precision = max(RESIDUAL_TOL, math.sqrt(self.sigma_dropped / self.sigma_kept) if self.sigma_kept > 0 else 1.0)
+        while len(vectors) and calm < quiet:
+            check_time()
+            laws = as_dicts(replace(self, vectors=vectors))
+            dots, g_norms, h_norms = _dots(next(fresh), laws)
+            h_norms = h_norms[:, 0, 0].clamp_min(1e-300)
+            _, s, vh = torch.linalg.svd(
+                dots[:, 0, :].T / g_norms[0, :, None].clamp_min(1e-300) / h_norms, full_matrices=True
+            )
+            s = torch.cat([s, s.new_zeros(len(laws) - len(s))])  # fewer rows than laws: the rest are null here
+            null = s <= precision
+            if null.any() and not null.all() and float(s[~null].min()) < GAP * float(s[null].max()):
+                grey.append((float(s[~null].min()), float(s[null].max())))
+            calm = calm + 1 if null.all() else 0
+            removed += int((~null).sum())
+            combined = (vh[null] / h_norms).numpy() @ vectors  # back from the cosines' scaled columns
+            vectors = np.linalg.qr(combined.T)[0].T if null.any() else vectors[:0]
+        kept = assembled(
+            [{self.columns[c]: float(v[c]) for c in np.flatnonzero(np.abs(v) > COEFFICIENT_TOL * np.abs(v).max())}
+             for v in vectors], self.sigma_kept, self.sigma_dropped, self.searched,
+        )  # fmt: skip
+        if grey:
+            reason = f"no clear gap on fresh θ: laws found up to {grey[0][1]:.1e}, the rest from {grey[0][0]:.1e}"
+            kept = replace(kept, conclusive=False, reason="; ".join(filter(None, [kept.reason, reason])))
+        return replace(kept, blocks=self.blocks, removed=removed)
 
 
 def _columns(coords: list[int], degree: int, products: list[tuple[int, int]] | None = None) -> list[Monomial]:
@@ -328,6 +389,12 @@ def residuals(samples: Samples, laws: list[dict]) -> list[float]:
     """
     if not laws:
         return []
+    dots, g_norms, h_norms = _dots(samples, laws)
+    return (dots.abs() / (g_norms[None] * h_norms).clamp_min(1e-300)).amax(dim=(1, 2)).tolist()
+
+
+def _dots(samples: Samples, laws: list[dict]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``⟨g, ∇h(θ)⟩`` for each law h, θ and sample g (L, P, m), the norms ‖g‖ (P, m) and ‖∇h(θ)‖ (L, P, 1)."""
     support = sorted({j for law in laws for mono in law for j in mono})
     where = {j: n for n, j in enumerate(support)}
     theta, g = samples.theta[:, support], samples.g[:, :, support]  # (P, n), (P, m, n)
@@ -345,9 +412,7 @@ def residuals(samples: Samples, laws: list[dict]) -> list[float]:
     grad = torch.zeros(len(laws) * len(support), len(theta), dtype=theta.dtype)
     grad.index_add_(0, torch.tensor(rows), values.T)
     grad = grad.reshape(len(laws), len(support), len(theta)).permute(0, 2, 1)  # (L, P, n)
-    dots = torch.einsum("pmn,lpn->lpm", g, grad).abs()
-    sizes = g.norm(dim=2)[None] * grad.norm(dim=2, keepdim=True)
-    return (dots / sizes.clamp_min(1e-300)).amax(dim=(1, 2)).tolist()
+    return torch.einsum("pmn,lpn->lpm", g, grad), g.norm(dim=2), grad.norm(dim=2, keepdim=True)
 
 
 def as_dicts(search: Search) -> list[dict]:

@@ -603,3 +603,36 @@ def test_linear_laws_beside_coordinates_no_output_reads_are_found_alone() -> Non
     assert len(found.basis) == 30  # no product of two linear laws among them
     linear = [law for law in found.basis if all(len(m) == 1 for m in law.coefficients)]
     assert len(linear) == 10 and all(law.text().startswith(("B[", "Σ B[")) for law in linear)
+
+
+class _ResidualGELU(nn.Module):
+    """x ↦ out(h + W₂ GELU(W₁h + b₁) + b₂), h = inp(x): the stream's channels couple all four layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp, self.up, self.down, self.out = nn.Linear(3, 4), nn.Linear(4, 8), nn.Linear(8, 4), nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        return self.out(h + self.down(nn.functional.gelu(self.up(h))))
+
+
+def test_fresh_theta_drop_the_null_vectors_that_too_few_theta_leave(one_thread):
+    # The sums of squares of all of θ solved on 4 or 5 of the 12 θ drawn: rows too few, null vectors that are no laws,
+    # exact zeros that no gap flags. Fresh θ drop exactly those and keep the span that enough θ give.
+    torch.manual_seed(0)
+    problem = problem_of(_ResidualGELU().double(), None)
+    every = list(range(problem.num_params))
+    samples = search.Samples.draw(problem, (3,), None, 0, [every], 2, 4, {tuple(every): fl.squares_only(len(every))})
+    enough = search.block_laws(samples, [every], 2, "")
+    assert (len(samples.theta), len(enough.vectors)) == (12, 4)
+    for points in (4, 5):
+        short = search.block_laws(replace(samples, points={tuple(every): points}), [every], 2, "")
+        assert len(short.vectors) > 4
+        kept = short.confirmed(search.Samples.fresh(problem, (3,), None, 0, 14, samples.g.shape[1]))
+        assert kept.conclusive and kept.removed == len(short.vectors) - 4
+        columns = sorted(set(enough.columns) | set(kept.columns))
+        dense = lambda found: [[v.get(c, 0.0) for c in columns] for v in search.as_dicts(found)]  # noqa: E731
+        both = torch.tensor(dense(enough) + dense(kept), dtype=torch.float64)
+        assert int(torch.linalg.matrix_rank(both, rtol=1e-6)) == 4
+        assert max(search.residuals(samples, search.as_dicts(kept))) < 1e-6  # they hold on all 12 θ
