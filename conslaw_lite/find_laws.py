@@ -76,6 +76,7 @@ from conslaw_lite.law_blocks import (
     PAIR_SECONDS,
     SLICE_SECONDS,
     Plan,
+    channel_slices,
     slice_pairs,
     squares_only,
     unit_group,
@@ -300,7 +301,7 @@ def _search_blocks(
     enough = None if target is None else (lambda v: span.reaches(v, degree, target))
     found, lawful, later, seen = _Units([], math.inf, 0.0, 0, 0), {}, [], set()
     paired, drawn = {}, {}  # per (search, kind of slices): their pairs, their samples
-    slice_work, pair_work = [0.0], {}  # spent on unit slices by all searches, on pairs by each (a cut's have own laws)
+    slice_work, pair_work = [0.0], {}  # spent on unit slices by all searches, on pairs by each and by θ's channels
     notes: dict[str, list[str]] = {label: [] for label, _, _ in searches}
 
     def short() -> bool:
@@ -340,7 +341,7 @@ def _search_blocks(
                 blocks, products = [p[3] for p in pairs], {tuple(p[3]): p[4] for p in pairs if p[4] is not None}
                 drawn[label, kind] = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, 2, products)
             reached = lambda v: enough(found.vectors + v)  # noqa: E731
-            axes, spent = lawful[label, kind][1], pair_work.setdefault(label, [0.0])
+            axes, spent = lawful[label, kind][1], pair_work.setdefault((label, kind == "channel"), [0.0])
             units = _pair_laws(drawn[label, kind], layout, pairs, degree, reached, axes, others, spent)
             found.join(units)
             named = f"pairs of {kind + ' ' if kind else ''}slices" + (" of axes without unit laws" if others else "")
@@ -368,21 +369,21 @@ def _search_blocks(
         search, removed = confirmed_laws(linear, 1, 3)
         found.add(search)
         whole_theta = linear[0] == list(range(problem.num_params))
-        notes[searches[0][0]].append(
-            ("linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers") + removed
-        )
+        said = "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
+        notes[searches[0][0]].append(said + removed)
 
     def sums_of_squares() -> None:
-        """All of θ on its squares (D ≤ MAX_SQUARES): a law across any number of layers (a residual stream's channel).
-        Its null vectors mix every law of the blocks, so it comes after the searches whose laws print alone, θ's own
-        grouped-query heads' pairs included (a Llama attention's RoPE blocks, which it printed as a sum over all of θ),
-        and before the guesses of a layer cut in grouped-query parts (a minute of pairs without laws in an MLP)."""
+        """All of θ on its squares (D ≤ MAX_SQUARES): a law across any number of layers (a residual stream's channel);
+        after the searches whose laws print alone (its null vectors mix them), θ's own grouped-query heads' pairs too
+        (a Llama's RoPE blocks), before the guesses of a layer cut in grouped-query parts (a minute in an MLP)."""
         every = list(range(problem.num_params))
         if degree == 1 or len(every) > MAX_SQUARES or not short():
             return
         squares, removed = confirmed_laws([every], 2, 4, {tuple(every): squares_only(len(every))})
         if squares.conclusive:  # else left out: no clear gap on all of θ does not make the blocks' laws doubtful
-            found.add(squares)
+            found.add(squares)  # and the channels it holds laws along are paired (a residual stream's Gram law)
+            channels = channel_slices(searches[0][2], squares.vectors, squares.columns)
+            lawful[searches[0][0], "channel"] = (channels, frozenset(key[:4] for key, _ in channels))
         said = "sums of squares of all of θ" if squares.conclusive else "squares of all of θ without a clear gap"
         notes[searches[0][0]].append(said + removed if squares.conclusive else f"{said}, left out")
 
@@ -399,6 +400,7 @@ def _search_blocks(
 
     grouped_heads(*searches[0])
     sums_of_squares()  # after θ's own heads, before those of a layer cut in parts (a guess)
+    pairs_of(searches[0][0], searches[0][2], "channel", False)
     for search in searches[1:]:
         grouped_heads(*search)
     for label, _, layout in by_laws:

@@ -314,6 +314,37 @@ def fan_out_slices(layout: Layout, groups: list[list[int]]) -> list[tuple[Key, l
     ]
 
 
+def channel_slices(layout: Layout, vectors: np.ndarray, columns: list[tuple]) -> list[tuple[Key, list[int]]]:
+    """The channels of all of θ along which the null ``vectors`` (over the monomials ``columns``: the sums of squares
+    of all of θ) hold a law: for an axis size n, unit u's slice is the entries at index u of every tensor with one
+    axis of size n, keyed ``(−2, 0, n, 0, u)``; an axis counts when two tensors or more have it and a combination of
+    the vectors lies in unit 0's slice. A residual stream's channel ties every layer that reads or writes it
+    (``‖inp.weight[i, :]‖² − ‖fc1.weight[:, i]‖² + ‖fc2.weight[i, :]‖² − …``), and the pairs of these slices hold the
+    other entries of its Gram-matrix law, in no pair of layers.
+
+    Examples
+    ========
+    >>> layout = Layout(("W1", "W2"), ((2, 1), (1, 2)))  # W1[i, 0] W2[0, i]: channel i of two layers
+    >>> law = np.array([[1.0, -1.0]])  # W1[0, 0]² − W2[0, 0]²
+    >>> channel_slices(layout, law, [(0, 0), (2, 2)])
+    [((-2, 0, 2, 0, 0), [0, 2]), ((-2, 0, 2, 0, 1), [1, 3])]
+    """
+    found = []
+    for n in sorted({size for shape in layout.shapes for size in shape if size > 1}):
+        axes = {t: shape.index(n) for t, shape in enumerate(layout.shapes) if shape.count(n) == 1}
+        if len(axes) < 2:
+            continue
+        units = [[] for _ in range(n)]
+        for t, axis in axes.items():
+            for index in np.ndindex(*layout.shapes[t]):
+                units[index[axis]].append(layout.offset(t) + int(np.ravel_multi_index(index, layout.shapes[t])))
+        inside = set(units[0])
+        outside = [c for c, mono in enumerate(columns) if not set(mono) <= inside]
+        if len(vectors) and np.linalg.matrix_rank(vectors[:, outside].T, tol=1e-4) < len(vectors):
+            found += [((-2, 0, n, 0, u), sorted(coords)) for u, coords in enumerate(units)]
+    return found
+
+
 def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list, list, int]:
     """The unit slices (and flattened ones) of the pairs too large to search whole: those of up to ``MAX_SLICE``
     coordinates, those of up to ``MAX_SQUARES`` (searched on their squares alone), and how many were larger (left out).
