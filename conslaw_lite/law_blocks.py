@@ -334,14 +334,11 @@ def channel_slices(layout: Layout, vectors: np.ndarray, columns: list[tuple]) ->
         axes = {t: shape.index(n) for t, shape in enumerate(layout.shapes) if shape.count(n) == 1}
         if len(axes) < 2:
             continue
-        units = [[] for _ in range(n)]
-        for t, axis in axes.items():
-            for index in np.ndindex(*layout.shapes[t]):
-                units[index[axis]].append(layout.offset(t) + int(np.ravel_multi_index(index, layout.shapes[t])))
+        units = [sorted(c for t, axis in axes.items() for c in _along(layout, [t], n, axis, u)) for u in range(n)]
         inside = set(units[0])
         outside = [c for c, mono in enumerate(columns) if not set(mono) <= inside]
         if len(vectors) and np.linalg.matrix_rank(vectors[:, outside].T, tol=1e-4) < len(vectors):
-            found += [((-2, 0, n, 0, u), sorted(coords)) for u, coords in enumerate(units)]
+            found += [((-2, 0, n, 0, u), coords) for u, coords in enumerate(units)]
     return found
 
 

@@ -206,10 +206,7 @@ class Search:
             removed += int((~null).sum())
             combined = (vh[null] / h_norms).numpy() @ vectors  # back from the cosines' scaled columns
             vectors = np.linalg.qr(combined.T)[0].T if null.any() else vectors[:0]
-        kept = assembled(
-            [{self.columns[c]: float(v[c]) for c in np.flatnonzero(np.abs(v) > COEFFICIENT_TOL * np.abs(v).max())}
-             for v in vectors], self.sigma_kept, self.sigma_dropped, self.searched,
-        )  # fmt: skip
+        kept = assembled([_terms(v, self.columns) for v in vectors], self.sigma_kept, self.sigma_dropped, self.searched)
         if grey:
             reason = f"no clear gap on fresh θ: laws found up to {grey[0][1]:.1e}, the rest from {grey[0][0]:.1e}"
             kept = replace(kept, conclusive=False, reason="; ".join(filter(None, [kept.reason, reason])))
@@ -241,6 +238,11 @@ def _rows(samples: Samples, coords: list[int], degree: int) -> torch.Tensor:
     return torch.cat(parts, dim=2).reshape(-1, samples.unknowns(coords, degree))
 
 
+def _terms(v: np.ndarray, columns: list[Monomial]) -> dict[Monomial, float]:
+    """A null vector as ``{monomial: coefficient}``, coefficients under ``COEFFICIENT_TOL`` of its largest dropped."""
+    return {columns[c]: float(v[c]) for c in np.flatnonzero(np.abs(v) > COEFFICIENT_TOL * np.abs(v).max())}
+
+
 def block_laws(
     samples: Samples, blocks: list[list[int]], degree: int, searched: str, enough: Callable[[list], bool] | None = None
 ) -> Search:
@@ -257,7 +259,7 @@ def block_laws(
         kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)
         names = _columns(coords, degree, samples.monomials.get(tuple(coords)))
         for v in null.numpy():
-            vectors.append({names[i]: c for i, c in enumerate(v) if abs(c) > COEFFICIENT_TOL * np.abs(v).max()})
+            vectors.append(_terms(v, names))
         if enough is not None and len(null) and enough(vectors):
             break
     return replace(assembled(vectors, kept, dropped, searched), blocks=done)
