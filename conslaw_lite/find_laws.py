@@ -76,13 +76,13 @@ from conslaw_lite.law_blocks import (
     PAIR_SECONDS,
     SLICE_SECONDS,
     Plan,
-    channel_slices,
     slice_pairs,
     squares_only,
     unit_group,
 )
 from conslaw_lite.law_moves import MOVED_TOL, swapped, swapped_pair, with_moved_laws
 from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residuals, within_budget
+from conslaw_lite.law_streams import channel_slices
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws

@@ -70,8 +70,9 @@ SLICE_SECONDS = 60.0  # the unit slices searched, in pair_seconds: a ResNet bloc
 # (first layer, second layer, axis, variant, unit u < n) of a unit slice; the axis is its size n, or for a flattened
 # axis (flattened_slices) −(2n + 1) with channels first and −(2n + 2) with positions first: never moved by swapping;
 # the variant 0 takes every axis of size n, the numbers 1, 2, ... one axis a layer (axis_slices), a tuple
-# (G, b, layer, axis) the G·n axis of a layer that a unit's group of rows lies on (grouped_slices)
-Key = tuple[int, int, int, int | tuple[int, int, int, int], int]
+# (G, b, layer, axis) the G·n axis of a layer that a unit's group of rows lies on (grouped_slices); θ's channels
+# (channel_slices) are layer −2, their variant the (tensor, axis) of a stream
+Key = tuple[int, int, int, int | tuple[int, int, int, int] | tuple[tuple[int, int], ...], int]
 
 
 def unknowns(n: int, degree: int) -> int:
@@ -178,7 +179,7 @@ def flattened_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[in
         for m in sorted(m for m in inputs if m > n and m % n == 0):
             for order, columns in enumerate((_channels_first, _positions_first)):
                 for u in range(n):
-                    before = _along(layout, tensors[i], n, 0, u)
+                    before = along(layout, tensors[i], n, 0, u)
                     after = [c for t in tensors[j] for c in _columns(layout, t, m, columns(n, m, u))]
                     out.append(((i, j, -(2 * n + 1 + order), 0, u), sorted(before + after)))
     return out
@@ -206,7 +207,7 @@ def axis_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]]]:
             continue
         for variant, (a, b) in enumerate(product(*choices), 1):
             for u in range(n):
-                coords = _along(layout, tensors[i], n, a, u) + _along(layout, tensors[j], n, b, u)
+                coords = along(layout, tensors[i], n, a, u) + along(layout, tensors[j], n, b, u)
                 out.append(((i, j, n, variant, u), sorted(coords)))
     return out
 
@@ -243,15 +244,15 @@ def grouped_slices(layout: Layout, pair: list[int]) -> list[tuple[Key, list[int]
                 variant = (m // n, b, big, axis)
                 for u in range(n):
                     rows = group_rows(n, variant[:2], u)
-                    coords = _along(layout, tensors[small], n, 0, u)
-                    coords += [c for r in rows for c in _along(layout, tensors[big], m, axis, r)]
+                    coords = along(layout, tensors[small], n, 0, u)
+                    coords += [c for r in rows for c in along(layout, tensors[big], m, axis, r)]
                     out.append(((i, j, n, variant, u), sorted(coords)))
     return out
 
 
 def unit_group(axis: tuple) -> Group | None:
-    """The (G, b) of a grouped axis (:func:`grouped_slices`), None for the others."""
-    return axis[3][:2] if isinstance(axis[3], tuple) else None
+    """The (G, b) of a grouped axis (:func:`grouped_slices`), None for the others (θ's channels among them)."""
+    return axis[3][:2] if isinstance(axis[3], tuple) and axis[0] != -2 else None
 
 
 def axis_sizes(layout: Layout, tensors: list[int]) -> set[int]:
@@ -266,8 +267,14 @@ def _axes(layout: Layout, tensors: list[int], n: int) -> list[int]:
     )
 
 
-def _along(layout: Layout, tensors: list[int], n: int, axis: int, u: int) -> list[int]:
-    """Flat coordinates of a layer's tensors with index u on ``axis`` (of size n); a 1-D tensor's entry u on axis 0."""
+def along(layout: Layout, tensors: list[int], n: int, axis: int, u: int) -> list[int]:
+    """Flat coordinates of a layer's tensors with index u on ``axis`` (of size n); a 1-D tensor's entry u on axis 0.
+
+    Examples
+    ========
+    >>> along(Layout(("W", "b"), ((2, 3), (2,))), [0, 1], 2, 0, 1)  # row 1 of W, then b[1]
+    [3, 4, 5, 7]
+    """
     out = []
     for t in tensors:
         shape = layout.shapes[t]
@@ -312,34 +319,6 @@ def fan_out_slices(layout: Layout, groups: list[list[int]]) -> list[tuple[Key, l
         for g, group in enumerate(groups)
         for (_, _, n, _, u), coords in unit_slices(layout, group)
     ]
-
-
-def channel_slices(layout: Layout, vectors: np.ndarray, columns: list[tuple]) -> list[tuple[Key, list[int]]]:
-    """The channels of all of θ along which the null ``vectors`` (over the monomials ``columns``: the sums of squares
-    of all of θ) hold a law: for an axis size n, unit u's slice is the entries at index u of every tensor with one
-    axis of size n, keyed ``(−2, 0, n, 0, u)``; an axis counts when two tensors or more have it and a combination of
-    the vectors lies in unit 0's slice. A residual stream's channel ties every layer that reads or writes it
-    (``‖inp.weight[i, :]‖² − ‖fc1.weight[:, i]‖² + ‖fc2.weight[i, :]‖² − …``), and the pairs of these slices hold the
-    other entries of its Gram-matrix law, in no pair of layers.
-
-    Examples
-    ========
-    >>> layout = Layout(("W1", "W2"), ((2, 1), (1, 2)))  # W1[i, 0] W2[0, i]: channel i of two layers
-    >>> law = np.array([[1.0, -1.0]])  # W1[0, 0]² − W2[0, 0]²
-    >>> channel_slices(layout, law, [(0, 0), (2, 2)])
-    [((-2, 0, 2, 0, 0), [0, 2]), ((-2, 0, 2, 0, 1), [1, 3])]
-    """
-    found = []
-    for n in sorted({size for shape in layout.shapes for size in shape if size > 1}):
-        axes = {t: shape.index(n) for t, shape in enumerate(layout.shapes) if shape.count(n) == 1}
-        if len(axes) < 2:
-            continue
-        units = [sorted(c for t, axis in axes.items() for c in _along(layout, [t], n, axis, u)) for u in range(n)]
-        inside = set(units[0])
-        outside = [c for c, mono in enumerate(columns) if not set(mono) <= inside]
-        if len(vectors) and np.linalg.matrix_rank(vectors[:, outside].T, tol=1e-4) < len(vectors):
-            found += [((-2, 0, n, 0, u), coords) for u, coords in enumerate(units)]
-    return found
 
 
 def slice_blocks(layout: Layout, large: list[tuple[int, int]]) -> tuple[list, list, int]:
@@ -435,7 +414,9 @@ def _alignment(layout: Layout, axis: tuple, coords: list[int]) -> dict[int, tupl
         return None
     tensors = layer_tensors(layout)
     unit_axis: dict[int, int] = {}
-    if isinstance(variant, tuple):
+    if i == -2:  # θ's channels: the variant names each tensor's axis
+        unit_axis = dict(variant)
+    elif isinstance(variant, tuple):
         _, _, big, along = variant
         grouped = {t for t in tensors[big] if len(layout.shapes[t]) >= 2}
         unit_axis = {t: along if t in grouped else 0 for t in tensors[i] + tensors[j]}

@@ -636,28 +636,3 @@ def test_fresh_theta_drop_the_null_vectors_that_too_few_theta_leave(one_thread):
         both = torch.tensor(dense(enough) + dense(kept), dtype=torch.float64)
         assert int(torch.linalg.matrix_rank(both, rtol=1e-6)) == 4
         assert max(search.residuals(samples, search.as_dicts(kept))) < 1e-6  # they hold on all 12 θ
-
-
-class _ReluStream(nn.Module):
-    """h = inp(x), h ← h + W₂ relu(W₁h + b₁) + b₂, out(h): GL(4) acts on the stream, whose Gram-matrix law ties all
-    four layers."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inp, self.up, self.down, self.out = nn.Linear(3, 4), nn.Linear(4, 8), nn.Linear(8, 4), nn.Linear(4, 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.inp(x)
-        return self.out(h + self.down(torch.relu(self.up(h))))
-
-
-def test_a_residual_stream_s_gram_matrix_law_is_found_on_pairs_of_its_channels(one_thread):
-    # N = 4·5/2 entries of the stream's law + 8 hidden units. Its off-diagonal entries (channels u ≠ v of four layers)
-    # lie in no pair of layers and in no sum of squares: the pairs of the channels that the sums of squares hold laws
-    # along find them, the first pair solved and moved to the others.
-    torch.manual_seed(0)
-    found = find_laws(_ReluStream().double(), (3,))
-    assert found.complete and found.count.num_laws == 18, found.message
-    assert "pairs of channel slices: 1 solved" in found.searched
-    stream = next(name for name in found.laws if name.endswith("(4×4)"))
-    assert stream.startswith("inp.weight inp.weightᵀ + inp.bias inp.biasᵀ") and "out.weightᵀ out.weight" in stream

@@ -1,0 +1,122 @@
+"""The channels of all of θ: the streams that laws across any number of layers run along.
+
+A residual stream ``h ← h + fc2(act(fc1(h)))`` between two ``Linear`` layers is acted on by GL(d), and its law is a
+d × d matrix: ``inp.weight inp.weightᵀ + inp.bias inp.biasᵀ − fc1.weightᵀ fc1.weight + fc2.weight fc2.weightᵀ + … −
+out.weightᵀ out.weight``. Its diagonal entries are sums of squares over every layer that reads or writes the stream,
+which the search over all of θ on its squares finds; its off-diagonal entries lie in no pair of layers. The streams
+read off those sums of squares give the slices (channel u of every tensor of the stream) whose pairs hold them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conslaw_lite.law_blocks import Key, along
+from conslaw_lite.polynomial_laws import Layout
+
+
+def channel_slices(layout: Layout, vectors: np.ndarray, columns: list[tuple]) -> list[tuple[Key, list[int]]]:
+    """The channels of all of θ along which the null ``vectors`` (over the monomials ``columns``: the sums of squares
+    of all of θ) hold laws: the streams of each axis size n. A combination of the vectors that lies in unit 0's slice
+    (the entries at index 0 of an axis of size n) reads some ``(tensor, axis)``; those read by one law make a stream,
+    and unit u of a stream of two tensors or more is the entries at index u of its axes, keyed ``(−2, 0, n, stream,
+    u)``. A residual stream's channel ties every layer that reads or writes it (``‖inp.weight[i, :]‖² −
+    ‖fc1.weight[:, i]‖² + ‖fc2.weight[i, :]‖² − …``), and the pairs of these slices hold the other entries of its
+    Gram-matrix law, in no pair of layers. A square weight between two streams of one width is read along its axis 0
+    by the one and its axis 1 by the other; a tensor read along two axes by one stream is left out of it.
+
+    Examples
+    ========
+    >>> layout = Layout(("W1", "W2"), ((2, 1), (1, 2)))  # W1[i, 0] W2[0, i]: channel i of two layers
+    >>> law = np.array([[1.0, -1.0]])  # W1[0, 0]² − W2[0, 0]²
+    >>> channel_slices(layout, law, [(0, 0), (2, 2)])
+    [((-2, 0, 2, ((0, 0), (1, 1)), 0), [0, 2]), ((-2, 0, 2, ((0, 0), (1, 1)), 1), [1, 3])]
+    >>> layout = Layout(("A", "B"), ((2, 2), (1, 2)))  # channel i: row i of the square A and column i of B
+    >>> law = np.array([[0.5, 0.5, 0.0, 0.0, -0.5, 0.0]]) / 0.75**0.5  # ‖A[0, :]‖² − B[0, 0]²
+    >>> channel_slices(layout, law, [(c, c) for c in range(6)])[0]
+    ((-2, 0, 2, ((0, 0), (1, 1)), 0), [0, 1, 4])
+    """
+    found = []
+    for n in sorted({size for shape in layout.shapes for size in shape if size > 1}):
+        nodes = [(t, a) for t in range(len(layout.shapes)) for a in _axes_of(layout, t, n)]
+        if len({t for t, _ in nodes}) < 2 or not len(vectors):
+            continue
+        inside = {c for t, a in nodes for c in along(layout, [t], n, a, 0)}
+        outside = [c for c, mono in enumerate(columns) if not set(mono) <= inside]
+        _, s, vt = np.linalg.svd(vectors[:, outside].T if outside else np.zeros((1, len(vectors))))
+        combos = vt[int((s > 1e-4).sum()) :]
+        if not len(combos):
+            continue
+        own = [_only_along(layout, t, n, a) for t, a in nodes]
+        corners = [c for c, mono in enumerate(columns) if not any(set(mono) <= coords for coords in own)]
+        laws = _echelon(combos @ vectors, corners)
+        read = [[k for k, coords in enumerate(own) if _reads(law, columns, coords)] for law in laws]
+        for stream in _streams(nodes, read):
+            variant = tuple(nodes[k] for k in stream)
+            units = [sorted(c for t, a in variant for c in along(layout, [t], n, a, u)) for u in range(n)]
+            found += [((-2, 0, n, variant, u), coords) for u, coords in enumerate(units)]
+    return found
+
+
+def _axes_of(layout: Layout, t: int, n: int) -> list[int]:
+    return [a for a, size in enumerate(layout.shapes[t]) if size == n and (a == 0 or len(layout.shapes[t]) >= 2)]
+
+
+def _only_along(layout: Layout, t: int, n: int, axis: int) -> set[int]:
+    """Tensor t's entries at index 0 on ``axis`` and at another index on its other axes of size n."""
+    shape = layout.shapes[t]
+    index = np.indices(shape).reshape(len(shape), -1)
+    others = [a for a in _axes_of(layout, t, n) if a != axis]
+    at = (index[axis] == 0) & np.all(index[others] != 0, axis=0)
+    return set((np.flatnonzero(at) + layout.offset(t)).tolist())
+
+
+def _reads(law: np.ndarray, columns: list[tuple], coords: set[int]) -> bool:
+    """Whether ``law`` (a row over the monomials ``columns``) has a coefficient on a monomial of ``coords``."""
+    read = [c for c, mono in enumerate(columns) if set(mono) <= coords]
+    return bool(read) and np.abs(law[read]).max() > 1e-4
+
+
+def _echelon(rows: np.ndarray, last: list[int]) -> np.ndarray:
+    """The reduced row echelon form of ``rows``, the columns ``last`` pivoted on last: laws on disjoint coordinates
+    (two streams' channels, which share only the corners of a square weight between them) come out apart."""
+    rows = rows.copy()
+    order = [c for c in range(rows.shape[1]) if c not in set(last)] + last
+    done = 0
+    for c in order:
+        if done == len(rows):
+            break
+        p = done + int(np.argmax(np.abs(rows[done:, c])))
+        if abs(rows[p, c]) < 1e-8:
+            continue
+        rows[[done, p]] = rows[[p, done]]
+        rows[done] /= rows[done, c]
+        others = np.arange(len(rows)) != done
+        rows[others] -= np.outer(rows[others, c], rows[done])
+        done += 1
+    return rows[:done]
+
+
+def _streams(nodes: list[tuple[int, int]], read: list[list[int]]) -> list[list[int]]:
+    """The nodes (tensor, axis) that the same laws read, joined (``read``: each law's nodes), as sorted groups of two
+    tensors or more; a tensor read along two axes of one group is left out of it."""
+    group = list(range(len(nodes)))
+
+    def root(k: int) -> int:
+        while group[k] != k:
+            k = group[k]
+        return k
+
+    for ks in read:
+        for k in ks[1:]:
+            group[root(k)] = root(ks[0])
+    joined: dict[int, list[int]] = {}
+    for k in sorted({k for ks in read for k in ks}):
+        joined.setdefault(root(k), []).append(k)
+    streams = []
+    for ks in joined.values():
+        tensors = [nodes[k][0] for k in ks]
+        kept = [k for k in ks if tensors.count(nodes[k][0]) == 1]
+        if len(kept) >= 2:
+            streams.append(kept)
+    return streams

@@ -1,0 +1,107 @@
+"""θ's channels (:mod:`conslaw_lite.law_streams`): the streams that a residual model's Gram-matrix laws run along,
+read off the sums of squares, and ``find_laws`` completing the laws along them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from conslaw_lite import find_laws
+from conslaw_lite.law_streams import channel_slices
+from conslaw_lite.polynomial_laws import Layout
+
+# A (2 × 2) between two streams of width 2: row i of A and column i of B are stream Y's channel i, column i of A and
+# row i of C stream X's. Coordinates: A 0..3 (row-major), B 4, 5, C 6, 7.
+LAYOUT = Layout(("A", "B", "C"), ((2, 2), (1, 2), (2, 1)))
+SQUARES = [(c, c) for c in range(8)]
+
+
+def _law(coefficients: dict[int, float]) -> np.ndarray:
+    row = np.zeros(8)
+    row[list(coefficients)] = list(coefficients.values())
+    return row
+
+
+def _mixed(laws: list[np.ndarray]) -> np.ndarray:
+    """An orthonormal basis of the laws' span that mixes them all, as a null space comes out."""
+    q = np.linalg.qr(np.array(laws).T)[0]
+    rotation = np.linalg.qr(np.random.default_rng(0).standard_normal((len(laws), len(laws))))[0]
+    return (q @ rotation).T
+
+
+def test_a_square_weight_between_two_streams_joins_each_along_the_axis_it_reads():
+    y = [_law({0: 1, 1: 1, 4: -1}), _law({2: 1, 3: 1, 5: -1})]  # ‖A[i, :]‖² − B[0, i]²
+    x = [_law({0: 1, 2: 1, 6: -1}), _law({1: 1, 3: 1, 7: -1})]  # ‖A[:, i]‖² − C[i, 0]²
+    found = channel_slices(LAYOUT, _mixed(y + x), SQUARES)
+    streams = {key[3]: [] for key, _ in found}
+    for key, coords in found:
+        streams[key[3]].append(coords)
+    assert streams == {((0, 0), (1, 1)): [[0, 1, 4], [2, 3, 5]], ((0, 1), (2, 0)): [[0, 2, 6], [1, 3, 7]]}
+
+
+def test_a_tensor_one_stream_reads_along_two_axes_is_left_out_of_it():
+    both = [_law({0: 2, 1: 1, 2: 1, 4: -1, 6: -1}), _law({3: 2, 1: 1, 2: 1, 5: -1, 7: -1})]
+    assert channel_slices(LAYOUT, _mixed(both), SQUARES) == [
+        ((-2, 0, 2, ((1, 1), (2, 0)), 0), [4, 6]),
+        ((-2, 0, 2, ((1, 1), (2, 0)), 1), [5, 7]),
+    ]
+
+
+def test_no_law_in_one_channel_gives_no_stream():
+    spread = [_law({0: 1, 3: 1, 4: -1, 5: -1})]  # ‖A‖'s diagonal against all of B: in no unit's slice
+    assert channel_slices(LAYOUT, _mixed(spread), SQUARES) == []
+
+
+class _ReluStream(nn.Module):
+    """h = inp(x), h ← h + W₂ relu(W₁h + b₁) + b₂, out(h): GL(4) acts on the stream, whose Gram-matrix law ties all
+    four layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp, self.up, self.down, self.out = nn.Linear(3, 4), nn.Linear(4, 8), nn.Linear(8, 4), nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        return self.out(h + self.down(torch.relu(self.up(h))))
+
+
+def test_a_residual_stream_s_gram_matrix_law_is_found_on_pairs_of_its_channels(one_thread):
+    # N = 4·5/2 entries of the stream's law + 8 hidden units. Its off-diagonal entries (channels u ≠ v of four layers)
+    # lie in no pair of layers and in no sum of squares: the pairs of the channels that the sums of squares hold laws
+    # along find them, the first pair solved and moved to the others.
+    torch.manual_seed(0)
+    found = find_laws(_ReluStream().double(), (3,))
+    assert found.complete and found.count.num_laws == 18, found.message
+    assert "pairs of channel slices: 1 solved" in found.searched
+    stream = next(name for name in found.laws if name.endswith("(4×4)"))
+    assert stream.startswith("inp.weight inp.weightᵀ + inp.bias inp.biasᵀ") and "out.weightᵀ out.weight" in stream
+
+
+class _TwoStreams(nn.Module):
+    """Two residual streams of width 4 joined by ``mid``, every weight 4 × 4 but ``inp``'s and ``out``'s: GL(4) acts on
+    each stream, and ``mid`` is read along its axis 1 by the first and its axis 0 by the second."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp, self.up1, self.down1 = nn.Linear(3, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+        self.mid, self.up2, self.down2, self.out = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        h = h + self.down1(torch.relu(self.up1(h)))
+        g = self.mid(h)
+        return self.out(g + self.down2(torch.relu(self.up2(g))))
+
+
+@pytest.mark.slow
+def test_square_weights_join_the_stream_they_write_and_two_streams_of_one_width_stay_apart(one_thread):
+    # N = 2 · 10 entries of the streams' laws + 2 · 4 hidden units. At width 4 the hidden units, both streams and the
+    # square weights all have axes of size 4: the sums of squares tell which axis of which tensor is whose channel.
+    torch.manual_seed(0)
+    found = find_laws(_TwoStreams().double(), (3,))
+    assert found.complete and found.count.num_laws == 28, found.message
+    streams = sorted(name for name in found.laws if name.endswith("(4×4)"))
+    assert [name.split(" + ")[0] for name in streams] == ["inp.weight inp.weightᵀ", "mid.weight mid.weightᵀ"]
+    assert "− mid.weightᵀ mid.weight" in streams[0] and "− out.weightᵀ out.weight" in streams[1]
