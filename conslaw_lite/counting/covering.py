@@ -20,6 +20,7 @@ rounds left 21 of 96 counts wrong; these profiles, 256 θ', none.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -29,6 +30,7 @@ from conslaw_lite.counting.problem import Problem
 from conslaw_lite.counting.strata import Signs
 
 PROFILES = 4  # the kinds of θ' scaled apart (theta_apart), taken in turn
+VMAP_CHUNKS = 64  # chunks of inputs whose forwards one vmap call runs at once (their θ' and activations in memory)
 
 
 def log_uniform(gen: torch.Generator, decades: tuple[float, float]) -> float:
@@ -125,23 +127,56 @@ def theta_apart(
     return torch.cat([p * (before if rank[i] <= cut else after) for i, p in enumerate(parts)])
 
 
+class Pieces(NamedTuple):
+    """The pieces of each piecewise call on one chunk of inputs, and whether every input of those calls was finite."""
+
+    on: list[torch.Tensor]
+    finite: bool
+
+
 def _chunk_signs(
     forward: Callable[[torch.Tensor, torch.Tensor], object], theta: torch.Tensor, chunk: torch.Tensor
-) -> Signs:
+) -> Pieces:
     """The pieces ``forward(θ', chunk)`` puts each unit on, for each input of ``chunk`` (:class:`.strata.Signs`)."""
     with Signs(len(chunk)) as signs:
         forward(theta, chunk)
-    if any(on.dim() == 0 or on.shape[0] != len(chunk) for on in signs.on):
+    return _per_input(Pieces(signs.on, signs.finite), len(chunk))
+
+
+def _per_input(pieces: Pieces, batch: int) -> Pieces:
+    if any(on.dim() == 0 or on.shape[0] != batch for on in pieces.on):
         raise ValueError(
             "a ReLU (or another piecewise op) acts on a tensor whose first dimension is the batch of inputs for some "
             "inputs and not for others (rows the model selects, as an expert applied only when inputs are routed to "
             "it, under an `if`): its pieces cannot be paired with the inputs; call it on every batch, even an empty "
             "selection"
         )
-    return signs
+    return pieces
 
 
-def _joined(per_chunk: Sequence[Signs], x: torch.Tensor) -> list[torch.Tensor]:
+def _batched_signs(
+    forward: Callable[[torch.Tensor, torch.Tensor], object], thetas: list[torch.Tensor], chunks: list[torch.Tensor]
+) -> list[Pieces] | None:
+    """:func:`_chunk_signs` of every chunk (all of one size) at its θ', the forwards run as one under
+    ``torch.func.vmap`` (``VMAP_CHUNKS`` at a time): one forward of a small model costs its dispatch, and a search
+    draws 256 of them per θ (a residual MLP of D = 381 spent 136 of its 221 s there). None where vmap cannot run the
+    model (control flow on values, ops it has no rule for, randomness): the caller runs them one by one, as before."""
+
+    def one(theta: torch.Tensor, chunk: torch.Tensor) -> tuple:
+        with Signs(len(chunk), batched=True) as signs:
+            forward(theta, chunk)
+        finite = torch.stack(signs.checks).all() if signs.checks else torch.ones((), dtype=torch.bool)
+        return tuple(signs.on), finite
+
+    try:
+        with torch.no_grad():
+            on, finite = torch.func.vmap(one, chunk_size=VMAP_CHUNKS)(torch.stack(thetas), torch.stack(chunks))
+    except Exception:  # whatever vmap refuses, the loop runs (and raises what the model itself raises)
+        return None
+    return [_per_input(Pieces([o[k] for o in on], bool(finite[k])), len(chunks[k])) for k in range(len(chunks))]
+
+
+def _joined(per_chunk: Sequence[Pieces], x: torch.Tensor) -> list[torch.Tensor]:
     if len({len(signs.on) for signs in per_chunk}) > 1:
         raise ValueError("the model applies a different number of ReLUs at different θ (data-dependent control flow)")
     dtype = x.dtype if x.is_floating_point() else torch.float64
@@ -158,7 +193,8 @@ def covering_patterns(
 ) -> list[torch.Tensor]:
     """The pieces of every piecewise-linear call, input ``x[s]`` taking them from the θ' of its chunk.
 
-    The inputs are split into ``draws`` consecutive chunks and chunk k runs ``forward(θ'_k, x_chunk)``, so every
+    The inputs are split into ``draws`` consecutive chunks and chunk k runs ``forward(θ'_k, x_chunk)`` (the chunks of
+    one size in one ``torch.func.vmap`` call where the model allows it: :func:`_batched_signs`), so every
     pattern returned is realized by some θ on its input (the only ones the laws of the whole parameter space must
     respect: :mod:`.strata`); one float tensor of codes per call (:func:`.strata.piece_of`), of the shape that
     call's input has for the whole batch ``x``. ``theta_at(r, j)`` gives the j-th θ' of width r, wider in scale
@@ -178,10 +214,19 @@ def covering_patterns(
     """
     chunks = torch.tensor_split(x, draws)
 
-    def signs_of(k: int) -> Signs:
-        apart = theta_at(rounds - k // 2 % max(rounds, 1), k // 2) if k % 2 else None
-        theta = aim(chunks[k][:1]) if aim is not None and k % 4 == 2 else apart
-        signs = None if theta is None else _chunk_signs(forward, theta, chunks[k])
-        return signs if signs is not None and signs.finite else _chunk_signs(forward, theta_at(0, k), chunks[k])
+    def theta_of(k: int) -> torch.Tensor:
+        if k % 2:
+            return theta_at(rounds - k // 2 % max(rounds, 1), k // 2)
+        return aim(chunks[k][:1]) if aim is not None and k % 4 == 2 else theta_at(0, k)
 
-    return _joined([signs_of(k) for k in range(len(chunks))], x)
+    thetas = [theta_of(k) for k in range(len(chunks))]
+    pieces: list[Pieces | None] = [None] * len(chunks)
+    for size in {len(c) for c in chunks}:  # tensor_split's chunks come in two sizes at most
+        ks = [k for k, c in enumerate(chunks) if len(c) == size]
+        batched = _batched_signs(forward, [thetas[k] for k in ks], [chunks[k] for k in ks]) if len(ks) > 1 else None
+        for k, got in zip(ks, batched or [_chunk_signs(forward, thetas[k], chunks[k]) for k in ks], strict=True):
+            pieces[k] = got
+    for k, p in enumerate(pieces):  # a chunk whose activations overflow at θ' of other scales takes one of the model's
+        if not p.finite and (k % 2 or (aim is not None and k % 4 == 2)):
+            pieces[k] = _chunk_signs(forward, theta_at(0, k), chunks[k])
+    return _joined(pieces, x)

@@ -370,14 +370,16 @@ def activation_pattern(
 
 class Signs(TorchFunctionMode):
     """Keeps the piece of every entry of every piecewise-linear call's input (:func:`piece_of`; branches on a ``batch``
-    of inputs too), in call order, and whether every input entry was finite."""
+    of inputs too), in call order, and whether every input entry was finite: ``finite``, or under ``torch.func.vmap``
+    (``batched``), one boolean tensor per call in ``checks`` (a batched tensor has no single truth value)."""
 
-    def __init__(self, batch: int | None = None) -> None:
+    def __init__(self, batch: int | None = None, batched: bool = False) -> None:
         super().__init__()
-        self.batch = batch
+        self.batch, self.batched = batch, batched
         self.on: list[torch.Tensor] = []
         self.of_theta: list[bool] = []  # whether each call's operand requires grad (where θ does)
         self.finite = True
+        self.checks: list[torch.Tensor] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         piece = piece_of(func, args, kwargs or {}, self.batch)
@@ -385,7 +387,10 @@ class Signs(TorchFunctionMode):
             self.on.append(piece)
             operand = args[0] if isinstance(args[0], torch.Tensor) else args[1]
             self.of_theta.append(operand.requires_grad)
-            self.finite = self.finite and bool(torch.isfinite(operand.detach()).all())
+            if self.batched:
+                self.checks.append(torch.isfinite(operand.detach()).all())
+            else:
+                self.finite = self.finite and bool(torch.isfinite(operand.detach()).all())
         return func(*args, **(kwargs or {}))
 
 
