@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from conslaw_lite.law_basis import echelon
 from conslaw_lite.law_blocks import Key, along
 from conslaw_lite.polynomial_laws import Layout
 
@@ -42,15 +43,19 @@ def channel_slices(layout: Layout, vectors: np.ndarray, columns: list[tuple]) ->
         if len({t for t, _ in nodes}) < 2 or not len(vectors):
             continue
         inside = {c for t, a in nodes for c in along(layout, [t], n, a, 0)}
-        outside = [c for c, mono in enumerate(columns) if not set(mono) <= inside]
+        in_unit = set(_monomials_in(columns, inside))
+        outside = [c for c in range(len(columns)) if c not in in_unit]
         _, s, vt = np.linalg.svd(vectors[:, outside].T if outside else np.zeros((1, len(vectors))))
         combos = vt[int((s > 1e-4).sum()) :]
         if not len(combos):
             continue
-        own = [_only_along(layout, t, n, a) for t, a in nodes]
-        corners = [c for c, mono in enumerate(columns) if not any(set(mono) <= coords for coords in own)]
-        laws = _echelon(combos @ vectors, corners)
-        read = [[k for k, coords in enumerate(own) if _reads(law, columns, coords)] for law in laws]
+        # the monomials each (tensor, axis) alone has in channel 0, and those of the corners of square weights, which
+        # pivot last: the laws of two streams through one square weight share only those, and come out apart
+        own = [_monomials_in(columns, _only_along(layout, t, n, a)) for t, a in nodes]
+        alone = {c for cols in own for c in cols}
+        order = [c for c in range(len(columns)) if c in alone] + [c for c in range(len(columns)) if c not in alone]
+        laws = echelon((combos @ vectors)[:, order])[:, np.argsort(order)]
+        read = [[k for k, cols in enumerate(own) if cols and np.abs(law[cols]).max() > 1e-4] for law in laws]
         for stream in _streams(nodes, read):
             variant = tuple(nodes[k] for k in stream)
             units = [sorted(c for t, a in variant for c in along(layout, [t], n, a, u)) for u in range(n)]
@@ -71,30 +76,9 @@ def _only_along(layout: Layout, t: int, n: int, axis: int) -> set[int]:
     return set((np.flatnonzero(at) + layout.offset(t)).tolist())
 
 
-def _reads(law: np.ndarray, columns: list[tuple], coords: set[int]) -> bool:
-    """Whether ``law`` (a row over the monomials ``columns``) has a coefficient on a monomial of ``coords``."""
-    read = [c for c, mono in enumerate(columns) if set(mono) <= coords]
-    return bool(read) and np.abs(law[read]).max() > 1e-4
-
-
-def _echelon(rows: np.ndarray, last: list[int]) -> np.ndarray:
-    """The reduced row echelon form of ``rows``, the columns ``last`` pivoted on last: laws on disjoint coordinates
-    (two streams' channels, which share only the corners of a square weight between them) come out apart."""
-    rows = rows.copy()
-    order = [c for c in range(rows.shape[1]) if c not in set(last)] + last
-    done = 0
-    for c in order:
-        if done == len(rows):
-            break
-        p = done + int(np.argmax(np.abs(rows[done:, c])))
-        if abs(rows[p, c]) < 1e-8:
-            continue
-        rows[[done, p]] = rows[[p, done]]
-        rows[done] /= rows[done, c]
-        others = np.arange(len(rows)) != done
-        rows[others] -= np.outer(rows[others, c], rows[done])
-        done += 1
-    return rows[:done]
+def _monomials_in(columns: list[tuple], coords: set[int]) -> list[int]:
+    """The positions of the monomials of ``columns`` made of ``coords`` alone."""
+    return [c for c, mono in enumerate(columns) if set(mono) <= coords]
 
 
 def _streams(nodes: list[tuple[int, int]], read: list[list[int]]) -> list[list[int]]:

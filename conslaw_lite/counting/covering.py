@@ -140,7 +140,7 @@ def _chunk_signs(
     """The pieces ``forward(θ', chunk)`` puts each unit on, for each input of ``chunk`` (:class:`.strata.Signs`)."""
     with Signs(len(chunk)) as signs:
         forward(theta, chunk)
-    return _per_input(Pieces(signs.on, signs.finite), len(chunk))
+    return _per_input(Pieces(signs.on, bool(signs.all_finite())), len(chunk))
 
 
 def _per_input(pieces: Pieces, batch: int) -> Pieces:
@@ -163,10 +163,9 @@ def _batched_signs(
     model (control flow on values, ops it has no rule for, randomness): the caller runs them one by one, as before."""
 
     def one(theta: torch.Tensor, chunk: torch.Tensor) -> tuple:
-        with Signs(len(chunk), batched=True) as signs:
+        with Signs(len(chunk)) as signs:
             forward(theta, chunk)
-        finite = torch.stack(signs.checks).all() if signs.checks else torch.ones((), dtype=torch.bool)
-        return tuple(signs.on), finite
+        return tuple(signs.on), signs.all_finite()
 
     try:
         with torch.no_grad():

@@ -370,16 +370,19 @@ def activation_pattern(
 
 class Signs(TorchFunctionMode):
     """Keeps the piece of every entry of every piecewise-linear call's input (:func:`piece_of`; branches on a ``batch``
-    of inputs too), in call order, and whether every input entry was finite: ``finite``, or under ``torch.func.vmap``
-    (``batched``), one boolean tensor per call in ``checks`` (a batched tensor has no single truth value)."""
+    of inputs too), in call order, and whether each call's input entries were all finite (a boolean tensor each, so
+    that it runs under ``torch.func.vmap`` too, where a batched tensor has no single truth value)."""
 
-    def __init__(self, batch: int | None = None, batched: bool = False) -> None:
+    def __init__(self, batch: int | None = None) -> None:
         super().__init__()
-        self.batch, self.batched = batch, batched
+        self.batch = batch
         self.on: list[torch.Tensor] = []
         self.of_theta: list[bool] = []  # whether each call's operand requires grad (where θ does)
-        self.finite = True
         self.checks: list[torch.Tensor] = []
+
+    def all_finite(self) -> torch.Tensor:
+        """Whether every input entry of every piecewise call was finite, as a boolean tensor."""
+        return torch.stack(self.checks).all() if self.checks else torch.ones((), dtype=torch.bool)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         piece = piece_of(func, args, kwargs or {}, self.batch)
@@ -387,10 +390,7 @@ class Signs(TorchFunctionMode):
             self.on.append(piece)
             operand = args[0] if isinstance(args[0], torch.Tensor) else args[1]
             self.of_theta.append(operand.requires_grad)
-            if self.batched:
-                self.checks.append(torch.isfinite(operand.detach()).all())
-            else:
-                self.finite = self.finite and bool(torch.isfinite(operand.detach()).all())
+            self.checks.append(torch.isfinite(operand.detach()).all())
         return func(*args, **(kwargs or {}))
 
 
