@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -73,21 +73,20 @@ from conslaw_lite.law_basis import reduced_basis
 from conslaw_lite.law_blocks import (
     MAX_SLICE,
     MAX_SQUARES,
-    PAIR_SECONDS,
     SLICE_SECONDS,
     Plan,
     slice_pairs,
     squares_only,
-    unit_group,
 )
-from conslaw_lite.law_moves import MOVED_TOL, swapped, swapped_pair, with_moved_laws
-from conslaw_lite.law_search import Samples, Search, Span, as_dicts, assembled, block_laws, residuals, within_budget
+from conslaw_lite.law_moves import with_moved_laws
+from conslaw_lite.law_search import Samples, Search, Span, Stopped, assembled, block_laws, within_budget
 from conslaw_lite.law_streams import channel_slices
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
 from conslaw_lite.search_plans import layout_searches
-from conslaw_lite.time_limit import time_limit
+from conslaw_lite.slice_laws import Units, pair_laws, tally, unit_laws
+from conslaw_lite.time_limit import OutOfTime, time_limit
 
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
@@ -126,6 +125,7 @@ class FoundLaws:
     sigma_dropped: float  # largest dropped one
     degree: int
     seconds: float
+    stopped: str = ""  # why the search stopped before its end: its time limit (seconds=), or "" when it did not
 
     @property
     def gap(self) -> float:
@@ -141,12 +141,15 @@ class FoundLaws:
             found += f" ({self.num_found} independent)"
         if not self.conclusive:
             return f"inconclusive: {self.reason}"
+        stop = f"the search {self.stopped}" if self.stopped else ""
         if not self.count.conclusive:
-            return f"{found}; the count is inconclusive ({self.count.reason})"
+            return f"{found}; the count is inconclusive ({self.count.reason})" + (f"; {stop}" if stop else "")
         n, missing = self.count.num_laws, self.count.num_laws - self.num_found
         if self.complete:
             return f"{found}; N = {n}: the list is complete"
         head = f"found {self.num_found} of N = {n}: "
+        if stop:
+            return head + f"{stop} before it found the other {missing}"
         if self.searched != "all of θ":  # blocks of θ only: a law across more of it is not excluded
             squares = ", sums of squares of all of θ" if "sums of squares of all of θ" in self.searched else ""
             where = (
@@ -175,6 +178,7 @@ class FoundLaws:
             "searched": self.searched,
             "sigma_kept": self.sigma_kept,
             "sigma_dropped": self.sigma_dropped,
+            "stopped": self.stopped,
             "laws": list(self.laws),
             "coefficients": [{"law": law.text(), "terms": law.coefficient_list()} for law in self.basis],
         }
@@ -196,8 +200,9 @@ def find_laws(
     ``model``, ``input_shape``, ``inputs``, ``params`` and ``seed`` are those of
     :func:`~conslaw_lite.counting.count_laws` (and bad input gets its messages); ``count`` is that
     function's result if already computed. ``degree=1`` looks for linear laws ``bᵀθ`` only. ``seconds``: a limit on
-    the time of the count and the search; past it they stop within one step and raise
-    :class:`~conslaw_lite.time_limit.OutOfTime` (a ``TimeoutError``).
+    the time of the count and the search, each stopped within one step of it: a count stopped raises
+    :class:`~conslaw_lite.time_limit.OutOfTime` (a ``TimeoutError``); a search stopped returns the laws found so far,
+    each checked as always, not ``complete``, with :attr:`FoundLaws.stopped` and the message saying so.
     See the module docstring for the method and its limits: D ≤ ``MAX_PARAMS`` = 8,192; layers and
     pairs of layers of more than 64 coordinates are searched per unit slice (≤ 96 coordinates) and
     pair of slices; laws coupling more than two layers, but for a layer and those reading its output, linear
@@ -232,11 +237,11 @@ def find_laws(
         if count is None:
             count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
         searches = layout_searches(layout, degree, readers)
-        search = _search_blocks(problem, input_shape, inputs, seed, degree, searches, count)
+        search, stopped = _search_blocks(problem, input_shape, inputs, seed, degree, searches, count)
         basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
         if D <= MAX_SQUARES:
             basis = with_moved_laws(basis, search.vectors, search.columns, layout, degree, search.gap)
-        if search.conclusive and _short(basis, count) and D <= MAX_FULL:
+        if search.conclusive and _short(basis, count) and D <= MAX_FULL and not stopped:
             samples = Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
             search = block_laws(samples, [list(range(D))], degree, "all of θ")
             basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
@@ -261,6 +266,7 @@ def find_laws(
         sigma_dropped=search.sigma_dropped,
         degree=degree,
         seconds=time.perf_counter() - start,
+        stopped=stopped,
     )
 
 
@@ -289,17 +295,18 @@ def _short(basis: list[dict], count: LawCount) -> bool:
 
 def _search_blocks(
     problem: Problem, input_shape, inputs, seed: int, degree: int, searches: list[tuple[str, Plan, Layout]], count
-) -> Search:
+) -> tuple[Search, str]:
     """Layers and pairs of layers whole, then unit slices of the larger pairs, the larger layers' linear laws, then
     pairs of slices (:mod:`conslaw_lite.law_blocks`), then grouped unit slices and their pairs; each stage on every
     ``(label, plan, layout)`` in turn (θ's own layers, then with fused layers cut:
     :func:`~conslaw_lite.search_plans.fused_layout`), a block met before left out, and the pairs of slices first of the
     layout whose unit slices hold laws on the most axes (a fused qkv's cut heads, not its whole rows); all but the first
-    stage only until the laws found reach the count."""
+    stage only until the laws found reach the count. With the search, why it stopped before the end (``""``: it did
+    not): a time limit (:mod:`conslaw_lite.time_limit`) reached in a stage keeps the laws of the stages before it."""
     target = count.num_laws if count.conclusive else None
     span = Span()
     enough = None if target is None else (lambda v: span.reaches(v, degree, target))
-    found, lawful, later, seen = _Units([], math.inf, 0.0, 0, 0), {}, [], set()
+    found, lawful, later, seen = Units([], math.inf, 0.0, 0, 0), {}, [], set()
     paired, drawn = {}, {}  # per (search, kind of slices): their pairs, their samples
     slice_work, pair_work = [0.0], {}  # spent on unit slices by all searches, on pairs by each and by θ's channels
     notes: dict[str, list[str]] = {label: [] for label, _, _ in searches}
@@ -312,20 +319,14 @@ def _search_blocks(
         seen.update(tuple(coords(b)) for b in kept)
         return kept
 
-    for n, (label, plan, _) in enumerate(searches):
-        whole = new(plan.whole)
-        if whole and (n == 0 or short()):
-            found.add(block_laws(Samples.draw(problem, input_shape, inputs, seed, whole, degree), whole, degree, ""))
-            notes[label] += [f"{len(whole)} layers and pairs of them whole"] if n else []
-
     def units_of(label: str, slices: list, layout: Layout, kind: str) -> None:
         products = {tuple(c): squares_only(len(c)) for _, c in slices} if kind == "large" else None
         samples = Samples.draw(problem, input_shape, inputs, seed, [c for _, c in slices], degree, 1, products)
-        units = found.join(_unit_laws(samples, layout, slices, degree, enough, found.vectors, slice_work))
+        units = found.join(unit_laws(samples, layout, slices, degree, enough, found.vectors, slice_work))
         lawful[label, kind] = (slices, frozenset(units.lawful))
         later.append((label, samples, units.later))
         wide = f"unit slices over {MAX_SLICE} coordinates" + (", on their squares" if degree == 2 else "")
-        notes[label].append(_tally(len(slices), wide if products else f"{kind} unit slices".lstrip(), units))
+        notes[label].append(tally(len(slices), wide if products else f"{kind} unit slices".lstrip(), units))
 
     def pairs_of(label: str, layout: Layout, kind: str, others: bool) -> None:
         """The pairs of slices of the axes with unit laws, or with ``others``, of the axes without."""
@@ -342,35 +343,22 @@ def _search_blocks(
                 drawn[label, kind] = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, 2, products)
             reached = lambda v: enough(found.vectors + v)  # noqa: E731
             axes, spent = lawful[label, kind][1], pair_work.setdefault((label, kind == "channel"), [0.0])
-            units = _pair_laws(drawn[label, kind], layout, pairs, degree, reached, axes, others, spent)
+            units = pair_laws(drawn[label, kind], layout, pairs, degree, reached, axes, others, spent)
             found.join(units)
             named = f"pairs of {kind + ' ' if kind else ''}slices" + (" of axes without unit laws" if others else "")
-            notes[label].append(_tally(len(scope), named, units))
+            notes[label].append(tally(len(scope), named, units))
         if left:
             notes[label].append(f"{left} pairs of slices left out (over {MAX_SLICE} coordinates)")
 
-    for label, plan, layout in searches:
-        slices = new(plan.slices, lambda s: s[1])
-        if slices and short():
-            units_of(label, slices, layout, "")
-    for label, plan, layout in searches:
-        large = new(plan.squares, lambda s: s[1])
-        if large and short():
-            units_of(label, large, layout, "large")
     def confirmed_laws(blocks: list[list[int]], degree: int, tier: int, products=None) -> tuple[Search, str]:
         """Laws of blocks across many layers, where fresh θ keep them too (Search.confirmed), and a note of the rest."""
         samples = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, tier, products)
         fresh = Samples.fresh(problem, input_shape, inputs, seed, tier + 10, samples.g.shape[1])
-        search = block_laws(samples, blocks, degree, "").confirmed(fresh)
+        try:
+            search = block_laws(samples, blocks, degree, "").confirmed(fresh)
+        except Stopped as stop:  # its blocks' laws are not confirmed yet: none kept
+            raise OutOfTime(str(stop)) from None
         return search, f" ({search.removed} directions that fresh θ break left out)" if search.removed else ""
-
-    linear = new([b for _, plan, _ in searches for b in plan.linear])
-    if linear and short():
-        search, removed = confirmed_laws(linear, 1, 3)
-        found.add(search)
-        whole_theta = linear[0] == list(range(problem.num_params))
-        said = "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
-        notes[searches[0][0]].append(said + removed)
 
     def sums_of_squares() -> None:
         """All of θ on its squares (D ≤ MAX_SQUARES): a law across any number of layers (a residual stream's channel);
@@ -387,9 +375,6 @@ def _search_blocks(
         said = "sums of squares of all of θ" if squares.conclusive else "squares of all of θ without a clear gap"
         notes[searches[0][0]].append(said + removed if squares.conclusive else f"{said}, left out")
 
-    by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
-    for label, _, layout in by_laws:
-        pairs_of(label, layout, "", False)
     def grouped_heads(label: str, plan: Plan, layout: Layout) -> None:
         """Grouped-query heads' unit slices and their pairs, before the axes without unit laws."""
         grouped = new(plan.grouped, lambda s: s[1])
@@ -398,184 +383,62 @@ def _search_blocks(
             pairs_of(label, layout, "grouped", False)
             pairs_of(label, layout, "grouped", True)
 
-    grouped_heads(*searches[0])
-    sums_of_squares()  # after θ's own heads, before those of a layer cut in parts (a guess)
-    pairs_of(searches[0][0], searches[0][2], "channel", False)
-    for search in searches[1:]:
-        grouped_heads(*search)
-    for label, _, layout in by_laws:
-        pairs_of(label, layout, "", True)
-    for label, samples, rest in later:
-        if rest and short():
-            reached = enough and (lambda v: enough(found.vectors + v))
-            search, left = within_budget(samples, rest, degree, slice_work, SLICE_SECONDS, reached)
+    def stages() -> None:
+        """Every stage in turn; a stop at the time limit leaves the laws of the stages before it."""
+        for n, (label, plan, _) in enumerate(searches):
+            whole = new(plan.whole)
+            if whole and (n == 0 or short()):
+                samples = Samples.draw(problem, input_shape, inputs, seed, whole, degree)
+                found.add(block_laws(samples, whole, degree, ""))
+                notes[label] += [f"{len(whole)} layers and pairs of them whole"] if n else []
+        for label, plan, layout in searches:
+            slices = new(plan.slices, lambda s: s[1])
+            if slices and short():
+                units_of(label, slices, layout, "")
+        for label, plan, layout in searches:
+            large = new(plan.squares, lambda s: s[1])
+            if large and short():
+                units_of(label, large, layout, "large")
+        linear = new([b for _, plan, _ in searches for b in plan.linear])
+        if linear and short():
+            search, removed = confirmed_laws(linear, 1, 3)
             found.add(search)
-            over = f", {left} over the budget" if left else ""
-            notes[label].append(f"{len(rest)} unit slices whose axis's first has no law: {search.blocks} solved{over}")
+            whole_theta = linear[0] == list(range(problem.num_params))
+            said = "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
+            notes[searches[0][0]].append(said + removed)
+        by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
+        for label, _, layout in by_laws:
+            pairs_of(label, layout, "", False)
+        grouped_heads(*searches[0])
+        sums_of_squares()  # after θ's own heads, before those of a layer cut in parts (a guess)
+        pairs_of(searches[0][0], searches[0][2], "channel", False)
+        for search in searches[1:]:
+            grouped_heads(*search)
+        for label, _, layout in by_laws:
+            pairs_of(label, layout, "", True)
+        for label, samples, rest in later:
+            if rest and short():
+                reached = enough and (lambda v: enough(found.vectors + v))
+                search, left = within_budget(samples, rest, degree, slice_work, SLICE_SECONDS, reached)
+                found.add(search)
+                over = f", {left} over the budget" if left else ""
+                said = f"{len(rest)} unit slices whose axis's first has no law: {search.blocks} solved{over}"
+                notes[label].append(said)
+
+    stopped = ""
+    try:
+        stages()
+    except Stopped as stop:  # the laws of the blocks solved before it are kept, and checked as any others
+        found.add(stop.found)
+        stopped = str(stop)
+    except OutOfTime as stop:  # between blocks: drawing samples, confirming sums of squares
+        stopped = str(stop)
     ran = [search for search in searches if notes[search[0]] or search is searches[0]]
     for label, plan, _ in ran:
         if plan.over or (plan.large and not plan.slices):
             notes[label].append(f"{plan.over} slices over {MAX_SLICE} coordinates left out")
     searched = "; ".join(label + (f" ({'; '.join(notes[label])})" if notes[label] else "") for label, _, _ in ran)
-    return assembled(span.independent(found.vectors), found.sigma_kept, found.sigma_dropped, searched)
-
-
-def _tally(blocks: int, kind: str, units: _Units) -> str:
-    """What a stage did: ``"80 unit slices: 66 solved, 14 by symmetry"``, how many were over its budget and how many
-    it did not need."""
-    unsearched = blocks - units.solved - units.moved - units.over_budget
-    return (
-        f"{blocks} {kind}: {units.solved} solved, {units.moved} by symmetry"
-        + (f", {units.over_budget} over the budget" if units.over_budget else "")
-        + (f", {unsearched} not needed" if unsearched else "")
-    )
-
-
-@dataclass
-class _Units:  # what the unit slices gave: the laws, the evidence, the slices solved and those whose laws were moved
-    vectors: list[dict]
-    sigma_kept: float
-    sigma_dropped: float
-    solved: int
-    moved: int
-    lawful: set[tuple] = field(default_factory=set)  # the axes whose first slice has laws
-    later: list[list[int]] = field(default_factory=list)  # the other slices of the axes whose first has none
-    over_budget: int = 0  # slices or pairs of them not solved: SLICE_SECONDS or PAIR_SECONDS spent
-
-    def join(self, other: _Units) -> _Units:
-        """Take another stage's laws and evidence in; that stage."""
-        self.vectors += other.vectors
-        self.sigma_kept = min(self.sigma_kept, other.sigma_kept)
-        self.sigma_dropped = max(self.sigma_dropped, other.sigma_dropped)
-        return other
-
-    def add(self, found: Search) -> list[dict]:
-        """Take a search's laws and evidence in; its laws."""
-        laws = as_dicts(found)
-        self.vectors += laws
-        self.sigma_kept = min(self.sigma_kept, found.sigma_kept)
-        self.sigma_dropped = max(self.sigma_dropped, found.sigma_dropped)
-        self.solved += found.blocks
-        return laws
-
-
-def _unit_laws(
-    samples: Samples, layout: Layout, slices: list, degree: int, enough: Callable | None, before: list[dict],
-    spent: list[float],
-) -> _Units:  # fmt: skip
-    """Axis by axis: its first slice solved, its laws moved to its other slices (``swapped``) and kept where conserved
-    on every sample (``MOVED_TOL``), the slices where one failed (or of a flattened axis) solved on their own; no
-    further axis once the laws found (with ``before``) reach the count. The other slices of an axis whose first has
-    no law are left for last (``later``; of a grouped axis, left out), after the pairs of slices: another axis may
-    reach the count first (a transformer layer's model axis, 16 slices without a law, before its hidden units; the
-    448 slices without a law of an attention of d = 16 took 140 s before its heads' pairs). Slices are solved while
-    ``SLICE_SECONDS`` last (``spent``: the work so far), the axes with the smallest first slices first (a ResNet block's
-    convolution's channel and its BatchNorm, 38 coordinates, before both axes of the convolution, 63, and no law)."""
-    axes: dict[tuple, list] = {}
-    for key, coords in slices:
-        axes.setdefault(key[:4], []).append((key[4], coords))
-    units = _Units([], math.inf, 0.0, 0, 0)
-    reached = None if enough is None else (lambda more: enough(before + units.vectors + more))
-    later: list[list[int]] = []
-    for axis, ((u0, head), *others) in sorted(axes.items(), key=lambda item: samples.unknowns(item[1][0][1], degree)):
-        if reached is not None and reached([]):
-            break
-        n = axis[2]
-        search, left = within_budget(samples, [head], degree, spent, SLICE_SECONDS)
-        if left:
-            units.over_budget += 1 + len(others)
-            continue
-        head_laws = units.add(search)
-        if head_laws:
-            units.lawful.add(axis)
-        rest = []
-        for u, coords in others:
-            candidates = [swapped(law, layout, n, u0, u, unit_group(axis)) for law in head_laws] if n > 0 else []
-            if candidates and max(residuals(samples, candidates)) <= MOVED_TOL:
-                units.vectors += candidates
-                units.moved += 1
-            else:
-                rest.append(coords)
-        if head_laws:
-            search, left = within_budget(samples, rest, degree, spent, SLICE_SECONDS, reached)
-            units.add(search)
-            units.over_budget += left
-        elif unit_group(axis) is None:  # a grouping of rows whose first unit has none is no grouping of the model's
-            later += rest
-    units.later = later
-    return units
-
-
-def _pair_laws(
-    samples: Samples, layout: Layout, pairs: list, degree: int, enough: Callable, lawful: frozenset[tuple],
-    others: bool, work: list[float],
-) -> _Units:  # fmt: skip
-    """The pairs of unit slices of the axes in ``lawful`` (or with ``others``, of the other axes) in two passes: the
-    axes one by one (the first pair solved, its laws moved to the others), then the pairs where they were not all
-    conserved; ``others``: fewest unknowns first, on their sums of squares (``squares``), then whole. Before a pair is
-    solved, the laws of the pairs of its axis solved so far are moved to it (``swapped_pair``) and kept where conserved
-    (``MOVED_TOL``); it is solved when those of no solved pair all are (a head's entry (0, 1) moved to its entry
-    (0, 2); a RoPE head's law of units 0 and 2, found among the squares, to units 1 and 3), while ``PAIR_SECONDS``
-    last (:func:`~conslaw_lite.law_blocks.pair_seconds`; ``work``: what the search's pairs have spent so far), until
-    the laws found reach the count. A flattened axis's pairs are solved one by one."""
-    units = _Units([], math.inf, 0.0, 0, 0)
-    solved: dict[tuple, list[tuple[tuple[int, int], list[dict]]]] = {}  # per axis: (pair, its laws) when it has some
-    done: set[tuple] = set()  # (axis, pair) of those pairs, and of those moved or over the budget: not tried again
-    by_axis: dict[tuple, list] = {}
-    for p in pairs:
-        by_axis.setdefault(p[0], []).append(p)
-
-    def moved(axis: tuple, to: tuple[int, int]) -> bool:
-        """The laws of the pairs solved before on ``axis`` moved to ``to``: True, those of a pair kept, when they all
-        are conserved, else those of the first pair that are."""
-        for n, (first, laws) in enumerate(solved.get(axis, [])):
-            there = [swapped_pair(law, layout, axis[2], first, to, unit_group(axis)) for law in laws]
-            conserved = [law for law, r in zip(there, residuals(samples, there)) if r <= MOVED_TOL]
-            if len(conserved) == len(there) or n == 0:
-                units.vectors += conserved
-            if len(conserved) == len(there):
-                units.moved += 1
-                done.add((axis, to))
-                return True
-        return False
-
-    def solve(axis: tuple, pair: tuple[int, int], coords: list[int], on: Samples) -> None:
-        search, left = within_budget(on, [coords], degree, work, PAIR_SECONDS, lambda v: enough(units.vectors + v))
-        if left:
-            units.over_budget += 1
-            done.add((axis, pair))
-            return
-        laws = units.add(search)
-        if on is not samples and not laws:  # a screen that found none: the pair is moved or solved whole after it
-            units.solved -= search.blocks
-        if laws and axis[2] > 0:
-            solved.setdefault(axis, []).append((pair, laws))
-            done.add((axis, pair))
-
-    def squares(coords: list[int]) -> Samples:
-        return replace(samples, monomials={tuple(coords): squares_only(len(coords))})
-
-    def whole(coords: list[int]) -> Samples:
-        return samples
-
-    unmoved = []  # axis by axis: its first pair solved, its laws moved to the others
-    for axis in [axis for axis in by_axis if axis in lawful and not others]:
-        if enough(units.vectors):
-            return units
-        (_, u, v, coords, _), *rest = by_axis[axis]
-        solve(axis, (u, v), coords, samples)
-        unmoved += [p for p in rest if not moved(axis, p[1:3])]
-    order = {axis: n for n, axis in enumerate(by_axis)}
-    cheapest = lambda p: (samples.unknowns(p[3], degree), order[p[0]])  # noqa: E731
-    rest = sorted((p for p in pairs if p[0] not in lawful), key=cheapest) if others else []
-    screened = [p for p in rest if p[0][2] > 0] if degree == 2 else []
-    for chosen, on in ((unmoved, whole), (screened, squares), (rest, whole)):
-        for axis, u, v, coords, _ in chosen:
-            if enough(units.vectors):
-                return units
-            if (axis, (u, v)) not in done and not moved(axis, (u, v)):
-                solve(axis, (u, v), coords, on(coords))
-    return units
+    return assembled(span.independent(found.vectors), found.sigma_kept, found.sigma_dropped, searched), stopped
 
 
 def _layout(problem: Problem) -> Layout:

@@ -27,7 +27,7 @@ from conslaw_lite.law_blocks import pair_seconds, unknowns
 from conslaw_lite.null_space import gap, null_space
 from conslaw_lite.polynomial_laws import Monomial
 from conslaw_lite.seeding import Stream, generator
-from conslaw_lite.time_limit import check_time
+from conslaw_lite.time_limit import OutOfTime, check_time
 
 # A null vector whose part outside the span of those before is below this adds to none: a search's vectors carry
 # round-off of about σ_dropped / σ_kept (10⁻⁶ in a whole Llama with biases, gap 10⁶), and at 10⁻⁷ a law found twice
@@ -213,6 +213,22 @@ class Search:
         return replace(kept, blocks=self.blocks, removed=removed)
 
 
+class Stopped(OutOfTime):
+    """A search stopped at its time limit, with the laws of the blocks it solved before (``found``): each block's null
+    space is whole, so they are laws as any others, and :func:`~conslaw_lite.find_laws.find_laws` keeps them.
+
+    Examples
+    ========
+    >>> stop = Stopped("stopped at its time limit of 1 s (seconds=1)", assembled([{(0,): 1.0}], 1.0, 0.0, ""))
+    >>> isinstance(stop, OutOfTime), stop.found.blocks, as_dicts(stop.found)
+    (True, 0, [{(0,): 1.0}])
+    """
+
+    def __init__(self, message: str, found: Search) -> None:
+        super().__init__(message)
+        self.found = found
+
+
 def _columns(coords: list[int], degree: int, products: list[tuple[int, int]] | None = None) -> list[Monomial]:
     """The monomials over ``coords``: θ_jθ_k (j ≤ k; those of ``products`` alone when given), then θ_j."""
     if degree == 1:
@@ -249,11 +265,15 @@ def block_laws(
     """The null space of the condition on each block of coordinates, all in one list of global monomials.
 
     ``enough(vectors)``: checked after each block once there are as many vectors as needed; the
-    remaining blocks are then left out (the laws found already reach the count).
+    remaining blocks are then left out (the laws found already reach the count). A time limit reached before a block
+    raises :class:`Stopped` with the laws of the blocks before it.
     """
     vectors, kept, dropped, done = [], math.inf, 0.0, 0
     for coords in blocks:
-        check_time()
+        try:
+            check_time()
+        except OutOfTime as stop:
+            raise Stopped(str(stop), replace(assembled(vectors, kept, dropped, searched), blocks=done)) from None
         done += 1
         null, sigma_kept, sigma_dropped = null_space(_rows(samples, coords, degree))
         kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)

@@ -35,7 +35,9 @@ on the part's coordinates P. A part whose laws fail is reported and none of its 
 
 **Time.** The search stops after ``seconds`` (``SEARCH_SECONDS`` = 120 by default: a monitor starts before training
 does), within one step of it (:mod:`conslaw_lite.time_limit`); a tiny MobileNetV3 of 1,169 parameters, read at many
-positions, takes minutes. A search still running after ``SAY_AFTER`` seconds says so in one line.
+positions, takes minutes. A part whose search stopped there keeps the laws of the blocks it solved before (each one
+checked as always; the outcome says how many of N were found), a part whose count stopped has none. A search still
+running after ``SAY_AFTER`` seconds says so in one line.
 
 **Inputs.** One forward of the model on the example input (in eval mode: no running statistic moves)
 records each part's input. A model with no forward of its own (a ``LightningModule`` whose ``training_step``
@@ -81,11 +83,11 @@ SPENT = (
     "not searched: the seconds for the search were spent on the parts before it (own_laws' seconds=, Monitor's "
     "search_seconds=)"
 )
-STOPPED = (
-    "not searched in full: its search stopped at the seconds a monitor gives it at its start (own_laws' seconds=, "
-    "Monitor's search_seconds=); find_laws(part, input_shape) finds its laws without a limit, and "
-    "Monitor(model, laws=...) watches them"
+LONGER = (
+    "own_laws' seconds= (Monitor's search_seconds=) gives it longer; find_laws(part, input_shape) finds its laws "
+    "without a limit, and Monitor(model, laws=...) watches them"
 )
+STOPPED = f"not searched in full: its count stopped at the seconds a monitor gives it at its start; {LONGER}"
 NO_LAWS = "no laws (N = 0: none exist)"
 # Looser than RESIDUAL_TOL, which the part's own check met: the rest of a model may compute in float32 (round-off
 # about 1e-7), while a law that something outside its part breaks is off by far more (1e-3 and up at a random θ).
@@ -193,7 +195,7 @@ laws of training as long as the training step reads its parameters only by calli
     >>> print(own.parts[0])
     `net` (Linear-ReLU-Linear, 11 parameters): 2 quadratic laws found; N = 2: the list is complete
     """
-    start = time.perf_counter()
+    start = time.monotonic()
     blocks = [block.path for block in find_blocks(model)]
     top = cuts(model, blocks=blocks)
     finest = [c for cut in top for c in cut.finest()]
@@ -208,8 +210,8 @@ laws of training as long as the training step reads its parameters only by calli
     except NotImplementedError:  # the model's own forward is missing (_record turns any other error into ValueError)
         entries, skipped, note = _children_taking(model, example)
     parts, waiting = [], f"own_laws: searching the laws of `{type(model).__name__}` (stops after {seconds:g} s at most)"
-    spent = time.perf_counter() - start  # recording the inputs: part of the seconds
-    with said_if_long(waiting, SAY_AFTER - spent), time_limit(max(seconds - spent, 0.0)):
+    spent = time.monotonic() - start  # recording the inputs: part of the seconds
+    with said_if_long(waiting, SAY_AFTER - spent), time_limit(seconds, since=start):
         for entry, (host, recorded) in entries.items():  # host: the entry, named as in the model (the model for "")
             below = cuts(model, entry, blocks) if entry else top
             searched = [p for cut in below for p in _search(host, cut, recorded, example, seed)]
@@ -217,7 +219,7 @@ laws of training as long as the training step reads its parameters only by calli
             alone = [p for p in searched if not p.cut.held]  # a part with blocks held was checked when searched
             checked = dict(zip(map(id, alone), _on_the_model(host, alone, example, seed)))
             parts += [checked.get(id(p), p) for p in searched]
-    return OwnLaws(tuple(parts + skipped), time.perf_counter() - start, True, note, bool(blocks))
+    return OwnLaws(tuple(parts + skipped), time.monotonic() - start, True, note, bool(blocks))
 
 
 def uncovered(model: nn.Module) -> list[str]:
@@ -478,7 +480,7 @@ def _found(model: nn.Module, cut: Cut, found) -> Part:
     elif found.count.conclusive and found.count.num_laws == 0:
         outcome = NO_LAWS
     else:  # conclusive laws, each passing check_laws; when the count is inconclusive the message says so
-        outcome = found.message
+        outcome = found.message + (f"; {LONGER}" if found.stopped else "")
     watched = found.conclusive and residual <= RESIDUAL_TOL
     laws = {f"{base.path}:{name}" if base.path else name: law for name, law in found.laws.items()} if watched else {}
     return replace(base, outcome=outcome, laws=laws)

@@ -29,8 +29,9 @@ class OutOfTime(TimeoutError):
 
 
 @contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Within it, :func:`check_time` raises :class:`OutOfTime` once ``seconds`` have passed (``None``: no limit).
+def time_limit(seconds: float | None, since: float | None = None) -> Iterator[None]:
+    """Within it, :func:`check_time` raises :class:`OutOfTime` once ``seconds`` have passed (``None``: no limit),
+    counted from ``since`` (a ``time.monotonic()`` reading: work done before it began counts too) or from now.
 
     Examples
     ========
@@ -47,7 +48,7 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         return
     if not seconds >= 0:
         raise ValueError(f"seconds must be a number ≥ 0 (or None: no limit), got {seconds!r}")
-    token = _LIMIT.set(min(_LIMIT.get(), (time.monotonic() + seconds, seconds)))
+    token = _LIMIT.set(min(_LIMIT.get(), ((time.monotonic() if since is None else since) + seconds, seconds)))
     try:
         yield
     finally:

@@ -12,8 +12,10 @@ import pytest
 import torch
 
 import conslaw_lite.cli as cli
+import conslaw_lite.law_search as law_search
 from conslaw_lite.archs import SIZE_OPTIONS, ArchOptions, Built, get_arch, list_archs, size_flag
 from conslaw_lite.certify import certify
+from conslaw_lite.time_limit import OutOfTime
 
 KEYS = {"arch", "num_params", "rank_lie", "num_laws", "known_laws", "max_residual", "complete", "seconds", "formula"}
 
@@ -132,6 +134,23 @@ def test_cli_stops_at_its_seconds_as_inconclusive(run_cli, factories: Path) -> N
     assert code == 0 and json.loads(out)["num_laws"] == 5
     code, _, err = run_cli("toy", "--seconds", "-1")
     assert code == 2 and "seconds must be a number ≥ 0" in err
+
+
+def test_cli_prints_the_laws_of_a_search_stopped_at_its_seconds_and_exits_1(run_cli, factories: Path, monkeypatch):
+    """The count done, the search's clock runs out before its first block: the count and what was found (nothing)
+    are printed, and the exit code says the list of laws is not whole."""
+
+    def out_of_time(need: float = 0.0) -> None:
+        raise OutOfTime("stopped at its time limit of 600 s (seconds=600)")
+
+    monkeypatch.setattr(law_search, "check_time", out_of_time)
+    argv = ("--module", f"{factories}:relu_net", "--input-shape", "2,2", "--laws", "--seconds", "600", "--json")
+    code, out, err = run_cli(*argv)
+    result = json.loads(out)
+    assert code == 1 and result["num_laws"] == 5 and result["found"]["laws"] == []
+    assert result["found"]["stopped"] == "stopped at its time limit of 600 s (seconds=600)"
+    assert err.endswith("inconclusive list of laws: found 0 of N = 5: the search stopped at its time limit of 600 s "
+                        "(seconds=600) before it found the other 5 (--seconds)\n")
 
 
 def test_cli_takes_a_module_file_in_place_of_an_architecture(run_cli, factories: Path) -> None:

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 import conslaw_lite.cli as cli
+import conslaw_lite.slice_laws as slice_laws
 from conslaw_lite import Monitor, check_laws, count_laws, find_laws
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.problem import problem_of
@@ -194,8 +195,9 @@ def test_unit_slices_past_their_budget_are_left_out_and_the_result_says_so(monke
     # 4 → 20 → 3 with biases: each pair of layers is over 64 coordinates, so its 20 laws lie in unit slices and pairs
     # of them; with no work allowed there (and no search of the sums of squares of all of θ, which holds them all),
     # none is solved, and the result says how many laws it missed and why
-    monkeypatch.setattr(fl, "SLICE_SECONDS", 0.0)
-    monkeypatch.setattr(fl, "PAIR_SECONDS", 0.0)
+    for module in (fl, slice_laws):
+        monkeypatch.setattr(module, "SLICE_SECONDS", 0.0)
+    monkeypatch.setattr(slice_laws, "PAIR_SECONDS", 0.0)
     found = find_laws(mlp((4, 20, 3), relu=True, bias=True), (4,))
     assert found.complete and "sums of squares of all of θ" in found.searched  # the units' laws are sums of squares
     monkeypatch.setattr(fl, "MAX_SQUARES", 0)
@@ -204,7 +206,8 @@ def test_unit_slices_past_their_budget_are_left_out_and_the_result_says_so(monke
     assert found.num_found < 20 and f"the other {20 - found.num_found} are not in the blocks searched" in found.message
     assert re.search(r"(\d+) unit slices: 0 solved, 0 by symmetry, \1 over the budget;", found.searched)
     assert re.search(r"(\d+) pairs of slices of axes without unit laws: 0 solved, 0 by \w+, \1 over", found.searched)
-    monkeypatch.setattr(fl, "SLICE_SECONDS", 0.01)  # one slice's work (5·10⁻⁴), then its laws moved to the rest
+    for module in (fl, slice_laws):  # one slice's work (5·10⁻⁴), then its laws moved to the rest
+        monkeypatch.setattr(module, "SLICE_SECONDS", 0.01)
     found = find_laws(mlp((4, 20, 3), relu=True, bias=True), (4,))
     assert found.complete and re.search(r"unit slices: \d solved, 19 by symmetry", found.searched)
 

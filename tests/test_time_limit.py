@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+import conslaw_lite.law_search as law_search
 import conslaw_lite.own_laws as own_laws_module
 from conslaw_lite.counting import count_laws
 from conslaw_lite.find_laws import find_laws
@@ -29,11 +30,69 @@ def test_a_count_past_its_seconds_stops_with_out_of_time() -> None:
     assert count_laws(mlp(), (3,), seconds=600.0).num_laws == 4  # a limit it keeps changes nothing
 
 
-def test_a_search_past_its_seconds_stops_with_out_of_time() -> None:
+def test_a_search_past_its_seconds_stops_and_says_so() -> None:
     count = count_laws(mlp(), (3,))
-    with pytest.raises(OutOfTime):  # the count given: the search's own steps check the clock
-        find_laws(mlp(), (3,), count=count, seconds=0.0)
+    found = find_laws(mlp(), (3,), count=count, seconds=0.0)  # the count given: the search's own steps check the clock
+    assert found.stopped == "stopped at its time limit of 0 s (seconds=0)"
+    assert (found.num_found, found.complete, found.laws) == (0, False, {})
+    assert found.message == f"found 0 of N = 4: the search {found.stopped} before it found the other 4"
     assert isinstance(OutOfTime("x"), TimeoutError)
+
+
+def deeper_mlp() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+
+
+def stop_after_blocks(monkeypatch, blocks: int) -> None:
+    """The clock runs out once ``blocks`` blocks have been solved (their null space computed), wherever that is."""
+    solved, null_space = [0], law_search.null_space
+
+    def counted(*args, **kwargs):
+        solved[0] += 1
+        return null_space(*args, **kwargs)
+
+    def check_time(need: float = 0.0) -> None:
+        if solved[0] >= blocks:
+            raise OutOfTime("stopped at its time limit of 1 s (seconds=1)")
+
+    monkeypatch.setattr(law_search, "null_space", counted)
+    monkeypatch.setattr(law_search, "check_time", check_time)
+
+
+def test_a_search_stopped_midway_keeps_the_laws_of_the_blocks_it_solved(monkeypatch) -> None:
+    """Two hidden layers of 4 ReLU units (N = 8): stopped after one block, the laws of that block's hidden layer are
+    returned, each checked, and the message says how many of N were found and why the others were not."""
+    count = count_laws(deeper_mlp(), (3,))
+    stop_after_blocks(monkeypatch, 1)
+    found = find_laws(deeper_mlp(), (3,), count=count)
+    assert (found.num_found, found.count.num_laws, found.conclusive, found.complete) == (4, 8, True, False)
+    assert list(found.laws) == ["for i in 0..3: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²"]
+    assert found.check.max_residual <= 1e-8
+    assert found.message == "found 4 of N = 8: the search stopped at its time limit of 1 s (seconds=1) before it " \
+        "found the other 4"
+    assert found.to_dict()["stopped"] == found.stopped
+
+
+def test_a_stage_stopped_midway_keeps_the_laws_it_moved_too(monkeypatch) -> None:
+    """Hidden layers of 16 ReLU units, searched per unit slice: the stop comes inside that stage, after one layer's
+    first unit was solved and its law moved to the 15 others; all 16 are kept, the other layer's are not found."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 2)).double()
+    count = count_laws(model, (3,))
+    stop_after_blocks(monkeypatch, 5)
+    found = find_laws(model, (3,), count=count)
+    assert (found.num_found, found.count.num_laws, found.conclusive, found.complete) == (16, 32, True, False)
+    assert list(found.laws) == ["for i in 0..15: ‖2.weight[i, :]‖² + 2.bias[i]² − ‖4.weight[:, i]‖²"]
+
+
+def test_a_monitor_watches_the_laws_a_stopped_search_found(monkeypatch, capsys) -> None:
+    stop_after_blocks(monkeypatch, 1)
+    monitor = Monitor(deeper_mlp(), input_shape=(3,))
+    (part,) = monitor.own.parts
+    assert len(monitor.own.laws) == 1 and part.outcome.startswith("found 4 of N = 8: the search stopped")
+    assert "own_laws' seconds= (Monitor's search_seconds=) gives it longer" in capsys.readouterr().out
+    assert [group.key for group in monitor.groups] == ["found"]
 
 
 def test_an_inner_limit_never_extends_an_outer_one() -> None:

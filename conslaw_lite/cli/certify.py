@@ -3,7 +3,7 @@
 Exit codes: 0 a conclusive count (and, with ``--laws``, conclusive laws), 1 inconclusive
 (no clear singular-value gap, or the random θ disagree: no number is printed as the count;
 or the laws found are no certificate: :attr:`conslaw_lite.find_laws.FoundLaws.conclusive`; or the count or the
-search ran past ``--seconds``),
+search ran past ``--seconds``: a search stopped there prints the laws it found, and the count),
 2 bad input (a size option the architecture does not take, e.g. ``swiglu --heads 2``, or any with
 ``--module``, among them), 3 an internal error, 4 the ``--module`` file raised (syntax, import, factory,
 ``inputs(n)``), 130 interrupted. ``--list`` prints the named architectures and the size options of each.
@@ -141,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if result.found is not None and not result.found["conclusive"]:
         print(f"the laws found are inconclusive: {result.found['reason']}", file=sys.stderr)
+        return 1
+    if result.found is not None and result.found["stopped"]:  # the count holds; the list of laws may not be whole
+        print(f"inconclusive list of laws: {result.found['message']} (--seconds)", file=sys.stderr)
         return 1
     return 0
 
