@@ -35,7 +35,12 @@ its laws moved to the others) and over the sums of squares of all of θ up to 2,
 two unknowns per coordinate, the rescaling laws of any number of layers, a residual stream's channel across the layer
 before it, both layers of the block and the head; after the blocks, whose laws it would otherwise give as mixes), the
 last four only until the laws found reach the count (:mod:`conslaw_lite.law_blocks`); and over the whole of θ only
-when all that finds fewer laws than :func:`~conslaw_lite.counting.count_laws` counts and D is small.
+when all that finds fewer laws than :func:`~conslaw_lite.counting.count_laws` counts and D is small. Up to
+``SQUARES_FIRST`` = 2,376 coordinates the sums of squares, with the pairs of the channels they hold laws along, are
+tried first, right after the layers whole, and kept when they reach the count: the laws of a plain or residual MLP
+lie there (two ReLU blocks on a stream of width 6, D = 381: 10 s, where the blocks first took 100 s, most of it on
+guesses of fused or grouped layers that an MLP does not have). Where they fall short they are dropped, and the stages
+run in the order above.
 
 Limits: D ≤ ``MAX_PARAMS`` = 8,192 parameters (an 8-16-4 MLP with biases, D = 212: 16 laws; a
 32-64-16 ReLU MLP, D = 3,072: 64 laws, most of the time in the count); a slice of more than 96
@@ -90,6 +95,7 @@ from conslaw_lite.time_limit import OutOfTime, time_limit
 
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
+SQUARES_FIRST = MAX_SQUARES  # D up to which the sums of squares are tried before the blocks (module docstring)
 ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
 
 
@@ -310,6 +316,7 @@ def _search_blocks(
     paired, drawn = {}, {}  # per (search, kind of slices): their pairs, their samples
     slice_work, pair_work = [0.0], {}  # spent on unit slices by all searches, on pairs by each and by θ's channels
     notes: dict[str, list[str]] = {label: [] for label, _, _ in searches}
+    theta = searches[0][0]  # θ's own layers' label
 
     def short() -> bool:
         return enough is None or not enough(found.vectors)
@@ -383,6 +390,21 @@ def _search_blocks(
             pairs_of(label, layout, "grouped", False)
             pairs_of(label, layout, "grouped", True)
 
+    def squares_first() -> bool:
+        """Sums of squares of all of θ and the pairs of the channels they give, tried right after θ's own layers whole:
+        kept when with them the laws reach the count (a residual MLP, whose stream's laws lie there, and which would
+        otherwise spend a minute on guesses: its layers cut in parts, a head and a hidden layer taken for grouped
+        queries), else dropped and searched again in their turn, so that the laws of the blocks before print alone."""
+        before = (list(found.vectors), found.sigma_kept, found.sigma_dropped, found.solved, list(notes[theta]))
+        sums_of_squares()
+        pairs_of(theta, searches[0][2], "channel", False)
+        if not short():
+            return True
+        found.vectors, found.sigma_kept, found.sigma_dropped, found.solved, notes[theta] = before
+        lawful.pop((theta, "channel"), None)
+        pair_work.pop((theta, True), None)
+        return False
+
     def stages() -> None:
         """Every stage in turn; a stop at the time limit leaves the laws of the stages before it."""
         for n, (label, plan, _) in enumerate(searches):
@@ -391,6 +413,8 @@ def _search_blocks(
                 samples = Samples.draw(problem, input_shape, inputs, seed, whole, degree)
                 found.add(block_laws(samples, whole, degree, ""))
                 notes[label] += [f"{len(whole)} layers and pairs of them whole"] if n else []
+            if n == 0 and target is not None and problem.num_params <= SQUARES_FIRST and squares_first():
+                return
         for label, plan, layout in searches:
             slices = new(plan.slices, lambda s: s[1])
             if slices and short():

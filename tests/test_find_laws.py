@@ -24,6 +24,13 @@ from conslaw_lite.find_laws import MAX_PARAMS
 from conslaw_lite.models.user_attention import GroupedAttention, SplitAttention, TorchSelfAttention
 
 fl = importlib.import_module("conslaw_lite.find_laws")  # the module: the package exports the function
+
+
+@pytest.fixture
+def blocks_first(monkeypatch):
+    """The blocks' stages themselves (unit slices, moves, pairs): the sums of squares of all of θ, tried first up to
+    ``SQUARES_FIRST`` parameters, would find these laws before them."""
+    monkeypatch.setattr(fl, "SQUARES_FIRST", 0)
 search = importlib.import_module("conslaw_lite.law_search")
 
 
@@ -155,7 +162,7 @@ def test_too_many_parameters_names_the_limit():
 
 
 @pytest.mark.slow
-def test_a_convolution_whose_unit_slices_are_over_the_limit_is_searched_on_their_squares(one_thread):
+def test_a_convolution_whose_unit_slices_are_over_the_limit_is_searched_on_their_squares(one_thread, blocks_first):
     # channel i: its 4 × 5 filter and bias, and the 16 × 5 weights of the next layer that read it: 101 coordinates,
     # 5,252 unknown coefficients; its law is a sum of squares (202 unknowns)
     torch.manual_seed(0)
@@ -182,9 +189,14 @@ def test_two_hidden_layers_print_as_two_unit_laws(widths, one_thread):
 
 
 @pytest.mark.slow
-def test_an_mlp_with_biases_beyond_the_old_limit_is_complete(one_thread):
+def test_an_mlp_with_biases_beyond_the_old_limit_is_complete(one_thread, monkeypatch):
     # 8 → 16 → 4 with biases, D = 212: every pair of layers is over 64 coordinates; per hidden unit they are 13
     model = mlp((8, 16, 4), relu=True, bias=True)
+    found = find_laws(model, (8,))  # on the sums of squares of all of θ, tried first
+    assert list(found.laws) == ["for i in 0..15: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²"]
+    assert found.complete and found.num_found == found.count.num_laws == 16 and found.gap > 1e4
+    assert found.searched == "pairs of layers (sums of squares of all of θ)"
+    monkeypatch.setattr(fl, "SQUARES_FIRST", 0)  # the same laws by the blocks' stages
     found = find_laws(model, (8,))
     assert list(found.laws) == ["for i in 0..15: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²"]
     assert found.complete and found.num_found == found.count.num_laws == 16 and found.gap > 1e4
@@ -446,7 +458,7 @@ class OwnAttention(nn.Module):
         return self.o((scores @ v).transpose(1, 2).reshape(B, T, d))
 
 
-def test_per_head_laws_of_separate_q_and_k_layers_are_moved_from_one_pair_of_rows(one_thread):
+def test_per_head_laws_of_separate_q_and_k_layers_are_moved_from_one_pair_of_rows(one_thread, blocks_first):
     # a head's law entry (u, v) lies in rows u, v of q and k (or of v and columns of o): one pair of unit slices solved
     # per axis, its laws moved to the others (before: every pair solved, and at d = 8 the budget ran out at 34 of 40)
     torch.manual_seed(0)
@@ -493,7 +505,7 @@ def test_grouped_heads_in_one_qkv_matrix_are_cut_in_their_query_key_and_value_pa
     assert any("qkv_proj.weight[4:8, :]ᵀ − qkv_proj.weight[8:12, :]" in law for law in found.laws), list(found.laws)
 
 
-def test_rope_laws_of_a_pair_of_turned_coordinates_are_found_and_moved_to_the_other_pairs(one_thread):
+def test_rope_laws_of_a_pair_of_turned_coordinates_are_found_and_moved_to_the_other_pairs(one_thread, blocks_first):
     # under RoPE a head keeps ‖q_j‖² + ‖q_{j+2}‖² − ‖k_j‖² − ‖k_{j+2}‖² (k = 4), no law of one unit: found on the
     # sums of squares of one pair of units and moved to the others (before: 23 of 24, the budget spent, in 52 s)
     torch.manual_seed(0)
@@ -554,7 +566,7 @@ def test_a_pre_norm_block_is_complete_with_the_laws_of_a_norm_and_its_three_read
     assert "Σ o.bias − Σ fc2.bias" in found.laws
 
 
-def test_a_law_that_does_not_move_to_another_unit_is_solved_there(one_thread):
+def test_a_law_that_does_not_move_to_another_unit_is_solved_there(one_thread, blocks_first):
     # unit 0 is a ReLU, unit 1 squares: W₁ (2×40) → e^t W₁[i], W₂[:, i] → e^{−t} or e^{−2t}: their laws differ
     def f(p: dict, x: torch.Tensor) -> torch.Tensor:
         h = x @ p["W1"].T
@@ -571,7 +583,7 @@ def test_a_law_that_does_not_move_to_another_unit_is_solved_there(one_thread):
     assert "0 by symmetry" in found.searched  # unit 0's law failed on unit 1, which was solved on its own
 
 
-def test_attention_beyond_the_old_limit_is_found_per_pair_of_slices(one_thread):
+def test_attention_beyond_the_old_limit_is_found_per_pair_of_slices(one_thread, blocks_first):
     # d = 5, n = 2, k = 4: Q with K (and V with O) is 80 coordinates; a head's 4×4 law needs two rows at once
     found = find_laws(MultiHeadAttention(5, 2, 4).double(), (3, 5))
     assert list(found.laws) == [

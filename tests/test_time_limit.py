@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 
 import pytest
@@ -15,6 +16,8 @@ from conslaw_lite.find_laws import find_laws
 from conslaw_lite.monitor import Monitor
 from conslaw_lite.own_laws import SPENT, STOPPED, own_laws
 from conslaw_lite.time_limit import OutOfTime, check_time, said_if_long, time_limit
+
+find_laws_module = importlib.import_module("conslaw_lite.find_laws")  # the package exports the function
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -77,6 +80,7 @@ def test_a_search_stopped_midway_keeps_the_laws_of_the_blocks_it_solved(monkeypa
 def test_a_stage_stopped_midway_keeps_the_laws_it_moved_too(monkeypatch) -> None:
     """Hidden layers of 16 ReLU units, searched per unit slice: the stop comes inside that stage, after one layer's
     first unit was solved and its law moved to the 15 others; all 16 are kept, the other layer's are not found."""
+    monkeypatch.setattr(find_laws_module, "SQUARES_FIRST", 0)  # the unit slices' stage, not the squares tried first
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 2)).double()
     count = count_laws(model, (3,))
