@@ -400,6 +400,7 @@ def _search_blocks(
         pairs_of(theta, searches[0][2], "channel", False)
         if not short():
             return True
+        # the channels' pairs and samples stay drawn: the squares, searched again on the same draws, give them again
         found.vectors, found.sigma_kept, found.sigma_dropped, found.solved, notes[theta] = before
         lawful.pop((theta, "channel"), None)
         pair_work.pop((theta, True), None)
