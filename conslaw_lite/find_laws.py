@@ -36,8 +36,10 @@ two unknowns per coordinate, the rescaling laws of any number of layers, a resid
 before it, both layers of the block and the head; after the blocks, whose laws it would otherwise give as mixes), the
 last four only until the laws found reach the count (:mod:`conslaw_lite.law_blocks`); and over the whole of θ only
 when all that finds fewer laws than :func:`~conslaw_lite.counting.count_laws` counts and D is small. Up to
-``SQUARES_FIRST`` = 2,376 coordinates the sums of squares, with the pairs of the channels they hold laws along, are
-tried first, right after the layers whole, and kept when they reach the count: the laws of a plain or residual MLP
+``SQUARES_FIRST`` = 2,376 coordinates the sums of squares, with the pairs of the channels they hold laws along and the
+Gram-matrix laws of each axis size (all its tensors at once, up to ``MAX_STREAM`` = 4,752 products:
+:func:`~conslaw_lite.law_streams.stream_blocks`, the one law of a stream that a LayerNorm reads), are tried first,
+right after the layers whole, and kept when they reach the count: the laws of a plain or residual MLP
 lie there (two ReLU blocks on a stream of width 6, D = 381: 10 s, where the blocks first took 100 s, most of it on
 guesses of fused or grouped layers that an MLP does not have). Where they fall short they are dropped, and the stages
 run in the order above.
@@ -85,7 +87,7 @@ from conslaw_lite.law_blocks import (
 )
 from conslaw_lite.law_moves import with_moved_laws
 from conslaw_lite.law_search import Samples, Search, Span, Stopped, assembled, block_laws, within_budget
-from conslaw_lite.law_streams import channel_slices
+from conslaw_lite.law_streams import channel_slices, stream_blocks
 from conslaw_lite.laws import Params
 from conslaw_lite.null_space import gap
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
@@ -96,6 +98,7 @@ from conslaw_lite.time_limit import OutOfTime, time_limit
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
 SQUARES_FIRST = MAX_SQUARES  # D up to which the sums of squares are tried before the blocks (module docstring)
+MAX_STREAM = 2 * MAX_SQUARES  # products of an axis size's Gram block tried with them (4,752: about 12 s on 2 cores)
 ROUND_DENOMINATOR = 12  # coefficients become fractions p/q with q ≤ 12 when the law still passes
 
 
@@ -398,6 +401,12 @@ def _search_blocks(
         before = (list(found.vectors), found.sigma_kept, found.sigma_dropped, found.solved, list(notes[theta]))
         sums_of_squares()
         pairs_of(theta, searches[0][2], "channel", False)
+        for n, coords, products in stream_blocks(searches[0][2]):
+            if short() and len(products) <= MAX_STREAM:
+                search, removed = confirmed_laws([coords], 2, 5, {tuple(coords): products})
+                if search.conclusive:
+                    found.add(search)
+                    notes[theta].append(f"Gram laws of the axes of size {n}{removed}")
         if not short():
             return True
         # the channels' pairs and samples stay drawn: the squares, searched again on the same draws, give them again

@@ -5,14 +5,19 @@ d × d matrix: ``inp.weight inp.weightᵀ + inp.bias inp.biasᵀ − fc1.weight�
 out.weightᵀ out.weight``. Its diagonal entries are sums of squares over every layer that reads or writes the stream,
 which the search over all of θ on its squares finds; its off-diagonal entries lie in no pair of layers. The streams
 read off those sums of squares give the slices (channel u of every tensor of the stream) whose pairs hold them.
+A stream that a LayerNorm reads keeps less than GL(d): only its direction 𝟙, which the norm centres away, can be
+rescaled against the head, and its one law ``𝟙ᵀ(inp.weight inp.weightᵀ + … − out.weightᵀ out.weight)𝟙`` is a sum
+over every pair of channels, in none of them: :func:`stream_blocks` takes every tensor of the axis size at once.
 """
 
 from __future__ import annotations
 
+from itertools import combinations_with_replacement
+
 import numpy as np
 
 from conslaw_lite.law_basis import echelon
-from conslaw_lite.law_blocks import Key, along
+from conslaw_lite.law_blocks import Key, along, layer_tensors
 from conslaw_lite.polynomial_laws import Layout
 
 
@@ -61,6 +66,34 @@ def channel_slices(layout: Layout, vectors: np.ndarray, columns: list[tuple]) ->
             units = [sorted(c for t, a in variant for c in along(layout, [t], n, a, u)) for u in range(n)]
             found += [((-2, 0, n, variant, u), coords) for u, coords in enumerate(units)]
     return found
+
+
+def stream_blocks(layout: Layout) -> list[tuple[int, list[int], list[tuple[int, int]]]]:
+    """Per axis size n of two layers or more: ``(n, coordinates, products)``, the coordinates of every tensor with one
+    axis of size n, whole, and the products that a Gram-matrix law of that axis uses, as pairs of positions in them:
+    two entries of one tensor at the same index off the axis (``E[u, c] E[v, c]``, ``e[u] e[v]``, ``H[r, u] H[r, v]``).
+    Fewest products first.
+
+    Examples
+    ========
+    >>> layout = Layout(("E", "H"), ((2, 1), (1, 2)))  # f = H E x: channel u is E's row u and H's column u
+    >>> stream_blocks(layout)  # E[0, 0]², E[0, 0] E[1, 0], E[1, 0]², then the same of H's row
+    [(2, [0, 1, 2, 3], [(0, 0), (0, 1), (1, 1), (2, 2), (2, 3), (3, 3)])]
+    """
+    layer_of = {t: k for k, tensors in enumerate(layer_tensors(layout)) for t in tensors}
+    blocks = []
+    for n in sorted({size for shape in layout.shapes for size in shape if size > 1}):
+        nodes = {t: shape.index(n) for t, shape in enumerate(layout.shapes) if shape.count(n) == 1}
+        if len({layer_of[t] for t in nodes}) < 2:
+            continue
+        coords = sorted(c for t, a in nodes.items() for u in range(n) for c in along(layout, [t], n, a, u))
+        groups: dict[tuple, list[int]] = {}
+        for local, c in enumerate(coords):
+            t, index = layout.where(c)
+            groups.setdefault((t, index[: nodes[t]] + index[nodes[t] + 1 :]), []).append(local)
+        products = [pair for group in groups.values() for pair in combinations_with_replacement(group, 2)]
+        blocks.append((n, coords, products))
+    return sorted(blocks, key=lambda block: len(block[2]))
 
 
 def _axes_of(layout: Layout, t: int, n: int) -> list[int]:

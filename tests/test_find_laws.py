@@ -203,7 +203,7 @@ def test_an_mlp_with_biases_beyond_the_old_limit_is_complete(one_thread, monkeyp
     assert "unit slices" in found.searched and "by symmetry" in found.searched  # one unit solved, moved to the rest
 
 
-def test_unit_slices_past_their_budget_are_left_out_and_the_result_says_so(monkeypatch, one_thread):
+def test_unit_slices_past_their_budget_are_left_out_and_the_result_says_so(monkeypatch, one_thread, blocks_first):
     # 4 → 20 → 3 with biases: each pair of layers is over 64 coordinates, so its 20 laws lie in unit slices and pairs
     # of them; with no work allowed there (and no search of the sums of squares of all of θ, which holds them all),
     # none is solved, and the result says how many laws it missed and why
@@ -292,7 +292,7 @@ def test_separate_q_k_v_weights_with_one_bias_tensor_give_each_heads_matrix_laws
     assert f"for h in 0..1, B = 2h:2h+2 (2×2): {vo}attn.out_proj.weight[:, B]ᵀ attn.out_proj.weight[:, B]" in found.laws
 
 
-def test_sums_of_squares_of_all_of_theta_without_a_clear_gap_are_left_out(monkeypatch, one_thread):
+def test_sums_of_squares_of_all_of_theta_without_a_clear_gap_are_left_out(monkeypatch, one_thread, blocks_first):
     # a system of all of θ without a clear gap is no evidence: its null vectors are left out, not the blocks' laws
     real = fl.block_laws
 

@@ -109,3 +109,34 @@ def test_square_weights_join_the_stream_they_write_and_two_streams_of_one_width_
     streams = sorted(name for name in found.laws if name.endswith("(4×4)"))
     assert [name.split(" + ")[0] for name in streams] == ["inp.weight inp.weightᵀ", "mid.weight mid.weightᵀ"]
     assert "− mid.weightᵀ mid.weight" in streams[0] and "− out.weightᵀ out.weight" in streams[1]
+
+
+class _NormedStream(nn.Module):
+    """h = inp(x), then twice h ← h + down(gelu(up(norm(h)))), out(h): a pre-norm residual MLP. The LayerNorm centres
+    the stream, so of GL(3) only the rescaling of its direction 𝟙 against the head is left."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp, self.out = nn.Linear(2, 3), nn.Linear(3, 2)
+        self.norms = nn.ModuleList([nn.LayerNorm(3) for _ in range(2)])
+        self.ups = nn.ModuleList([nn.Linear(3, 4) for _ in range(2)])
+        self.downs = nn.ModuleList([nn.Linear(4, 3) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        for norm, up, down in zip(self.norms, self.ups, self.downs, strict=True):
+            h = h + down(nn.functional.gelu(up(norm(h))))
+        return self.out(h)
+
+
+def test_a_normed_stream_s_law_along_its_direction_of_ones_is_found_on_its_gram_block(one_thread):
+    # N = 9: each norm's 3 gains against the columns of the layer after it, 2 linear laws of the biases the norms
+    # centre, and 𝟙ᵀ(inp.weight inp.weightᵀ + inp.bias inp.biasᵀ + Σ down.weight down.weightᵀ + … − out.weightᵀ
+    # out.weight)𝟙: a sum over every pair of the stream's channels, in no pair of them, found with all the tensors of
+    # width 3 at once
+    torch.manual_seed(0)
+    found = find_laws(_NormedStream().double(), (2,))
+    assert found.complete and found.count.num_laws == 9, found.message
+    assert "Gram laws of the axes of size 3" in found.searched and "cut in" not in found.searched
+    ones = [law for law in found.laws if "out.weight" in law]
+    assert len(ones) == 1 and "2·⟨inp.bias[0], inp.bias[1]⟩" in ones[0] and "‖downs.1.weight‖²" in ones[0]
