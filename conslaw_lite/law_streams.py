@@ -12,6 +12,7 @@ over every pair of channels, in none of them: :func:`stream_blocks` takes every 
 
 from __future__ import annotations
 
+import math
 from itertools import combinations_with_replacement
 
 import numpy as np
@@ -69,29 +70,34 @@ def channel_slices(layout: Layout, vectors: np.ndarray, columns: list[tuple]) ->
 
 
 def stream_blocks(layout: Layout) -> list[tuple[int, list[int], list[tuple[int, int]]]]:
-    """Per axis size n of two layers or more: ``(n, coordinates, products)``, the coordinates of every tensor with one
+    """Per axis size n of two layers or more: ``(n, coordinates, products)``, the coordinates of every tensor with an
     axis of size n, whole, and the products that a Gram-matrix law of that axis uses, as pairs of positions in them:
-    two entries of one tensor at the same index off the axis (``E[u, c] E[v, c]``, ``e[u] e[v]``, ``H[r, u] H[r, v]``).
-    Fewest products first.
+    two entries of one tensor at the same index off the axis (``E[u, c] E[v, c]``, ``e[u] e[v]``, ``H[r, u] H[r, v]``);
+    a square weight's along both of its axes (a stream may read it along either). Fewest products first.
 
     Examples
     ========
     >>> layout = Layout(("E", "H"), ((2, 1), (1, 2)))  # f = H E x: channel u is E's row u and H's column u
     >>> stream_blocks(layout)  # E[0, 0]², E[0, 0] E[1, 0], E[1, 0]², then the same of H's row
     [(2, [0, 1, 2, 3], [(0, 0), (0, 1), (1, 1), (2, 2), (2, 3), (3, 3)])]
+    >>> (_, _, products), = stream_blocks(Layout(("E", "H"), ((2, 1), (2, 2))))  # a square head H, entries 2 to 5
+    >>> len(products), (2, 3) in products, (2, 4) in products, (2, 5) in products  # H[0, 0] H[1, 1]: aligned on none
+    (11, True, True, False)
     """
     layer_of = {t: k for k, tensors in enumerate(layer_tensors(layout)) for t in tensors}
     blocks = []
     for n in sorted({size for shape in layout.shapes for size in shape if size > 1}):
-        nodes = {t: shape.index(n) for t, shape in enumerate(layout.shapes) if shape.count(n) == 1}
+        nodes = {t: [a for a, size in enumerate(shape) if size == n] for t, shape in enumerate(layout.shapes)}
+        nodes = {t: axes for t, axes in nodes.items() if axes}
         if len({layer_of[t] for t in nodes}) < 2:
             continue
-        coords = sorted(c for t, a in nodes.items() for u in range(n) for c in along(layout, [t], n, a, u))
+        coords = [layout.offset(t) + k for t in sorted(nodes) for k in range(math.prod(layout.shapes[t]))]
         groups: dict[tuple, list[int]] = {}
         for local, c in enumerate(coords):
             t, index = layout.where(c)
-            groups.setdefault((t, index[: nodes[t]] + index[nodes[t] + 1 :]), []).append(local)
-        products = [pair for group in groups.values() for pair in combinations_with_replacement(group, 2)]
+            for a in nodes[t]:
+                groups.setdefault((t, a, index[:a] + index[a + 1 :]), []).append(local)
+        products = sorted({pair for group in groups.values() for pair in combinations_with_replacement(group, 2)})
         blocks.append((n, coords, products))
     return sorted(blocks, key=lambda block: len(block[2]))
 

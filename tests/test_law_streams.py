@@ -115,9 +115,9 @@ class _NormedStream(nn.Module):
     """h = inp(x), then twice h ← h + down(gelu(up(norm(h)))), out(h): a pre-norm residual MLP. The LayerNorm centres
     the stream, so of GL(3) only the rescaling of its direction 𝟙 against the head is left."""
 
-    def __init__(self) -> None:
+    def __init__(self, out: int) -> None:
         super().__init__()
-        self.inp, self.out = nn.Linear(2, 3), nn.Linear(3, 2)
+        self.inp, self.out = nn.Linear(2, 3), nn.Linear(3, out)
         self.norms = nn.ModuleList([nn.LayerNorm(3) for _ in range(2)])
         self.ups = nn.ModuleList([nn.Linear(3, 4) for _ in range(2)])
         self.downs = nn.ModuleList([nn.Linear(4, 3) for _ in range(2)])
@@ -129,13 +129,14 @@ class _NormedStream(nn.Module):
         return self.out(h)
 
 
-def test_a_normed_stream_s_law_along_its_direction_of_ones_is_found_on_its_gram_block(one_thread):
+@pytest.mark.parametrize("out", [2, 3], ids=["head 3 → 2", "square head 3 → 3"])
+def test_a_normed_stream_s_law_along_its_direction_of_ones_is_found_on_its_gram_block(one_thread, out):
     # N = 9: each norm's 3 gains against the columns of the layer after it, 2 linear laws of the biases the norms
     # centre, and 𝟙ᵀ(inp.weight inp.weightᵀ + inp.bias inp.biasᵀ + Σ down.weight down.weightᵀ + … − out.weightᵀ
     # out.weight)𝟙: a sum over every pair of the stream's channels, in no pair of them, found with all the tensors of
-    # width 3 at once
+    # width 3 at once (a square head's products along both its axes: the stream reads its columns)
     torch.manual_seed(0)
-    found = find_laws(_NormedStream().double(), (2,))
+    found = find_laws(_NormedStream(out).double(), (2,))
     assert found.complete and found.count.num_laws == 9, found.message
     assert "Gram laws of the axes of size 3" in found.searched and "cut in" not in found.searched
     ones = [law for law in found.laws if "out.weight" in law]
