@@ -320,6 +320,7 @@ def _search_blocks(
     slice_work, pair_work = [0.0], {}  # spent on unit slices by all searches, on pairs by each and by θ's channels
     notes: dict[str, list[str]] = {label: [] for label, _, _ in searches}
     theta = searches[0][0]  # θ's own layers' label
+    confirmed: dict[tuple, tuple[Search, str]] = {}  # confirmed_laws' results by (tier, blocks)
 
     def short() -> bool:
         return enough is None or not enough(found.vectors)
@@ -361,14 +362,19 @@ def _search_blocks(
             notes[label].append(f"{left} pairs of slices left out (over {MAX_SLICE} coordinates)")
 
     def confirmed_laws(blocks: list[list[int]], degree: int, tier: int, products=None) -> tuple[Search, str]:
-        """Laws of blocks across many layers, where fresh θ keep them too (Search.confirmed), and a note of the rest."""
-        samples = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, tier, products)
-        fresh = Samples.fresh(problem, input_shape, inputs, seed, tier + 10, samples.g.shape[1])
-        try:
-            search = block_laws(samples, blocks, degree, "").confirmed(fresh)
-        except Stopped as stop:  # its blocks' laws are not confirmed yet: none kept
-            raise OutOfTime(str(stop)) from None
-        return search, f" ({search.removed} directions that fresh θ break left out)" if search.removed else ""
+        """Laws of blocks across many layers, where fresh θ keep them too (Search.confirmed), and a note of the rest;
+        solved once (the sums of squares dropped after they were tried first come back the same)."""
+        key = (tier, tuple(map(tuple, blocks)))
+        if key not in confirmed:
+            samples = Samples.draw(problem, input_shape, inputs, seed, blocks, degree, tier, products)
+            fresh = Samples.fresh(problem, input_shape, inputs, seed, tier + 10, samples.g.shape[1])
+            try:
+                search = block_laws(samples, blocks, degree, "").confirmed(fresh)
+            except Stopped as stop:  # its blocks' laws are not confirmed yet: none kept
+                raise OutOfTime(str(stop)) from None
+            removed = f" ({search.removed} directions that fresh θ break left out)" if search.removed else ""
+            confirmed[key] = search, removed
+        return confirmed[key]
 
     def sums_of_squares() -> None:
         """All of θ on its squares (D ≤ MAX_SQUARES): a law across any number of layers (a residual stream's channel);
@@ -381,9 +387,9 @@ def _search_blocks(
         if squares.conclusive:  # else left out: no clear gap on all of θ does not make the blocks' laws doubtful
             found.add(squares)  # and the channels it holds laws along are paired (a residual stream's Gram law)
             channels = channel_slices(searches[0][2], squares.vectors, squares.columns)
-            lawful[searches[0][0], "channel"] = (channels, frozenset(key[:4] for key, _ in channels))
+            lawful[theta, "channel"] = (channels, frozenset(key[:4] for key, _ in channels))
         said = "sums of squares of all of θ" if squares.conclusive else "squares of all of θ without a clear gap"
-        notes[searches[0][0]].append(said + removed if squares.conclusive else f"{said}, left out")
+        notes[theta].append(said + removed if squares.conclusive else f"{said}, left out")
 
     def grouped_heads(label: str, plan: Plan, layout: Layout) -> None:
         """Grouped-query heads' unit slices and their pairs, before the axes without unit laws."""
@@ -409,7 +415,7 @@ def _search_blocks(
                     notes[theta].append(f"Gram laws of the axes of size {n}{removed}")
         if not short():
             return True
-        # the channels' pairs and samples stay drawn: the squares, searched again on the same draws, give them again
+        # the squares, their channels' pairs and samples stay solved and drawn: in their turn they come back the same
         found.vectors, found.sigma_kept, found.sigma_dropped, found.solved, notes[theta] = before
         lawful.pop((theta, "channel"), None)
         pair_work.pop((theta, True), None)
@@ -439,13 +445,13 @@ def _search_blocks(
             found.add(search)
             whole_theta = linear[0] == list(range(problem.num_params))
             said = "linear laws of all of θ" if whole_theta else f"linear laws of {len(linear)} layers"
-            notes[searches[0][0]].append(said + removed)
+            notes[theta].append(said + removed)
         by_laws = sorted(searches, key=lambda search: -len(lawful.get((search[0], ""), ((), ()))[1]))  # a head's first
         for label, _, layout in by_laws:
             pairs_of(label, layout, "", False)
         grouped_heads(*searches[0])
         sums_of_squares()  # after θ's own heads, before those of a layer cut in parts (a guess)
-        pairs_of(searches[0][0], searches[0][2], "channel", False)
+        pairs_of(theta, searches[0][2], "channel", False)
         for search in searches[1:]:
             grouped_heads(*search)
         for label, _, layout in by_laws:
