@@ -408,8 +408,12 @@ def _unsearchable(model: nn.Module, cut: Cut, recorded: dict[str, _Call]) -> str
             return f"`{name}` is called {recorded[name].calls} times in one forward, not once"
     first = recorded[cut.members[0]]
     tensors = [a for a in (*first.args, *first.kwargs.values()) if isinstance(a, torch.Tensor)]
-    if not first.args or not isinstance(first.args[0], torch.Tensor) or len(tensors) != 1:
-        return f"`{cut.members[0] or 'the model'}` takes {len(tensors)} tensor arguments, not one"
+    who = cut.members[0] or "the model"
+    if len(tensors) != 1:
+        return f"`{who}` is called with {len(tensors)} tensor arguments, not one"
+    if not first.args or not isinstance(first.args[0], torch.Tensor):
+        keyword = next(k for k, v in first.kwargs.items() if isinstance(v, torch.Tensor))
+        return f"`{who}` is called with its tensor as a keyword argument ({keyword}=...), not as its first argument"
     names: dict[int, list[str]] = {}
     for name, p in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), []).append(name)

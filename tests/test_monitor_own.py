@@ -186,6 +186,34 @@ def test_parts_whose_laws_would_not_be_the_models_are_not_searched() -> None:
     assert outcomes["0-1"] == "not searched: its parameter `0.weight` is also `3.weight`"
 
 
+class ByKeyword(nn.Module):
+    """A ReLU net whose input is a keyword argument, as transformers' inner models take ``input_ids=``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3))
+
+    def forward(self, x: torch.Tensor | None = None) -> torch.Tensor:
+        return self.net(x)
+
+
+class CallsByKeyword(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.head = ByKeyword(), nn.Linear(3, 1100)  # the head puts the whole model past a monitor's search
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x=x))
+
+
+def test_a_part_called_with_a_keyword_tensor_is_named_with_that_keyword() -> None:
+    torch.manual_seed(0)
+    outcomes = {part.path: part.outcome for part in own_laws(CallsByKeyword().double(), input_shape=(3,)).parts}
+    assert outcomes["body"] == (
+        "not searched: `body` is called with its tensor as a keyword argument (x=...), not as its first argument"
+    )
+
+
 @pytest.mark.slow
 def test_an_embedding_part_is_searched_on_every_token_id() -> None:
     """EᵀE − Σ_t W_tᵀW_t (6 laws) and the ReLU's 4 units: N = 10 on ids 0..9, every id drawn."""
