@@ -20,7 +20,7 @@ only a sweep in which every τ diverges is an error (:class:`conslaw_lite.flows.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -29,8 +29,10 @@ from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.flows import Diverged, LossFn, Run, mse_loss, train
-from conslaw_lite.laws import Group, Kind, Quantity, groups, law_functions, user_stacklevel
-from conslaw_lite.monitor import epsilon_block, relative_drift
+from conslaw_lite.laws import Group, Kind, Law, Quantity, find_blocks, groups, law_functions, user_stacklevel
+from conslaw_lite.monitor import FOUND, epsilon_block, relative_drift
+from conslaw_lite.seeding import seeded
+from conslaw_lite.watch_conditions import checked_laws
 
 Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, loss); drift and the widget take these
 
@@ -99,8 +101,10 @@ def trajectory(
     optimizer: str = "gd",
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
+    laws: Mapping[str, Law] | None = None,
 ) -> Trajectory:
-    """Train ``setup(seed)`` with :func:`conslaw_lite.flows.train`, recording all laws and controls.
+    """Train ``setup(seed)`` with :func:`conslaw_lite.flows.train`, recording all laws and controls (``laws``, e.g.
+    ``find_laws(model, input_shape).laws``: those instead, as group ``"found"``, without controls).
 
     The setup builds on the CPU (the seed alone decides θ₀ and the data on every device);
     ``train`` moves model and data to ``device`` in ``dtype`` (``None``: as the setup built them;
@@ -115,7 +119,7 @@ def trajectory(
     (True, ['toy', 'toy:control'], ['a^2', 'b^2'])
     """
     model, loss = setup(seed)
-    grouped = groups(model)
+    grouped = groups(model) if laws is None else {FOUND: _found(laws)}
     laws = {q.key: q.fn for qs in grouped.values() for q in qs}
     try:
         run = train(
@@ -125,6 +129,10 @@ def trajectory(
     except Diverged as err:
         raise Diverged(err.step, f"{err.reason} (run with τ = {lr:g}, {optimizer}, seed {seed})") from err
     return Trajectory(run, grouped)
+
+
+def _found(laws: Mapping[str, Law]) -> list[Quantity]:
+    return [Quantity(key, key, "law", FOUND.key, key, fn) for key, fn in laws.items()]
 
 
 def slope(x: Sequence[float], y: Sequence[float]) -> float:
@@ -219,13 +227,15 @@ def measure(
     batch: int | None = None,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
+    laws: Mapping[str, Law] | None = None,
 ) -> DriftReport:
     """Train ``setup`` for each τ in ``lrs`` and each seed 0..seeds−1; fit the exponents of the drift.
 
     ``slope_lr`` fits the seed-mean drift at step K against τ; ``slope_steps`` fits
     it against k for each τ. Both are measured, never assumed: they are 2 and 1
     while θ barely moves (the identity), and change once the loss converges.
-    ``device`` and ``dtype`` go to :func:`trajectory`.
+    ``device``, ``dtype`` and ``laws`` (the laws of a model of one's own, :func:`model_setup`) go to
+    :func:`trajectory`.
 
     A τ diverges when any of its seeds does: it goes to ``diverged`` (the first such seed, the step,
     the loss's growth), not to ``points``, and ``slope_lr`` fits the stable τ alone. When every τ
@@ -249,7 +259,15 @@ def measure(
         raise ValueError("give at least one step size (--lr)")
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")
-    if not law_functions(setup(0)[0]):  # fail before training, naming the block
+    model = setup(0)[0]
+    if laws is not None:  # a law that reads a parameter the model lacks: said before training
+        laws = checked_laws(laws, model)
+    elif not find_blocks(model):
+        raise ValueError(
+            f"{name or 'this model'} holds no registered block, so its laws are not known here: give laws= (e.g. "
+            "find_laws(model, input_shape).laws)"
+        )
+    elif not law_functions(model):  # fail before training, naming the block
         raise ValueError(f"{name or 'this model'} has no conservation laws; drift needs a block with laws")
     points, diverged = [], []
     for lr in lrs:
@@ -257,7 +275,8 @@ def measure(
         for s in range(seeds):
             try:
                 runs.append(trajectory(
-                    setup, s, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, device=device, dtype=dtype
+                    setup, s, lr=lr, steps=steps, schedule=schedule, optimizer=optimizer, device=device, dtype=dtype,
+                    laws=laws,
                 ))
             except Diverged as err:
                 diverged.append(DivergedPoint(float(lr), s, err.step, err.reason))
@@ -345,6 +364,53 @@ def arch_setup(arch: str, options: ArchOptions | None = None, *, samples: int = 
         x = torch.randn(samples, *built.input_shape, generator=g, dtype=torch.float64)
         with torch.no_grad():
             y = torch.randn(model(x).shape, generator=g, dtype=torch.float64)
+        return model, mse_loss(x, y, batch_size=batch, seed=seed)
+
+    return setup
+
+
+def model_setup(
+    build: Callable[[], nn.Module],
+    input_shape: tuple[int, ...] | None = None,
+    *,
+    inputs: torch.Tensor | None = None,
+    samples: int = 64,
+    batch: int | None = None,
+) -> Setup:
+    """Random regression on a model of one's own: ``build()`` with torch's generator seeded by the seed (θ₀ from the
+    seed, unless ``build`` seeds itself), in float64; x ~ N(0, 1) of ``input_shape``, or the first ``samples`` of
+    ``inputs`` (token ids, say) for every seed; y ~ N(0, 1) of the output's shape; MSE loss.
+
+    Its laws are not registered: give them to :func:`measure` (``laws=``), e.g. ``find_laws(build(), shape).laws``.
+
+    Examples
+    ========
+    >>> build = lambda: nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> model, loss = model_setup(build, (3,), samples=8)(0)
+    >>> next(model.parameters()).dtype, float(loss(model, 0).detach()) > 0
+    (torch.float64, True)
+    """
+    if (input_shape is None) == (inputs is None):
+        raise ValueError("model_setup needs input_shape (one input, without the batch dimension) or inputs, not both")
+    if inputs is not None and len(inputs) < samples:
+        raise ValueError(f"inputs has {len(inputs)} samples, fewer than samples = {samples}")
+
+    def setup(seed: int) -> tuple[nn.Module, LossFn]:
+        with seeded(seed):
+            model = build()
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model_setup: build() returned {type(model).__name__}, not an nn.Module")
+        model = model.double()
+        g = torch.Generator().manual_seed(seed)
+        if inputs is None:
+            x = torch.randn(samples, *input_shape, generator=g, dtype=torch.float64)
+        else:
+            x = inputs[:samples].double() if inputs.is_floating_point() else inputs[:samples]
+        with torch.no_grad():
+            out = model(x)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"model_setup: the model returns {type(out).__name__}; the MSE loss needs one tensor")
+        y = torch.randn(out.shape, generator=g, dtype=torch.float64)
         return model, mse_loss(x, y, batch_size=batch, seed=seed)
 
     return setup

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from conslaw_lite import Monitor
+from conslaw_lite.laws import Law
 
 LossFn = Callable[[nn.Module, int], torch.Tensor]
 Setup = Callable[[int], tuple[nn.Module, LossFn]]  # seed -> (fresh model, its loss)
@@ -220,8 +221,10 @@ def sweep(
     factor: float = 30.0,
     window: int = 2,
     loss_factor: float = 3.0,
+    laws: Mapping[str, Law] | None = None,
 ) -> list[SweepPoint]:
-    """Train ``setup(seed)`` with SGD at each τ in ``lrs`` for ``steps`` steps, a :class:`DriftAlarm` on its monitor.
+    """Train ``setup(seed)`` with SGD at each τ in ``lrs`` for ``steps`` steps, a :class:`DriftAlarm` on its monitor
+    (watching ``laws`` where given, as :class:`~conslaw_lite.monitor.Monitor` does).
 
     A run stops at divergence (:func:`diverged`: L_k non-finite or above ``DIVERGENCE · L_0``); a warning
     counts only if it comes at or before that step. ``loss_factor`` sets the loss alarm compared with
@@ -242,7 +245,7 @@ def sweep(
     for lr in lrs:
         model, loss_fn = setup(seed)
         alarm = DriftAlarm(factor=factor, window=window, callback=lambda *_: None)
-        monitor = Monitor(model, alarm=alarm)
+        monitor = Monitor(model, alarm=alarm, laws=laws)
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
         monitor.attach(optimizer)
         diverged_at, loss_warned_at, loss0, losses = None, None, None, []

@@ -48,15 +48,8 @@ class UserModule:
 
         ``n`` is as many inputs as the counter would draw (:func:`~conslaw_lite.user_inputs.inputs_needed`).
         """
-        if self.make_inputs is not None and (vocab is not None or input_shape is not None):
-            given = "--input-shape" if vocab is None else "--input-dtype long --vocab"
-            raise ValueError(
-                f"{self.path} defines {INPUTS}(n), which gives the model's inputs, and {given} gives them too: leave "
-                f"out one of the two"
-            )
+        self._given_once(input_shape, vocab)
         if vocab is not None:
-            if input_shape is None:
-                raise ValueError("--vocab needs --input-shape: the token ids of one input, e.g. --input-shape 5")
             one = token_inputs(input_shape, vocab, 1, seed)  # a vocab below 1 refused before the rows are compared
             _check_vocab(self.model, vocab)
             return token_inputs(input_shape, vocab, inputs_needed(self.model, one), seed)
@@ -64,6 +57,29 @@ class UserModule:
             return None
         n = inputs_needed(self.model, self._call_inputs(1))
         return self._call_inputs(n)
+
+    def samples(
+        self, n: int, input_shape: tuple[int, ...] | None, vocab: int | None, seed: int = 0
+    ) -> torch.Tensor | None:
+        """``n`` inputs to train on: token ids of ``0..vocab−1`` with ``vocab``, else the file's ``inputs(n)``, else
+        ``None`` (standard-normal inputs of ``input_shape``, drawn by the trainer). :meth:`inputs` checks ``vocab``
+        against the model's embedding."""
+        self._given_once(input_shape, vocab)
+        if vocab is not None:
+            return token_inputs(input_shape, vocab, n, seed)
+        return None if self.make_inputs is None else self._call_inputs(n)[:n]
+
+    def _given_once(self, input_shape: tuple[int, ...] | None, vocab: int | None) -> None:
+        """A file's ``inputs(n)`` and an ``input_shape`` or ``vocab`` given too is an error: one of them would be
+        dropped unsaid; ``vocab`` needs ``input_shape``."""
+        if self.make_inputs is not None and (vocab is not None or input_shape is not None):
+            given = "--input-shape" if vocab is None else "--input-dtype long --vocab"
+            raise ValueError(
+                f"{self.path} defines {INPUTS}(n), which gives the model's inputs, and {given} gives them too: leave "
+                f"out one of the two"
+            )
+        if vocab is not None and input_shape is None:
+            raise ValueError("--vocab needs --input-shape: the token ids of one input, e.g. --input-shape 5")
 
     def located(self, err: ValueError, tokens: bool) -> str:
         """``err``'s message, after the line of the file where it surfaced (the model's ``forward``, say), and for

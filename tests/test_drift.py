@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
-from conslaw_lite import mse_loss
+from conslaw_lite import find_laws, mse_loss
 from conslaw_lite.cli import main
-from conslaw_lite.drift import arch_setup, measure, slope, trajectory
+from conslaw_lite.drift import arch_setup, measure, model_setup, slope, trajectory
 from conslaw_lite.families.toy.block import ToyProduct
 from conslaw_lite.flows import Diverged
 
@@ -182,3 +184,41 @@ def test_cli_bad_sizes_are_named(flags: list[str], message: str, capsys: pytest.
     assert main(["drift", "swiglu", "--lr", "0.01", *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and "diverged" not in err
+
+
+def test_a_model_of_ones_own_drifts_as_tau_squared_on_the_laws_found_for_it() -> None:
+    """A ReLU MLP no block covers: its 4 laws, found, drift by τ² g_kᵀMg_k (the identity to round-off), and measure
+    says how to give them when they are not given."""
+    build = lambda: nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))  # noqa: E731
+    found = find_laws(build(), (3,))
+    setup = model_setup(build, (3,), samples=16)
+    report = measure(setup, [1e-4, 2e-4, 4e-4], steps=4, laws=found.laws, seeds=2)
+    assert found.num_found == 4 and found.complete and abs(report.slope_lr - 2) < 0.01
+    assert all(p.identity_error < 1e-12 and p.epsilon > 0 for p in report.points)
+    assert not torch.equal(setup(0)[0][0].weight, setup(1)[0][0].weight)  # θ₀ from the seed
+    with pytest.raises(ValueError, match="holds no registered block, so its laws are not known here: give laws="):
+        measure(setup, [1e-3], steps=2)
+    with pytest.raises(ValueError, match="law 'x' reads a parameter the model does not have"):
+        measure(setup, [1e-3], steps=2, laws={"x": lambda p: p["nope"]})
+
+
+def test_cli_drifts_a_module_file_on_the_laws_it_finds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "mine.py"
+    path.write_text(
+        "from torch import nn\n\n"
+        "def build():\n    return nn.Sequential(nn.Embedding(7, 3), nn.Flatten(), nn.Linear(6, 4), nn.ReLU(), "
+        "nn.Linear(4, 2))\n"
+    )
+    flags = ["--input-shape", "2", "--input-dtype", "long", "--vocab", "7", "--steps", "4", "--json"]
+    assert main(["drift", f"{path}:build", "--lr", "1e-4", "2e-4", *flags]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert f"laws of {path}:build: 10 quadratic laws found; N = 10: the list is complete" in err
+    assert abs(report["slope_lr"] - 2) < 0.01 and all(p["identity_error"] < 1e-12 for p in report["points"])
+    assert main(["drift", f"{path}:build", "--lr", "1e-4", "--input-shape", "2", "--hidden", "3"]) == 2
+    assert "builds its model at its sizes: leave out --hidden" in capsys.readouterr().err
+    path.write_text("def build(:\n    pass\n")
+    assert main(["drift", f"{path}:build", "--lr", "1e-4", "--input-shape", "2"]) == 4
+    assert capsys.readouterr().err == f"error: {path}:1: SyntaxError: invalid syntax\n"

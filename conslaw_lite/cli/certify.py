@@ -68,12 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     own = "certify FACTORY() from FILE.py instead (or FACTORY itself, a module the file builds; FILE.py: its model)"
     parser.add_argument("--module", metavar="FILE.py:FACTORY", help=own)
-    parser.add_argument("--input-shape", metavar="3,4", help="one input's shape (no batch dimension), with --module")
-    parser.add_argument(
-        "--input-dtype", choices=("float64", "long"), default="float64",
-        help="with --module: float64 inputs (standard normal) or long (token ids 0..V-1, with --vocab V)",
-    )  # fmt: skip
-    parser.add_argument("--vocab", type=int, metavar="V", help="with --input-dtype long: the number of token ids")
+    add_input_arguments(parser, "with --module")
     parser.add_argument("--device", help="with --module: count on this device (cuda: in float64 on the GPU)")
     parser.add_argument("--list", action="store_true", help="print the named architectures and their size options")
     add_size_arguments(parser)
@@ -87,6 +82,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--laws", action="store_true", help="also find the laws themselves (degree ≤ 2) and print them")
+
+
+def add_input_arguments(parser: argparse.ArgumentParser, scope: str) -> None:
+    """``--input-shape``, ``--input-dtype`` and ``--vocab``: the inputs of a module of one's own (``scope``: when).
+
+    Examples
+    ========
+    >>> parser = argparse.ArgumentParser()
+    >>> add_input_arguments(parser, "with FILE.py")
+    >>> args = parser.parse_args(["--input-shape", "5", "--input-dtype", "long", "--vocab", "7"])
+    >>> args.input_shape, args.input_dtype, args.vocab
+    ('5', 'long', 7)
+    """
+    parser.add_argument("--input-shape", metavar="3,4", help=f"{scope}: one input's shape (no batch dimension)")
+    parser.add_argument(
+        "--input-dtype", choices=("float64", "long"), default="float64",
+        help=f"{scope}: float64 inputs (standard normal) or long (token ids 0..V-1, with --vocab V)",
+    )  # fmt: skip
+    parser.add_argument("--vocab", type=int, metavar="V", help="with --input-dtype long: the number of token ids")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,8 +173,8 @@ def _certified(args: argparse.Namespace) -> Certificate:
         device = None if args.device is None else str(default_device(args.device))
         with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():  # the file's prints
             result = certify_module(
-                args.module, shape, seed=args.seed, laws=args.laws, vocab=_vocab(args), device=device, progress=None,
-                at_own=args.at_own,
+                args.module, shape, seed=args.seed, laws=args.laws, vocab=vocab_option(args), device=device,
+                progress=None, at_own=args.at_own,
             )  # fmt: skip
     else:
         if args.arch not in list_archs() and Path(args.arch).is_file():
@@ -175,7 +189,7 @@ def _certified(args: argparse.Namespace) -> Certificate:
     return result
 
 
-def _vocab(args: argparse.Namespace) -> int | None:
+def vocab_option(args: argparse.Namespace) -> int | None:
     """``--vocab`` for ``--input-dtype long`` (each needs the other), ``None`` for float inputs."""
     if args.input_dtype == "long" and args.vocab is None:
         raise ValueError("--input-dtype long needs --vocab V, the number of token ids (0..V-1)")

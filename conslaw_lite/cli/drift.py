@@ -1,30 +1,41 @@
 """``python -m conslaw_lite drift``: the options of :func:`conslaw_lite.drift.measure` and its report as a table.
 
+A model of one's own: ``drift FILE.py[:FACTORY] --input-shape 3,4`` (or ``--input-dtype long --vocab V``, or a
+function ``inputs(n)`` in the file, as for ``certify``) trains ``FACTORY()`` built anew for each seed, on the laws
+:func:`conslaw_lite.find_laws.find_laws` finds for it (what it found, on stderr).
+
 Exit codes: 0 every τ trained to step K, 1 some τ diverged (the table still has the stable ones, a row per
 diverged τ with its step and seed, and ``slope_lr`` fitted over the stable τ; one line on stderr says so),
 2 bad input, a size option the architecture does not take, or every τ diverged (one ``error:`` line naming
-the step), 3 an internal error, 130 interrupted.
+the step), 3 an internal error, 4 the module file raised, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
 import torch
 
-from conslaw_lite.archs import add_size_arguments, check_sizes, size_options
-from conslaw_lite.cli import INTERRUPTED, json_text
+from conslaw_lite.archs import add_size_arguments, check_sizes, given_sizes, size_flag, size_options
+from conslaw_lite.cli import INTERRUPTED, USER_CODE, json_text
+from conslaw_lite.cli.certify import add_input_arguments, parse_shape, vocab_option
 from conslaw_lite.config import device as default_device
-from conslaw_lite.drift import DriftReport, arch_setup, batch_size, measure
+from conslaw_lite.drift import DriftReport, Setup, arch_setup, batch_size, measure, model_setup
 from conslaw_lite.early_warning import DIVERGENCE, SweepPoint, sweep
+from conslaw_lite.find_laws import find_laws
 from conslaw_lite.flows import OPTIMIZERS, SCHEDULES
+from conslaw_lite.laws import Law
+from conslaw_lite.seeding import seeded
+from conslaw_lite.user_module import load_module
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}  # training dtypes of the command line
 PARTIAL = 1  # the exit code when some τ diverged: the report is there, but not for every τ asked
 EXIT_CODES = (
     f"exit codes: 0 every tau trained to step K, {PARTIAL} some tau diverged (their rows name the step; slope_lr fits "
-    f"the stable ones), 2 bad input or every tau diverged, 3 internal error, {INTERRUPTED} interrupted"
+    f"the stable ones), 2 bad input or every tau diverged, 3 internal error, {USER_CODE} the FILE.py module raised, "
+    f"{INTERRUPTED} interrupted"
 )
 
 
@@ -41,8 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     >>> parser.epilog
     'exit codes: 0 every tau trained to step K, 1 some tau diverged ...'
     """
-    parser.epilog = EXIT_CODES  # drift's own: 1 is a partial sweep here, and there is no --module to fail
-    parser.add_argument("arch", help="architecture name, as in `certify` (e.g. swiglu, mha-rope)")
+    parser.epilog = EXIT_CODES  # drift's own: 1 is a partial sweep here
+    parser.add_argument(
+        "arch", help="architecture name, as in `certify` (e.g. swiglu, mha-rope), or FILE.py[:FACTORY], a module of "
+        "one's own"
+    )  # fmt: skip
+    add_input_arguments(parser, "with FILE.py")
     parser.add_argument("--lr", type=float, nargs="+", required=True, help="step sizes τ to compare")
     parser.add_argument("--steps", type=int, default=100, help="number of steps K (default 100)")
     parser.add_argument("--schedule", choices=SCHEDULES, default="constant", help="τ_k = τ or τ/(k+1)")
@@ -87,18 +102,50 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
     batch = batch_size(args.optimizer, args.batch, args.samples)
     options = size_options(args)
-    check_sizes(args.arch, options)
-    setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
+    laws = None
+    if args.arch.partition(":")[0].endswith(".py"):
+        setup, laws = own_module(args, batch)
+    else:
+        if args.input_shape is not None or args.vocab is not None or args.input_dtype != "float64":
+            raise ValueError("--input-shape, --input-dtype and --vocab are for FILE.py; an arch knows its inputs")
+        check_sizes(args.arch, options)
+        setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
     if args.alarm:
-        return run_alarm(args, setup)
+        return run_alarm(args, setup, laws)
     report = measure(
         setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,
         seeds=args.seeds, name=args.arch, batch=batch, device=default_device(args.device), dtype=DTYPES[args.dtype],
+        laws=laws,
     )
     print(json_text(report.to_dict()) if args.json else format_report(report))
     if report.diverged:  # measure warned, one line on stderr
         return PARTIAL
     return 0
+
+
+def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict[str, Law]]:
+    """``FILE.py[:FACTORY]``: its setup (:func:`conslaw_lite.drift.model_setup`, the file loaded anew for each seed)
+    and the laws :func:`~conslaw_lite.find_laws.find_laws` finds for it, said on stderr."""
+    given = [size_flag(size) for size in given_sizes(size_options(args))]
+    if given:
+        raise ValueError(f"{args.arch} builds its model at its sizes: leave out {', '.join(given)}")
+    shape = None if args.input_shape is None else parse_shape(args.input_shape)
+    vocab = vocab_option(args)
+    with seeded(0):
+        user = load_module(args.arch)
+    searched_on = user.inputs(shape, vocab)  # as many as the counter needs
+    inputs = user.samples(args.samples, shape, vocab)
+    if inputs is None and shape is None:
+        raise ValueError(f"{args.arch} needs --input-shape, e.g. --input-shape 3,4 (or a function inputs(n) in it)")
+    found = find_laws(user.model, shape if inputs is None else None, inputs=searched_on)
+    if not found.laws:
+        raise ValueError(f"{args.arch} has no laws whose drift to measure: {found}")
+    print(f"laws of {args.arch}: {found}", file=sys.stderr)
+    setup = model_setup(
+        lambda: load_module(args.arch).model, shape if inputs is None else None, inputs=inputs, samples=args.samples,
+        batch=batch,
+    )  # fmt: skip
+    return setup, found.laws
 
 
 def format_report(report: DriftReport) -> str:
@@ -141,7 +188,7 @@ def format_report(report: DriftReport) -> str:
 
 
 
-def run_alarm(args: argparse.Namespace, setup: Callable) -> int:
+def run_alarm(args: argparse.Namespace, setup: Callable, laws: dict[str, Law] | None = None) -> int:
     """``--alarm``: :func:`conslaw_lite.early_warning.sweep` over ``--lr`` for each seed, printed per τ.
 
     Examples
@@ -160,7 +207,11 @@ def run_alarm(args: argparse.Namespace, setup: Callable) -> int:
                          "--schedule constant")
     if args.device not in (None, "cpu") or args.dtype != "float64":
         raise ValueError("--alarm trains on the cpu in float64: leave out --device and --dtype")
-    runs = [(seed, point) for seed in range(args.seeds) for point in sweep(setup, args.lr, steps=args.steps, seed=seed)]
+    runs = [
+        (seed, point)
+        for seed in range(args.seeds)
+        for point in sweep(setup, args.lr, steps=args.steps, seed=seed, laws=laws)
+    ]
     if args.json:
         rows = [{"lr": p.lr, "seed": seed, "warned_at": p.warned_at, "loss_warned_at": p.loss_warned_at,
                  "diverged_at": p.diverged_at, "lead": p.lead} for seed, p in runs]
