@@ -14,6 +14,8 @@ output tensor is the first input of two or more other layers with parameters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -37,13 +39,11 @@ def fan_outs(model: nn.Module, x: torch.Tensor) -> list[tuple[str, list[str]]]:
     >>> fan_outs(PreNorm(), torch.randn(3, 4))
     [('norm', ['q', 'k'])]
     """
-    layers = {m: name for name, m in model.named_modules() if any(True for _ in m.parameters(recurse=False))}
     made: dict[int, str] = {}  # id of an output tensor -> the layer that made it
     readers: dict[str, list[str]] = {}
     kept: list[torch.Tensor] = []  # every output stays alive until the end: no other tensor takes its id
 
-    def record(module: nn.Module, args: tuple, output: object) -> None:
-        name = layers[module]
+    def record(name: str, args: tuple, output: object) -> None:
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if first is not None and made.get(id(first), name) != name:
             readers.setdefault(made[id(first)], []).append(name)
@@ -51,14 +51,30 @@ def fan_outs(model: nn.Module, x: torch.Tensor) -> list[tuple[str, list[str]]]:
             made[id(output)] = name
             kept.append(output)
 
-    handles = [m.register_forward_hook(record) for m in layers]
+    forward_watched(model, x, record)
+    return [(name, list(dict.fromkeys(read))) for name, read in readers.items() if len(dict.fromkeys(read)) > 1]
+
+
+def forward_watched(model: nn.Module, x: torch.Tensor, seen: Callable[[str, tuple, object], None]) -> None:
+    """One forward of ``model`` on ``x`` (eval mode, no gradient), ``seen(name, args, output)`` called as each layer
+    (a module with parameters of its own, named as in ``named_modules``) returns.
+
+    Examples
+    ========
+    >>> names = []
+    >>> forward_watched(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)), torch.randn(2, 3),
+    ...                 lambda name, args, output: names.append(name))
+    >>> names
+    ['0', '2']
+    """
+    layers = {m: name for name, m in model.named_modules() if any(True for _ in m.parameters(recurse=False))}
+    handles = [m.register_forward_hook(lambda m, args, out: seen(layers[m], args, out)) for m in layers]
     try:
         with evaluating(model), torch.no_grad():
             model(x)
     finally:
         for handle in handles:
             handle.remove()
-    return [(name, list(dict.fromkeys(read))) for name, read in readers.items() if len(dict.fromkeys(read)) > 1]
 
 
 def readers_of(problem: Problem, input_shape, inputs, seed: int) -> list[list[str]]:

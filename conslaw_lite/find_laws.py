@@ -238,7 +238,9 @@ def find_laws(
         raise ValueError(
             f"find_laws handles models of at most {MAX_PARAMS} parameters; this one has D = {D:,}. A narrower model "
             "of the same architecture has the same law patterns (per unit, per head); "
-            "count_laws(model, input_shape) still counts this one's laws"
+            "count_laws(model, input_shape) still counts this one's laws, and "
+            "conslaw_lite.rescaling_laws.rescaling_laws(model, input_shape) gives those of its rescaled units, "
+            "checked but not counted"
         )
     with time_limit(seconds):  # stops at a step of the count or the search (time_limit)
         layout = _layout(problem)

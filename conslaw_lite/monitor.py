@@ -57,8 +57,9 @@ from conslaw_lite.config import model_device
 from conslaw_lite.law_stacks import Recorder, Source, stack_sources
 from conslaw_lite.laws import Group, Law, find_blocks, groups
 from conslaw_lite.outside_reads import read_outside
-from conslaw_lite.own_laws import SEARCH_SECONDS, OwnLaws, example_inputs, missing_input_message, own_laws, uncovered
+from conslaw_lite.own_laws import SEARCH_SECONDS, OwnLaws, missing_input_message, own_laws, uncovered
 from conslaw_lite.snapshots import Snapshots, slots_for
+from conslaw_lite.user_inputs import example_inputs
 from conslaw_lite.watch_conditions import (
     check_every,
     checked_laws,

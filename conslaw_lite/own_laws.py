@@ -14,8 +14,11 @@ the model is cut into *parts* (:mod:`conslaw_lite.model_parts`), and each part i
   that reads them). When it is larger, or called otherwise than on one tensor, or its search is not conclusive,
   its children are walked the same way instead;
 * a part over ``SEARCH_MAX_PARAMS`` = 3,072 parameters (a monitor starts before training: ``find_laws``
-  takes about a minute there), or that ``find_laws`` refuses, is searched again in pieces: an
-  ``nn.Sequential`` in windows from one layer with parameters to the next (the laws across each hidden
+  takes about a minute there) gets the laws of its rescaled units instead (:mod:`conslaw_lite.rescaling_laws`:
+  ``‖P_i‖² − ‖C_{:, i}‖²`` for each two layers its forward calls one after the other, each kept only where its
+  check passes; in about a second, whatever D: a LeNet, an MNIST MLP of 109,386 parameters), not counted, so the
+  outcome says other laws may exist. Where none passes, or ``find_laws`` refuses the part, it is searched again in
+  pieces: an ``nn.Sequential`` in windows from one layer with parameters to the next (the laws across each hidden
   layer), any other module child by child.
 
 **Why a part's law is a law of the model.** When the part's parameters θ_P enter the output only
@@ -66,12 +69,13 @@ from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import cosine_residuals
 from conslaw_lite.counting.embedding_rows import EMBEDDINGS
 from conslaw_lite.counting.problem import problem_of
-from conslaw_lite.find_laws import find_laws
+from conslaw_lite.find_laws import MAX_PARAMS, find_laws
 from conslaw_lite.laws import Law, find_blocks
 from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module
+from conslaw_lite.rescaling_laws import rescaling_laws
 from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.time_limit import OutOfTime, said_if_long, time_left, time_limit
-from conslaw_lite.user_inputs import inputs_needed, token_inputs
+from conslaw_lite.user_inputs import example_inputs, inputs_needed, token_inputs
 
 # A monitor starts before training does: a part over this many parameters is not searched whole (find_laws takes
 # about a minute at D = 3,072, a 32-64-16 MLP on 2 cores, and its count grows as D³), but in pieces.
@@ -262,28 +266,6 @@ class _Call:
     kwargs: dict = field(default_factory=dict)
 
 
-def example_inputs(model: nn.Module, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None) -> torch.Tensor:
-    """A batch of two inputs: ``inputs[:2]``, or standard normal of ``input_shape`` in the model's dtype and device.
-
-    Examples
-    ========
-    >>> example_inputs(nn.Linear(3, 2), 3, None).shape
-    torch.Size([2, 3])
-    """
-    if inputs is not None:
-        if input_shape is not None:
-            raise ValueError("give input_shape (one input's shape) or inputs (a batch of inputs), not both")
-        if not isinstance(inputs, torch.Tensor) or inputs.dim() < 1 or len(inputs) < 1:
-            raise ValueError(f"inputs must be a batch of inputs (a tensor with a batch dimension), got {inputs!r}")
-        return inputs[:2]
-    shape = (input_shape,) if isinstance(input_shape, int) else tuple(input_shape)
-    if not shape or any(not isinstance(n, int) or n < 1 for n in shape):
-        raise ValueError(f"input_shape must be positive integers (one input, no batch dimension), got {input_shape}")
-    param = next(model.parameters())
-    dtype = param.dtype if param.is_floating_point() else torch.float64
-    return torch.randn(2, *shape, dtype=dtype, device=param.device)
-
-
 def _record(model: nn.Module, x: torch.Tensor, what: str = "the model") -> dict[str, _Call]:
     """Each module's calls in one forward on ``x`` (eval mode, no gradient) and the arguments of its first call.
 
@@ -363,6 +345,9 @@ def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Ten
     if why:
         return [_unsearched(model, cut, f"not searched: {why}")]
     try:
+        rescaled = _rescaled(model, cut, recorded, seed)
+        if rescaled is not None and rescaled.laws:
+            return [rescaled]
         found = _find(model, cut, recorded, seed)
     except ValueError as err:  # refused: its size, its mode, its dtype (the message says which)
         refused = _unsearched(model, cut, f"not searched: {str(err).splitlines()[0]}")
@@ -399,6 +384,27 @@ def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int):
     with warnings.catch_warnings():  # torch's note that vmap runs an attention kernel's backward one by one
         warnings.filterwarnings("ignore", message="There is a performance drop")
         return find_laws(module, shape, inputs=inputs, seed=seed)
+
+
+def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> Part | None:
+    """A part over ``SEARCH_MAX_PARAMS``: the laws of its rescaled units that pass their check
+    (:mod:`conslaw_lite.rescaling_laws`), not counted; ``None`` for a part a monitor searches."""
+    call = recorded[cut.members[0]]
+    module = part_module(model, cut, (call.args[1:], call.kwargs))
+    D = sum(p.numel() for p in module.parameters() if p.requires_grad)
+    if D <= SEARCH_MAX_PARAMS:
+        return None
+    if model_device(module) != torch.device("cpu"):
+        module = copy.deepcopy(module).cpu()
+    shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
+    laws, outcome = rescaling_laws(module, None if inputs is not None else shape, inputs=inputs, seed=seed)
+    base = _unsearched(model, cut, "")
+    outcome += (
+        f"; not counted: D = {D:,} is over the {SEARCH_MAX_PARAMS:,} a monitor searches whole, so other laws may exist "
+        f"(find_laws(part, input_shape) finds and counts them, up to {MAX_PARAMS:,} parameters)"
+    )
+    keyed = {f"{base.path}:{name}" if base.path else name: law for name, law in laws.items()}
+    return replace(base, outcome=outcome, laws=keyed)
 
 
 def _unsearchable(model: nn.Module, cut: Cut, recorded: dict[str, _Call]) -> str:

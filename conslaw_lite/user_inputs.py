@@ -1,4 +1,5 @@
-"""Inputs for a model of one's own that takes token ids: every id of the vocabulary, as many inputs as the counter uses.
+"""Inputs for a model of one's own: a batch of two to run its forward on, and, for one that takes token ids, every id
+of the vocabulary, as many inputs as the counter uses.
 
 :func:`~conslaw_lite.counting.count_laws` draws standard-normal inputs from ``input_shape``, which a model
 that starts with an ``nn.Embedding`` cannot take; given ``inputs`` it uses those, as they are, at every θ.
@@ -65,3 +66,25 @@ def token_inputs(input_shape: tuple[int, ...], vocab: int, n: int, seed: int = 0
     ids = torch.arange(n * T) % vocab
     order = torch.randperm(n * T, generator=generator(seed))  # the count's own stream: its inputs
     return ids[order].reshape(n, *input_shape)
+
+
+def example_inputs(model: nn.Module, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None) -> torch.Tensor:
+    """A batch of two inputs: ``inputs[:2]``, or standard normal of ``input_shape`` in the model's dtype and device.
+
+    Examples
+    ========
+    >>> example_inputs(nn.Linear(3, 2), 3, None).shape
+    torch.Size([2, 3])
+    """
+    if inputs is not None:
+        if input_shape is not None:
+            raise ValueError("give input_shape (one input's shape) or inputs (a batch of inputs), not both")
+        if not isinstance(inputs, torch.Tensor) or inputs.dim() < 1 or len(inputs) < 1:
+            raise ValueError(f"inputs must be a batch of inputs (a tensor with a batch dimension), got {inputs!r}")
+        return inputs[:2]
+    shape = (input_shape,) if isinstance(input_shape, int) else tuple(input_shape)
+    if not shape or any(not isinstance(n, int) or n < 1 for n in shape):
+        raise ValueError(f"input_shape must be positive integers (one input, no batch dimension), got {input_shape}")
+    param = next(model.parameters())
+    dtype = param.dtype if param.is_floating_point() else torch.float64
+    return torch.randn(2, *shape, dtype=dtype, device=param.device)

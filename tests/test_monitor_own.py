@@ -191,7 +191,7 @@ class ByKeyword(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3))
+        self.net = nn.Sequential(nn.Linear(3, 4), nn.GELU(), nn.Linear(4, 3))
 
     def forward(self, x: torch.Tensor | None = None) -> torch.Tensor:
         return self.net(x)
@@ -202,8 +202,8 @@ class CallsByKeyword(nn.Module):
         super().__init__()
         self.body, self.head = ByKeyword(), nn.Linear(3, 1100)  # the head puts the whole model past a monitor's search
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.body(x=x))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # GELUs: no unit rescales, so the whole is searched in pieces
+        return self.head(nn.functional.gelu(self.body(x=x)))
 
 
 def test_a_part_called_with_a_keyword_tensor_is_named_with_that_keyword() -> None:
@@ -251,16 +251,31 @@ def test_a_small_cnn_gets_its_channel_laws() -> None:
     assert next(iter(part.laws)).startswith(channels)
 
 
-def test_a_part_too_large_to_search_at_the_start_is_refused_at_once_and_searched_in_windows() -> None:
-    """The whole 64-64-64-2 MLP (D = 8,450) and its first window (8,320) are over SEARCH_MAX_PARAMS: refused before
-    any count, naming D; the last window (Linear(64, 64)-ReLU-Linear(64, 2)) too; nothing hangs."""
+def test_a_part_too_large_to_search_at_the_start_watches_its_rescaled_units_at_once() -> None:
+    """The whole 64-64-64-2 ReLU MLP (D = 8,450) is over SEARCH_MAX_PARAMS: no count, its 128 unit rescalings proposed
+    and checked in seconds, the outcome saying they are not counted."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 2)).double()
+    start = time.perf_counter()
+    (part,) = own_laws(model, input_shape=(64,)).parts
+    assert time.perf_counter() - start < 10
+    assert part.outcome.startswith("128 laws of rescaled units checked; not counted: D = 8,450 is over the 3,072")
+    assert list(part.laws) == [
+        "for i in 0..63: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²",
+        "for i in 0..63: ‖2.weight[i, :]‖² + 2.bias[i]² − ‖4.weight[:, i]‖²",
+    ]
+
+
+def test_a_part_too_large_whose_units_do_not_rescale_is_refused_at_once_and_searched_in_windows() -> None:
+    """With GELU no unit rescales: the whole (D = 8,450) and its first window (8,320) are refused before any count,
+    naming D; the last window too (4,290); nothing hangs."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 2)).double()
     start = time.perf_counter()
     own = own_laws(model, input_shape=(64,))
     assert time.perf_counter() - start < 10
     outcomes = {part.path: part.outcome for part in own.parts}
-    assert list(outcomes) == ["", "0-2", "2-4"]
+    assert list(outcomes) == ["", "0-2", "2-4"] and not own.laws
     assert outcomes[""].startswith("not searched: D = 8,450 parameters, over the 3,072 a monitor searches")
     assert outcomes["0-2"].startswith("not searched: D = 8,320 parameters")
     assert outcomes["2-4"].startswith("not searched: D = 4,290 parameters")

@@ -121,6 +121,31 @@ def check_laws(
             f"count is that of a model of {count.num_params} parameters, and this one has {problem.num_params}: "
             f"give the count of this model (count_laws(model, ...)) or none"
         )
+    residuals, independent = law_residuals(problem, laws, input_shape, inputs, seed, num_samples)
+    max_residual = max(residuals.values(), default=0.0)
+    complete = count.conclusive and independent == count.num_laws and max_residual <= RESIDUAL_TOL
+    return LawCheck(max_residual, residuals, independent, count.num_laws, complete, count)
+
+
+def law_residuals(
+    problem: Problem,
+    laws: Mapping[str, Law],
+    input_shape: tuple[int, ...] | None,
+    inputs: torch.Tensor | None,
+    seed: int = 0,
+    num_samples: int = 8,
+) -> tuple[dict[str, float], int]:
+    """:func:`check_laws` without the count: each law's relative residual ``max |⟨∇h, ∇f_i(x)⟩| / (‖∇h‖ ‖∇f_i(x)‖)``
+    over its entries, two random θ and ``num_samples`` fresh inputs, and the number of independent entries.
+
+    Examples
+    ========
+    >>> from conslaw_lite.families.toy.block import ToyProduct
+    >>> residuals, independent = law_residuals(problem_of(ToyProduct(a=1.0, b=2.0), None),
+    ...                                        {"a²−b²": lambda p: p["a"] ** 2 - p["b"] ** 2}, (1,), None)
+    >>> residuals["a²−b²"] < 1e-12, independent
+    (True, 1)
+    """
     h = _law_entries(laws, problem)
     residuals = dict.fromkeys(laws, 0.0)
     independent = 0
@@ -140,6 +165,4 @@ def check_laws(
         if varying.any():
             s = torch.linalg.svdvals(grad_h[varying] / norms_h[varying, None])
             independent = max(independent, int((s > CUT * s[0]).sum()))
-    max_residual = max(residuals.values(), default=0.0)
-    complete = count.conclusive and independent == count.num_laws and max_residual <= RESIDUAL_TOL
-    return LawCheck(max_residual, residuals, independent, count.num_laws, complete, count)
+    return residuals, independent

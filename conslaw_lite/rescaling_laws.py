@@ -1,0 +1,181 @@
+"""The laws of rescaling one unit between two layers, for a model too large to count: proposed, then checked.
+
+A unit i of a layer P (row i of a ``Linear``'s weight and entry i of its bias, output channel i of a convolution, gain
+and shift i of a norm's affine map, column i of an embedding) that the next layer C reads only through a positively
+homogeneous map σ(c z) = c σ(z), c > 0 (ReLU, LeakyReLU, max-pooling, flattening, none), can be rescaled: P's unit
+times c, C's weights on it (its columns i, or the block of m columns that flattening gives channel i) times 1/c, the
+output unchanged. That one-parameter symmetry gives the law
+
+    h_i(θ) = ‖P_i‖² − ‖C_{:, i}‖²        (the sums of squares of every entry of unit i in P and in C).
+
+:func:`~conslaw_lite.find_laws.find_laws` finds these (and every other quadratic law) and certifies the list
+against the count, up to ``MAX_PARAMS`` = 8,192 parameters; past a monitor's ``SEARCH_MAX_PARAMS`` its search
+would take longer than a monitor waits before training. Here, whatever D, each pair of consecutive layers in the
+order the forward calls them proposes its laws, and a law is kept only where
+:func:`~conslaw_lite.counting.check.law_residuals` finds it conserved: ``|⟨∇h, ∇f_i(x)⟩| ≤ RESIDUAL_TOL ‖∇h‖
+‖∇f_i(x)‖`` at two random θ and fresh inputs. A GELU, a norm or a residual connection between P and C breaks the
+symmetry and its law fails there; it is dropped, never guessed. The list kept is not counted, so not known to be
+complete (a linear layer between two others has the whole GL(n) of laws, of which these are the diagonal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from conslaw_lite.config import evaluating
+from conslaw_lite.counting import RESIDUAL_TOL
+from conslaw_lite.counting.check import law_residuals
+from conslaw_lite.counting.problem import problem_of
+from conslaw_lite.dataflow import forward_watched
+from conslaw_lite.laws import Law, Params
+from conslaw_lite.shared_squares import squared
+from conslaw_lite.user_inputs import example_inputs
+
+CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+NORMS = (nn.LayerNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm)
+MAX_ENTRIES = 2**27  # law entries × D of the gradients the check holds (1 GiB of float64)
+
+Unit = tuple[str, int]  # a tensor's name and the axis along which its entries belong to the units
+
+
+def producer(name: str, module: nn.Module) -> list[Unit]:
+    """The tensors of ``module`` whose slices along the axis given are its output units (``[]``: it has none).
+
+    Examples
+    ========
+    >>> producer("0", nn.Linear(3, 4)), producer("emb", nn.Embedding(10, 4)), producer("c", nn.Conv2d(1, 2, 3))
+    ([('0.weight', 0), ('0.bias', 0)], [('emb.weight', 1)], [('c.weight', 0), ('c.bias', 0)])
+    """
+    if isinstance(module, nn.Linear) or (isinstance(module, CONVS) and module.groups == 1):
+        return [(f"{name}.{t}", 0) for t in ("weight", "bias") if getattr(module, t) is not None]
+    if isinstance(module, nn.Embedding):
+        return [(f"{name}.weight", 1)]
+    if isinstance(module, NORMS) and getattr(module, "weight", None) is not None and module.weight.dim() == 1:
+        return [(f"{name}.{t}", 0) for t in ("weight", "bias") if getattr(module, t) is not None]
+    return []
+
+
+def consumer(name: str, module: nn.Module) -> tuple[Unit, int] | None:
+    """The weight of ``module`` read along its input axis, and how many inputs it reads; ``None`` for another layer.
+
+    Examples
+    ========
+    >>> consumer("2", nn.Linear(4, 3)), consumer("c", nn.Conv1d(4, 2, 3)), consumer("n", nn.LayerNorm(4))
+    ((('2.weight', 1), 4), (('c.weight', 1), 4), None)
+    """
+    if isinstance(module, nn.Linear):
+        return (f"{name}.weight", 1), module.in_features
+    if isinstance(module, CONVS) and module.groups == 1:
+        return (f"{name}.weight", 1), module.in_channels
+    return None
+
+
+def called_layers(model: nn.Module, x: torch.Tensor) -> list[tuple[str, nn.Module]]:
+    """The modules that hold parameters of their own, in the order they first return in one forward on ``x``; a module
+    called twice is left out (its units are shared by two places).
+
+    Examples
+    ========
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> [name for name, _ in called_layers(net, torch.randn(2, 3))]
+    ['0', '2']
+    """
+    order: list[str] = []
+    forward_watched(model, x, lambda name, _args, _output: order.append(name))
+    modules = dict(model.named_modules())
+    return [(n, modules[n]) for n in dict.fromkeys(order) if order.count(n) == 1]
+
+
+def _unit_sums(name: str, axis: int, ndim: int, n: int) -> Callable[[Params], torch.Tensor]:
+    """``p ↦ (‖t_0‖², …, ‖t_{n−1}‖²)``: the squares of tensor ``name`` summed per unit, the units along ``axis`` (in
+    blocks of equal size when the axis is longer than n), over any leading axes a stack of θ adds."""
+
+    def sums(p: Params) -> torch.Tensor:
+        t = squared(p[name])
+        lead = t.dim() - ndim
+        t = t.movedim(lead + axis, lead)
+        return t.reshape(*t.shape[:lead], n, -1).sum(-1)
+
+    return sums
+
+
+def _term(name: str, axis: int, ndim: int, n: int, m: int) -> str:
+    if ndim == 1:
+        return f"{name}[i]²"
+    index = "i" if m == 1 else f"{m}i:{m}i+{m}"
+    slices = [":"] * ndim
+    slices[axis] = index
+    return f"‖{name}[{', '.join(slices)}]‖²"
+
+
+def proposed_laws(model: nn.Module, x: torch.Tensor) -> dict[str, Law]:
+    """For each two layers the forward calls one after the other, P with n units and C reading n·m inputs, the laws
+    ``h_i = ‖P_i‖² − ‖C_{:, i}‖²`` (module docstring), one pattern of n laws each; not checked.
+
+    Examples
+    ========
+    >>> net = nn.Sequential(nn.Conv1d(2, 3, 3), nn.ReLU(), nn.Flatten(), nn.Linear(12, 2))
+    >>> list(proposed_laws(net, torch.randn(2, 2, 6)))
+    ['for i in 0..2: ‖0.weight[i, :, :]‖² + 0.bias[i]² − ‖3.weight[:, 4i:4i+4]‖²']
+    """
+    shapes = {name: p.shape for name, p in model.named_parameters() if p.requires_grad}
+    layers = called_layers(model, x)
+    laws = {}
+    for (p_name, p_module), (c_name, c_module) in zip(layers, layers[1:]):
+        units, reads = producer(p_name, p_module), consumer(c_name, c_module)
+        if not units or reads is None or not all(t in shapes for t, _ in units) or reads[0][0] not in shapes:
+            continue
+        n = shapes[units[0][0]][units[0][1]]
+        (c_weight, c_axis), inputs = reads
+        if inputs % n:
+            continue
+        m = inputs // n
+        kept = [_unit_sums(t, axis, len(shapes[t]), n) for t, axis in units]
+        read = _unit_sums(c_weight, c_axis, len(shapes[c_weight]), n)
+        terms = " + ".join(_term(t, axis, len(shapes[t]), n, 1) for t, axis in units)
+        key = f"for i in 0..{n - 1}: {terms} − {_term(c_weight, c_axis, len(shapes[c_weight]), n, m)}"
+        laws[key] = lambda p, kept=kept, read=read: sum(part(p) for part in kept) - read(p)
+    return laws
+
+
+def rescaling_laws(
+    model: nn.Module,
+    input_shape: tuple[int, ...] | None = None,
+    *,
+    inputs: torch.Tensor | None = None,
+    seed: int = 0,
+) -> tuple[dict[str, Law], str]:
+    """The laws :func:`proposed_laws` proposes for ``model`` that their check keeps (on standard-normal inputs of
+    ``input_shape``, or on ``inputs``, e.g. token ids), and one line saying what came of them; any D.
+
+    Examples
+    ========
+    >>> torch.manual_seed(0) and None
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 4), nn.GELU(), nn.Linear(4, 2)).double()
+    >>> laws, outcome = rescaling_laws(net, (3,))
+    >>> list(laws), outcome
+    (['for i in 0..3: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²'], '4 laws of rescaled units checked, 1 \
+proposed pattern failed its check (a unit the layers between do not scale with)')
+    """
+    x = example_inputs(model, input_shape, inputs)
+    proposed = proposed_laws(model, x)
+    if not proposed:
+        return {}, "no two layers in a row whose units could be rescaled"
+    with evaluating(model):
+        problem = problem_of(model, None)
+        p = problem.unflatten(problem.flatten(dict(model.named_parameters())))
+        sizes = {key: law(p).numel() for key, law in proposed.items()}
+        if sum(sizes.values()) * problem.num_params > MAX_ENTRIES:
+            return {}, (f"not checked: {sum(sizes.values())} proposed laws of D = {problem.num_params:,} parameters "
+                        f"need more than {MAX_ENTRIES * 8 / 2**30:g} GiB of gradients")
+        residuals, _ = law_residuals(problem, proposed, input_shape, inputs, seed)
+    kept = {key: law for key, law in proposed.items() if residuals[key] <= RESIDUAL_TOL}
+    failed = len(proposed) - len(kept)
+    outcome = f"{sum(sizes[key] for key in kept)} laws of rescaled units checked"
+    if failed:
+        patterns, their = ("pattern", "its") if failed == 1 else ("patterns", "their")
+        outcome += f", {failed} proposed {patterns} failed {their} check (a unit the layers between do not scale with)"
+    return kept, outcome

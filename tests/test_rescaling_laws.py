@@ -1,0 +1,101 @@
+"""The laws of rescaled units, proposed from the layers a forward calls and kept only where their check passes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from conslaw_lite import Monitor
+from conslaw_lite.drift import measure, model_setup
+from conslaw_lite.rescaling_laws import called_layers, proposed_laws, rescaling_laws
+
+
+class LeNet(nn.Module):
+    """A LeNet as users write it: layers as attributes, the nonlinearities and pooling in ``forward``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, 4, 3), nn.Conv2d(4, 8, 3)
+        self.fc1, self.fc2 = nn.Linear(8 * 4 * 4, 32), nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.relu(self.conv2(x)).flatten(1)
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def test_a_lenet_too_large_to_search_keeps_the_laws_of_its_channels_and_units_and_they_drift_as_tau_squared() -> None:
+    """D = 4,794, over a monitor's search: the 4 + 8 channels and 32 units rescale (channel c of conv2 is the columns
+    16c:16c+16 of fc1 after flattening); the monitor watches them, and their drift goes as τ² (slope 2): conserved by
+    gradient flow, which a law broken at first order would not be (slope 1)."""
+    torch.manual_seed(0)
+    model = LeNet().double()
+    monitor = Monitor(model, input_shape=(1, 14, 14))
+    (part,) = monitor.own.parts
+    assert part.num_params == 4794 and part.outcome.startswith("44 laws of rescaled units checked; not counted")
+    channels = "for i in 0..7: ‖conv2.weight[i, :, :, :]‖² + conv2.bias[i]² − ‖fc1.weight[:, 16i:16i+16]‖²"
+    assert list(part.laws)[1] == channels
+    report = measure(model_setup(LeNet, (1, 14, 14), samples=8), [1e-4, 2e-4], steps=3, laws=part.laws)
+    assert abs(report.slope_lr - 2) < 0.01 and all(p.identity_error < 1e-12 for p in report.points)
+
+
+@pytest.mark.parametrize(
+    ("between", "kept"),
+    [
+        (nn.ReLU(), True),
+        (nn.LeakyReLU(0.1), True),
+        (nn.Sequential(nn.ReLU(), nn.Dropout(0.5)), True),  # checked in eval mode: dropout is the identity there
+        (nn.GELU(), False),
+        (nn.Tanh(), False),
+        (nn.LayerNorm(5, elementwise_affine=False), False),  # reads every unit: none rescales alone
+    ],
+)
+def test_a_unit_is_kept_only_where_what_lies_between_scales_with_it(between: nn.Module, kept: bool) -> None:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 5), between, nn.Linear(5, 2)).double()
+    x = torch.randn(2, 3, dtype=torch.float64)
+    assert len(proposed_laws(net, x)) == 1
+    laws, outcome = rescaling_laws(net, (3,))
+    assert bool(laws) == kept
+    assert outcome.startswith("5 laws of rescaled units checked" if kept else "0 laws of rescaled units checked, 1")
+
+
+class Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.head = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(x + self.fc2(torch.relu(self.fc1(x))))
+
+
+def test_a_skip_connection_breaks_the_rescaling_it_bypasses_and_not_the_one_inside() -> None:
+    """fc1's units are read by fc2 alone (kept); fc2's outputs are summed with x before the head (dropped)."""
+    torch.manual_seed(0)
+    model = Residual().double()
+    laws, outcome = rescaling_laws(model, (4,))
+    assert list(laws) == ["for i in 0..3: ‖fc1.weight[i, :]‖² + fc1.bias[i]² − ‖fc2.weight[:, i]‖²"]
+    assert outcome == (
+        "4 laws of rescaled units checked, 1 proposed pattern failed its check (a unit the layers between do not "
+        "scale with)"
+    )
+
+
+def test_norm_gains_and_embedding_columns_are_units_and_a_shared_or_frozen_layer_proposes_none() -> None:
+    torch.manual_seed(0)
+    bn = nn.Sequential(nn.Conv2d(1, 3, 3), nn.BatchNorm2d(3), nn.ReLU(), nn.Conv2d(3, 2, 3)).double()
+    laws, _ = rescaling_laws(bn, (1, 6, 6))
+    assert list(laws) == ["for i in 0..2: 1.weight[i]² + 1.bias[i]² − ‖3.weight[:, i, :, :]‖²"]
+    tokens = nn.Sequential(nn.Embedding(7, 3), nn.Linear(3, 2)).double()
+    ids = torch.arange(7).reshape(7, 1).repeat(1, 2)
+    laws, _ = rescaling_laws(tokens, inputs=ids)
+    assert list(laws) == ["for i in 0..2: ‖0.weight[:, i]‖² − ‖1.weight[:, i]‖²"]
+    shared = nn.Linear(3, 3)
+    twice = nn.Sequential(shared, nn.ReLU(), shared, nn.ReLU(), nn.Linear(3, 2))
+    assert [name for name, _ in called_layers(twice, torch.randn(2, 3))] == ["4"] and not proposed_laws(
+        twice, torch.randn(2, 3)
+    )
+    frozen = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    frozen[2].weight.requires_grad_(False)
+    assert not proposed_laws(frozen, torch.randn(2, 3))
