@@ -400,8 +400,8 @@ def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int)
     laws, outcome = rescaling_laws(module, None if inputs is not None else shape, inputs=inputs, seed=seed)
     base = _unsearched(model, cut, "")
     outcome += (
-        f"; not counted: D = {D:,} is over the {SEARCH_MAX_PARAMS:,} a monitor searches whole, so other laws may exist "
-        f"(find_laws(part, input_shape) finds and counts them, up to {MAX_PARAMS:,} parameters)"
+        f" (D = {D:,} is over the {SEARCH_MAX_PARAMS:,} a monitor searches whole; find_laws(part, input_shape) finds "
+        f"and counts its laws up to {MAX_PARAMS:,} parameters)"
     )
     keyed = {f"{base.path}:{name}" if base.path else name: law for name, law in laws.items()}
     return replace(base, outcome=outcome, laws=keyed)

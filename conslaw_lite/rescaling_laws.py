@@ -158,7 +158,7 @@ def rescaling_laws(
     >>> laws, outcome = rescaling_laws(net, (3,))
     >>> list(laws), outcome
     (['for i in 0..3: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²'], '4 laws of rescaled units checked, 1 \
-proposed pattern failed its check (a unit the layers between do not scale with)')
+proposed pattern failed its check (a unit the layers between do not scale with); not counted: other laws may exist')
     """
     x = example_inputs(model, input_shape, inputs)
     proposed = proposed_laws(model, x)
@@ -178,4 +178,4 @@ proposed pattern failed its check (a unit the layers between do not scale with)'
     if failed:
         patterns, their = ("pattern", "its") if failed == 1 else ("patterns", "their")
         outcome += f", {failed} proposed {patterns} failed {their} check (a unit the layers between do not scale with)"
-    return kept, outcome
+    return kept, outcome + ("; not counted: other laws may exist" if kept else "")

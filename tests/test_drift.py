@@ -222,3 +222,15 @@ def test_cli_drifts_a_module_file_on_the_laws_it_finds(
     path.write_text("def build(:\n    pass\n")
     assert main(["drift", f"{path}:build", "--lr", "1e-4", "--input-shape", "2"]) == 4
     assert capsys.readouterr().err == f"error: {path}:1: SyntaxError: invalid syntax\n"
+
+
+def test_cli_drifts_a_module_past_find_laws_on_its_rescaled_units(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """D = 9,272, over the 8,192 find_laws counts: the 90 laws of its rescaled units, checked, said not counted."""
+    path = tmp_path / "wide.py"
+    path.write_text("from torch import nn\n\nmodel = nn.Sequential(nn.Linear(100, 90), nn.ReLU(), nn.Linear(90, 2))\n")
+    assert main(["drift", str(path), "--input-shape", "100", "--lr", "1e-4", "2e-4", "--steps", "3", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert f"laws of {path}: 90 laws of rescaled units checked; not counted: other laws may exist (D = 9,272" in err
+    assert abs(json.loads(out)["slope_lr"] - 2) < 0.01

@@ -2,7 +2,8 @@
 
 A model of one's own: ``drift FILE.py[:FACTORY] --input-shape 3,4`` (or ``--input-dtype long --vocab V``, or a
 function ``inputs(n)`` in the file, as for ``certify``) trains ``FACTORY()`` built anew for each seed, on the laws
-:func:`conslaw_lite.find_laws.find_laws` finds for it (what it found, on stderr).
+:func:`conslaw_lite.find_laws.find_laws` finds for it (what it found, on stderr; past its 8,192 parameters, the laws
+of its rescaled units, :mod:`conslaw_lite.rescaling_laws`).
 
 Exit codes: 0 every τ trained to step K, 1 some τ diverged (the table still has the stable ones, a row per
 diverged τ with its step and seed, and ``slope_lr`` fitted over the stable τ; one line on stderr says so),
@@ -24,9 +25,10 @@ from conslaw_lite.cli.certify import add_input_arguments, parse_shape, vocab_opt
 from conslaw_lite.config import device as default_device
 from conslaw_lite.drift import DriftReport, Setup, arch_setup, batch_size, measure, model_setup
 from conslaw_lite.early_warning import DIVERGENCE, SweepPoint, sweep
-from conslaw_lite.find_laws import find_laws
+from conslaw_lite.find_laws import MAX_PARAMS, find_laws
 from conslaw_lite.flows import OPTIMIZERS, SCHEDULES
 from conslaw_lite.laws import Law
+from conslaw_lite.rescaling_laws import rescaling_laws
 from conslaw_lite.seeding import seeded
 from conslaw_lite.user_module import load_module
 
@@ -125,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
 
 def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict[str, Law]]:
     """``FILE.py[:FACTORY]``: its setup (:func:`conslaw_lite.drift.model_setup`, the file loaded anew for each seed)
-    and the laws :func:`~conslaw_lite.find_laws.find_laws` finds for it, said on stderr."""
+    and the laws :func:`~conslaw_lite.find_laws.find_laws` finds for it (over its ``MAX_PARAMS``: those of its rescaled
+    units, :mod:`conslaw_lite.rescaling_laws`), said on stderr."""
     given = [size_flag(size) for size in given_sizes(size_options(args))]
     if given:
         raise ValueError(f"{args.arch} builds its model at its sizes: leave out {', '.join(given)}")
@@ -137,15 +140,21 @@ def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict
     inputs = user.samples(args.samples, shape, vocab)
     if inputs is None and shape is None:
         raise ValueError(f"{args.arch} needs --input-shape, e.g. --input-shape 3,4 (or a function inputs(n) in it)")
-    found = find_laws(user.model, shape if inputs is None else None, inputs=searched_on)
-    if not found.laws:
+    D = sum(p.numel() for p in user.model.parameters() if p.requires_grad)
+    if D > MAX_PARAMS:  # past find_laws: the laws of its rescaled units, checked, not counted
+        laws, found = rescaling_laws(user.model, shape if inputs is None else None, inputs=searched_on)
+        found += f" (D = {D:,} is over the {MAX_PARAMS:,} find_laws counts)"
+    else:
+        found = find_laws(user.model, shape if inputs is None else None, inputs=searched_on)
+        laws = found.laws
+    if not laws:
         raise ValueError(f"{args.arch} has no laws whose drift to measure: {found}")
     print(f"laws of {args.arch}: {found}", file=sys.stderr)
     setup = model_setup(
         lambda: load_module(args.arch).model, shape if inputs is None else None, inputs=inputs, samples=args.samples,
         batch=batch,
     )  # fmt: skip
-    return setup, found.laws
+    return setup, laws
 
 
 def format_report(report: DriftReport) -> str:
