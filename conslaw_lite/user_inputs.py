@@ -16,8 +16,8 @@ import math
 import torch
 from torch import nn
 
-from conslaw_lite.counting.count import MAX_SAMPLES, MIN_OUTPUTS, OUTPUTS_PER_PARAM
 from conslaw_lite.counting.problem import one_output
+from conslaw_lite.counting.sample_sizes import MAX_SAMPLES, MIN_OUTPUTS, OUTPUTS_PER_PARAM
 from conslaw_lite.seeding import generator
 
 

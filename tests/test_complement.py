@@ -9,6 +9,7 @@ from torch import nn
 from conslaw_lite.counting import count, count_laws
 from conslaw_lite.counting.budget import TooLarge, estimate_complement
 from conslaw_lite.counting.complement import _LU, MARGIN, Buffers, Gradients, _Depth1, complement_rank, first_width
+from conslaw_lite.counting.sample_sizes import MIN_OUTPUTS
 from conslaw_lite.families.toy.block import ToyProduct
 
 
@@ -121,8 +122,8 @@ def test_where_the_gradients_and_their_lu_do_not_fit_the_lu_alone_counts(monkeyp
     below the LU alone, a refusal naming its size."""
     monkeypatch.setattr(count, "COMPLEMENT_MIN_D", 0)
     model, cpu, replays = net(4, 6, 3), torch.device("cpu"), []
-    both = estimate_complement(42, count.MIN_OUTPUTS, cpu, count.NUM_POINTS).bytes
-    alone = estimate_complement(42, count.MIN_OUTPUTS, cpu, count.NUM_POINTS, replay=True).bytes
+    both = estimate_complement(42, MIN_OUTPUTS, cpu, count.NUM_POINTS).bytes
+    alone = estimate_complement(42, MIN_OUTPUTS, cpu, count.NUM_POINTS, replay=True).bytes
     assert both == alone + 8 * 42**2
     spy = lambda D, device, replay: replays.append(replay) or Buffers(D, device, replay)  # noqa: E731
     monkeypatch.setattr(count, "Buffers", spy)

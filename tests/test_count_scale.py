@@ -11,10 +11,11 @@ import pytest
 import torch
 from torch import nn
 
-from conslaw_lite.counting import TooLarge, count_laws
+from conslaw_lite.counting import TooLarge, count_laws, sample_sizes
 from conslaw_lite.counting import progress as progress_module
 from conslaw_lite.counting.budget import available_memory, check_fits, estimate, resolve_device
 from conslaw_lite.counting.lie_rank import lie_rank
+from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.counting.progress import Progress
 from conslaw_lite.families.toy.block import ToyProduct
 
@@ -146,3 +147,19 @@ def test_counting_on_another_device_copies_the_module_there() -> None:
     here = count_laws(model, (4,))
     assert moved.conclusive and moved.num_laws == here.num_laws == 6 and moved.sigma_kept == here.sigma_kept
     assert next(model.parameters()).dtype == torch.float32  # the user's module is left as it was
+
+
+def test_a_model_of_few_outputs_draws_as_many_inputs_as_its_gradient_rows_need_within_a_memory_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Linear(100, 90)-ReLU-Linear(90, 2), D = 9,272: 512 inputs would give 1,024 gradient rows, so ⌈1.25 D / 2⌉ =
+    5,795 are drawn; one input's forward saves 2,240 bytes for the backward (100 + 90 + 90 floats, and the ReLU's
+    mask), so a budget of 1,000 inputs' worth caps them there, and a model with 512 · out ≥ D keeps 512."""
+    model = nn.Sequential(nn.Linear(100, 90), nn.ReLU(), nn.Linear(90, 2)).double()
+    problem = problem_of(model, None)
+    theta = problem.flatten(dict(model.named_parameters()))
+    assert sample_sizes.saved_bytes(problem, theta, torch.randn(2, 100, dtype=torch.float64)) == 2240
+    assert sample_sizes.num_inputs(problem, theta, (100,), None, 1.25 * 9272, 2) == 5795
+    monkeypatch.setattr(sample_sizes, "SAVED_BYTES", 2240 * 1000)
+    assert sample_sizes.num_inputs(problem, theta, (100,), None, 1.25 * 9272, 2) == 1000
+    assert sample_sizes.num_inputs(problem, theta, (100,), None, 1.25 * 9272, 20) == 512  # 512 · 20 ≥ D

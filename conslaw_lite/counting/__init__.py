@@ -55,7 +55,9 @@ scale. Half the inputs are standard normal, the other half are scaled by
 ``10^u``, u uniform in ``INPUT_DECADES`` = (−3, 3), enough of them (``MIN_OUTPUTS``)
 that every unit meets every piece: a cap or threshold at any height, a softmax or
 sigmoid both saturated and not. Each input's outputs are divided by their norm so
-that no scale buries the others.
+that no scale buries the others. At most 512 inputs are drawn, unless a model of few outputs would get fewer
+gradient rows than parameters from them: then as many as 1.25 D rows need, within a budget of what their forward
+saves for its backward (:mod:`.sample_sizes`).
 
 **Soundness guards.** A wrong count marked conclusive is the worst failure this
 counter can have, and what fooled naive sampling is guarded against by what the

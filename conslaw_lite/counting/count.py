@@ -44,6 +44,7 @@ from conslaw_lite.counting.problem import (
     sample_inputs,
 )
 from conslaw_lite.counting.progress import Progress, wanted
+from conslaw_lite.counting.sample_sizes import MIN_OUTPUTS, OUTPUTS_PER_PARAM, num_inputs
 from conslaw_lite.counting.saturation import MIN_FACTOR, frozen_error, linear_units, too_few_moving, zeros_everywhere
 from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, parameter_pieces
 from conslaw_lite.counting.unseen_kinks import POINTS, Kinks, one_piece, too_few, unpaired, unseen_kinks, weight_pieces
@@ -54,11 +55,6 @@ from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.time_limit import time_limit
 
 NUM_POINTS = 2  # random θ that must agree
-MIN_OUTPUTS = 4096  # output entries per θ: every ReLU unit is on for many inputs and off for many
-# And at least 1.25 D of them: W's span needs no more than D gradient rows, a quarter more covers inputs whose
-# rows are dependent. Each vector costs a pass over all of them (2D took 1.6 times as long for MHA at D = 8192).
-OUTPUTS_PER_PARAM = 1.25
-MAX_SAMPLES = 512
 PIECEWISE_SAMPLES = 16  # times more inputs for a ReLU model at a given θ: W(θ) needs inputs in each small region
 # Where the rank reaches D (nothing dropped, so the gap test says nothing), the smallest kept direction must stand
 # this far above the derivatives' own round-off, measured at each θ by how much two
@@ -165,7 +161,7 @@ def _draw(
     probe = problem.to_device(sample_inputs(input_shape, inputs, 1, gen))
     n_out_one = checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
     outputs = max(OUTPUTS_PER_PARAM * theta.numel(), MIN_OUTPUTS)
-    batch = num_samples or min(MAX_SAMPLES, math.ceil(outputs / max(n_out_one, 1)))
+    batch = num_samples or num_inputs(problem, theta, input_shape, inputs, outputs, n_out_one)
     calls, per_input = kinked_calls(lambda x: forward(theta, x), probe)
     own = calls > 0 and (at is not None or not per_input)  # ranked with the patterns θ realizes itself
     if own and num_samples is None:
