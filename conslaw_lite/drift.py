@@ -359,12 +359,7 @@ def arch_setup(arch: str, options: ArchOptions | None = None, *, samples: int = 
 
     def setup(seed: int) -> tuple[nn.Module, LossFn]:
         built = spec.build(ArchOptions(**{**asdict(options), "seed": seed}))
-        model = built.model.double()
-        g = torch.Generator().manual_seed(seed)
-        x = torch.randn(samples, *built.input_shape, generator=g, dtype=torch.float64)
-        with torch.no_grad():
-            y = torch.randn(model(x).shape, generator=g, dtype=torch.float64)
-        return model, mse_loss(x, y, batch_size=batch, seed=seed)
+        return _regression(built.model.double(), built.input_shape, None, samples, batch, seed)
 
     return setup
 
@@ -400,20 +395,25 @@ def model_setup(
             model = build()
         if not isinstance(model, nn.Module):
             raise TypeError(f"model_setup: build() returned {type(model).__name__}, not an nn.Module")
-        model = model.double()
-        g = torch.Generator().manual_seed(seed)
-        if inputs is None:
-            x = torch.randn(samples, *input_shape, generator=g, dtype=torch.float64)
-        else:
-            x = inputs[:samples].double() if inputs.is_floating_point() else inputs[:samples]
-        with torch.no_grad():
-            out = model(x)
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"model_setup: the model returns {type(out).__name__}; the MSE loss needs one tensor")
-        y = torch.randn(out.shape, generator=g, dtype=torch.float64)
-        return model, mse_loss(x, y, batch_size=batch, seed=seed)
+        return _regression(model.double(), input_shape, inputs, samples, batch, seed)
 
     return setup
+
+
+def _regression(model: nn.Module, input_shape, inputs, samples: int, batch: int | None, seed: int):
+    """``(model, MSE loss)`` on x ~ N(0, 1) of ``input_shape`` (or the first ``samples`` of ``inputs``) and targets
+    y ~ N(0, 1) of the output's shape, both drawn from the seed's generator."""
+    g = torch.Generator().manual_seed(seed)
+    if inputs is None:
+        x = torch.randn(samples, *input_shape, generator=g, dtype=torch.float64)
+    else:
+        x = inputs[:samples].double() if inputs.is_floating_point() else inputs[:samples]
+    with torch.no_grad():
+        out = model(x)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"the model returns {type(out).__name__}; the MSE loss needs one tensor")
+    y = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    return model, mse_loss(x, y, batch_size=batch, seed=seed)
 
 
 def arch_runs(arch: str, options: ArchOptions | None = None, *, samples: int = 64) -> Callable[[str], Setup]:

@@ -164,10 +164,11 @@ proposed pattern failed its check (a unit the layers between do not scale with);
     proposed = proposed_laws(model, x)
     if not proposed:
         return {}, "no two layers in a row whose units could be rescaled"
+    with torch.no_grad():
+        p = dict(model.named_parameters())
+        sizes = {key: law(p).numel() for key, law in proposed.items()}
     with evaluating(model):
         problem = problem_of(model, None)
-        p = problem.unflatten(problem.flatten(dict(model.named_parameters())))
-        sizes = {key: law(p).numel() for key, law in proposed.items()}
         if sum(sizes.values()) * problem.num_params > MAX_ENTRIES:
             return {}, (f"not checked: {sum(sizes.values())} proposed laws of D = {problem.num_params:,} parameters "
                         f"need more than {MAX_ENTRIES * 8 / 2**30:g} GiB of gradients")

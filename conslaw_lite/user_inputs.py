@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.counting.problem import one_output
-from conslaw_lite.counting.sample_sizes import MAX_SAMPLES, MIN_OUTPUTS, OUTPUTS_PER_PARAM
+from conslaw_lite.counting.sample_sizes import MAX_SAMPLES, output_entries
 from conslaw_lite.seeding import generator
 
 
@@ -40,7 +40,7 @@ def inputs_needed(model: nn.Module, example: torch.Tensor) -> int:
     except (RuntimeError, ValueError, TypeError, AttributeError):  # the count names what the model rejects, if it does
         return MAX_SAMPLES
     D = sum(p.numel() for p in model.parameters())
-    return min(MAX_SAMPLES, math.ceil(max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS) / max(out, 1)))
+    return min(MAX_SAMPLES, math.ceil(output_entries(D) / max(out, 1)))
 
 
 def token_inputs(input_shape: tuple[int, ...], vocab: int, n: int, seed: int = 0) -> torch.Tensor:

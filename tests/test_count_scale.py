@@ -159,7 +159,7 @@ def test_a_model_of_few_outputs_draws_as_many_inputs_as_its_gradient_rows_need_w
     problem = problem_of(model, None)
     theta = problem.flatten(dict(model.named_parameters()))
     assert sample_sizes.saved_bytes(problem, theta, torch.randn(2, 100, dtype=torch.float64)) == 2240
-    assert sample_sizes.num_inputs(problem, theta, (100,), None, 1.25 * 9272, 2) == 5795
+    assert sample_sizes.num_inputs(problem, theta, (100,), None, 2) == 5795
     monkeypatch.setattr(sample_sizes, "SAVED_BYTES", 2240 * 1000)
-    assert sample_sizes.num_inputs(problem, theta, (100,), None, 1.25 * 9272, 2) == 1000
-    assert sample_sizes.num_inputs(problem, theta, (100,), None, 1.25 * 9272, 20) == 512  # 512 · 20 ≥ D
+    assert sample_sizes.num_inputs(problem, theta, (100,), None, 2) == 1000
+    assert sample_sizes.num_inputs(problem, theta, (100,), None, 20) == 512  # 512 · 20 ≥ D

@@ -44,7 +44,7 @@ from conslaw_lite.counting.problem import (
     sample_inputs,
 )
 from conslaw_lite.counting.progress import Progress, wanted
-from conslaw_lite.counting.sample_sizes import MIN_OUTPUTS, OUTPUTS_PER_PARAM, num_inputs
+from conslaw_lite.counting.sample_sizes import num_inputs, output_entries
 from conslaw_lite.counting.saturation import MIN_FACTOR, frozen_error, linear_units, too_few_moving, zeros_everywhere
 from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, parameter_pieces
 from conslaw_lite.counting.unseen_kinks import POINTS, Kinks, one_piece, too_few, unpaired, unseen_kinks, weight_pieces
@@ -160,8 +160,7 @@ def _draw(
     forward = lambda t, x: problem.apply(problem.unflatten(t), x)  # noqa: E731
     probe = problem.to_device(sample_inputs(input_shape, inputs, 1, gen))
     n_out_one = checked_outputs(problem, theta, probe).numel() // max(len(probe), 1)
-    outputs = max(OUTPUTS_PER_PARAM * theta.numel(), MIN_OUTPUTS)
-    batch = num_samples or num_inputs(problem, theta, input_shape, inputs, outputs, n_out_one)
+    batch = num_samples or num_inputs(problem, theta, input_shape, inputs, n_out_one)
     calls, per_input = kinked_calls(lambda x: forward(theta, x), probe)
     own = calls > 0 and (at is not None or not per_input)  # ranked with the patterns θ realizes itself
     if own and num_samples is None:
@@ -425,7 +424,7 @@ def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tupl
     LU, or where both do not fit the LU alone (``replay``: the gradients recomputed at each use). Refused, the
     estimate named is the LU alone's.
     """
-    outputs = max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS)
+    outputs = output_entries(D)
     if D >= COMPLEMENT_MIN_D:  # the LU alone needs the basis's memory, and takes a fifth of its flops and less
         need = estimate_complement(D, outputs, device, NUM_POINTS)
         try:

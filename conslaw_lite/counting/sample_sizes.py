@@ -16,8 +16,19 @@ MAX_SAMPLES = 512
 SAVED_BYTES = 2**26  # past MAX_SAMPLES, inputs whose forward saves at most this much for the backward (64 MiB)
 
 
-def num_inputs(problem: Problem, theta: torch.Tensor, input_shape, inputs, outputs: float, n_out_one: int) -> int:
-    """Inputs for ``outputs`` output entries at ``n_out_one`` each: at most ``MAX_SAMPLES``, unless those would give
+def output_entries(D: int) -> float:
+    """The output entries a count wants at each θ for D parameters: ``max(1.25 D, 4096)``.
+
+    Examples
+    ========
+    >>> output_entries(100), output_entries(20_000)
+    (4096, 25000.0)
+    """
+    return max(OUTPUTS_PER_PARAM * D, MIN_OUTPUTS)
+
+
+def num_inputs(problem: Problem, theta: torch.Tensor, input_shape, inputs, n_out_one: int) -> int:
+    """Inputs for :func:`output_entries` at ``n_out_one`` each: at most ``MAX_SAMPLES``, unless those would give
     fewer gradient rows than D (a regression's one output: 512 rows for thousands of parameters, which leaves the
     brackets thousands of directions to fill, and the complement's factorization growing to D); then as many as the
     outputs need, while what their forward saves for its backward stays under ``SAVED_BYTES``.
@@ -30,13 +41,13 @@ def num_inputs(problem: Problem, theta: torch.Tensor, input_shape, inputs, outpu
     ...     problem = problem_of(model, None)
     ...     theta = problem.flatten(dict(model.named_parameters()))
     ...     out = model(torch.zeros(1, *shape, dtype=torch.float64)).numel()
-    ...     return num_inputs(problem, theta, shape, None, max(1.25 * theta.numel(), MIN_OUTPUTS), out)
+    ...     return num_inputs(problem, theta, shape, None, out)
     >>> drawn(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).double(), (4,))  # 512 · 2 ≥ D = 58
     512
     >>> drawn(nn.Sequential(nn.Linear(100, 90), nn.ReLU(), nn.Linear(90, 2)).double(), (100,))  # ⌈1.25 · 9,272 / 2⌉
     5795
     """
-    wanted = math.ceil(outputs / max(n_out_one, 1))
+    wanted = math.ceil(output_entries(theta.numel()) / max(n_out_one, 1))
     if inputs is not None or MAX_SAMPLES * n_out_one >= theta.numel() or wanted <= MAX_SAMPLES:
         return min(MAX_SAMPLES, wanted)  # given inputs are taken as they are, whatever their number
     two = sample_inputs(input_shape, None, 2, torch.Generator().manual_seed(0), spread=False)  # not the count's draws
