@@ -58,6 +58,8 @@ from __future__ import annotations
 import copy
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -344,13 +346,17 @@ def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Ten
     why = _unsearchable(model, cut, recorded)
     if why:
         return [_unsearched(model, cut, f"not searched: {why}")]
+    rescaled = None
     try:
         rescaled = _rescaled(model, cut, recorded, seed)
         if rescaled is not None and rescaled.laws:
             return [rescaled]
         found = _find(model, cut, recorded, seed)
     except ValueError as err:  # refused: its size, its mode, its dtype (the message says which)
-        refused = _unsearched(model, cut, f"not searched: {str(err).splitlines()[0]}")
+        why = str(err).splitlines()[0]
+        if rescaled is not None:  # tried first: say what came of it
+            why += f"; tried first: {rescaled.outcome.split(' (D = ')[0]}"
+        refused = _unsearched(model, cut, f"not searched: {why}")
         return [refused, *(p for piece in _pieces(model, cut) for p in _search(model, piece, recorded, x, seed))]
     except OutOfTime:
         return [_unsearched(model, cut, STOPPED)]
@@ -381,9 +387,17 @@ def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int):
         module = copy.deepcopy(module).cpu()
     _check_size(module)
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
-    with warnings.catch_warnings():  # torch's note that vmap runs an attention kernel's backward one by one
-        warnings.filterwarnings("ignore", message="There is a performance drop")
+    with _quiet_vmap():
         return find_laws(module, shape, inputs=inputs, seed=seed)
+
+
+@contextmanager
+def _quiet_vmap() -> Iterator[None]:
+    """Without torch's note that vmap runs an attention kernel's backward one row at a time (the search says how
+    long it runs)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="There is a performance drop")
+        yield
 
 
 def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> Part | None:
@@ -397,7 +411,8 @@ def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int)
     if model_device(module) != torch.device("cpu"):
         module = copy.deepcopy(module).cpu()
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
-    laws, outcome = rescaling_laws(module, None if inputs is not None else shape, inputs=inputs, seed=seed)
+    with _quiet_vmap():
+        laws, outcome = rescaling_laws(module, None if inputs is not None else shape, inputs=inputs, seed=seed)
     base = _unsearched(model, cut, "")
     outcome += (
         f" (D = {D:,} is over the {SEARCH_MAX_PARAMS:,} a monitor searches whole; find_laws(part, input_shape) finds "

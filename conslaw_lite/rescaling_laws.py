@@ -20,6 +20,7 @@ complete (a linear layer between two others has the whole GL(n) of laws, of whic
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -28,7 +29,7 @@ from torch import nn
 from conslaw_lite.config import evaluating
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import law_residuals
-from conslaw_lite.counting.problem import problem_of
+from conslaw_lite.counting.problem import checked_outputs, problem_of
 from conslaw_lite.dataflow import forward_watched
 from conslaw_lite.laws import Law, Params
 from conslaw_lite.shared_squares import squared
@@ -37,6 +38,8 @@ from conslaw_lite.user_inputs import example_inputs
 CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 NORMS = (nn.LayerNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm)
 MAX_ENTRIES = 2**27  # law entries × D of the gradients the check holds (1 GiB of float64)
+CHECK_ROWS = 512  # output entries each θ of the check wants: a language model's one window of 8 tokens over 64 words
+# has 512, and 8 windows took 160 s (each row its own backward pass where vmap runs attention's one by one)
 
 Unit = tuple[str, int]  # a tensor's name and the axis along which its entries belong to the units
 
@@ -51,6 +54,8 @@ def producer(name: str, module: nn.Module) -> list[Unit]:
     """
     if isinstance(module, nn.Linear) or (isinstance(module, CONVS) and module.groups == 1):
         return [(f"{name}.{t}", 0) for t in ("weight", "bias") if getattr(module, t) is not None]
+    if _is_conv1d(module):
+        return [(f"{name}.weight", 1), *([(f"{name}.bias", 0)] if module.bias is not None else [])]
     if isinstance(module, nn.Embedding):
         return [(f"{name}.weight", 1)]
     if isinstance(module, NORMS) and getattr(module, "weight", None) is not None and module.weight.dim() == 1:
@@ -70,7 +75,16 @@ def consumer(name: str, module: nn.Module) -> tuple[Unit, int] | None:
         return (f"{name}.weight", 1), module.in_features
     if isinstance(module, CONVS) and module.groups == 1:
         return (f"{name}.weight", 1), module.in_channels
+    if _is_conv1d(module):
+        return (f"{name}.weight", 0), module.weight.shape[0]
     return None
+
+
+def _is_conv1d(module: nn.Module) -> bool:
+    """transformers' ``Conv1D`` (GPT-2's layers): ``y = x W + b``, its weight of shape (inputs, outputs), the transpose
+    of ``nn.Linear``'s; recognised by name, transformers being optional."""
+    weight = getattr(module, "weight", None)
+    return type(module).__name__ == "Conv1D" and isinstance(weight, torch.Tensor) and weight.dim() == 2
 
 
 def called_layers(model: nn.Module, x: torch.Tensor) -> list[tuple[str, nn.Module]]:
@@ -149,7 +163,8 @@ def rescaling_laws(
     seed: int = 0,
 ) -> tuple[dict[str, Law], str]:
     """The laws :func:`proposed_laws` proposes for ``model`` that their check keeps (on standard-normal inputs of
-    ``input_shape``, or on ``inputs``, e.g. token ids), and one line saying what came of them; any D.
+    ``input_shape``, or on the first of ``inputs``, e.g. token ids: 2 to 8 inputs, as many as give ``CHECK_ROWS``
+    output entries), and one line saying what came of them; any D.
 
     Examples
     ========
@@ -172,7 +187,11 @@ proposed pattern failed its check (a unit the layers between do not scale with);
         if sum(sizes.values()) * problem.num_params > MAX_ENTRIES:
             return {}, (f"not checked: {sum(sizes.values())} proposed laws of D = {problem.num_params:,} parameters "
                         f"need more than {MAX_ENTRIES * 8 / 2**30:g} GiB of gradients")
-        residuals, _ = law_residuals(problem, proposed, input_shape, inputs, seed)
+        probe = x[:1].double() if x.is_floating_point() else x[:1]  # the problem computes in float64
+        one = checked_outputs(problem, problem.flatten(p), probe).numel()
+        samples = min(8, max(2, math.ceil(CHECK_ROWS / max(one, 1))))
+        given = None if inputs is None else inputs[:samples]
+        residuals, _ = law_residuals(problem, proposed, input_shape, given, seed, samples)
     kept = {key: law for key, law in proposed.items() if residuals[key] <= RESIDUAL_TOL}
     failed = len(proposed) - len(kept)
     outcome = f"{sum(sizes[key] for key in kept)} laws of rescaled units checked"

@@ -255,7 +255,7 @@ def test_a_part_too_large_to_search_at_the_start_watches_its_rescaled_units_at_o
     """The whole 64-64-64-2 ReLU MLP (D = 8,450) is over SEARCH_MAX_PARAMS: no count, its 128 unit rescalings proposed
     and checked in seconds, the outcome saying they are not counted."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 2)).double()
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 2))  # float32
     start = time.perf_counter()
     (part,) = own_laws(model, input_shape=(64,)).parts
     assert time.perf_counter() - start < 10
@@ -270,15 +270,19 @@ def test_a_part_too_large_to_search_at_the_start_watches_its_rescaled_units_at_o
 
 def test_a_part_too_large_whose_units_do_not_rescale_is_refused_at_once_and_searched_in_windows() -> None:
     """With GELU no unit rescales: the whole (D = 8,450) and its first window (8,320) are refused before any count,
-    naming D; the last window too (4,290); nothing hangs."""
+    naming D and what came of the rescalings tried first; the last window too (4,290); nothing hangs."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 2)).double()
+    model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 2))  # float32
     start = time.perf_counter()
     own = own_laws(model, input_shape=(64,))
     assert time.perf_counter() - start < 10
     outcomes = {part.path: part.outcome for part in own.parts}
     assert list(outcomes) == ["", "0-2", "2-4"] and not own.laws
     assert outcomes[""].startswith("not searched: D = 8,450 parameters, over the 3,072 a monitor searches")
+    assert outcomes[""].endswith(
+        "; tried first: 0 laws of rescaled units checked, 2 proposed patterns failed their check (a unit the layers "
+        "between do not scale with)"
+    )
     assert outcomes["0-2"].startswith("not searched: D = 8,320 parameters")
     assert outcomes["2-4"].startswith("not searched: D = 4,290 parameters")
 

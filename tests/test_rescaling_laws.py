@@ -6,7 +6,11 @@ import pytest
 import torch
 from torch import nn
 
-from conslaw_lite import Monitor
+from conslaw_lite import Monitor, check_laws
+from conslaw_lite import rescaling_laws as rescaling
+from conslaw_lite.counting import check
+from conslaw_lite.counting.check import gradient_rows, law_residuals
+from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.drift import measure, model_setup
 from conslaw_lite.rescaling_laws import called_layers, proposed_laws, rescaling_laws
 
@@ -99,3 +103,50 @@ def test_norm_gains_and_embedding_columns_are_units_and_a_shared_or_frozen_layer
     frozen = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     frozen[2].weight.requires_grad_(False)
     assert not proposed_laws(frozen, torch.randn(2, 3))
+
+
+def test_gpt2_conv1d_layers_are_units_read_along_their_weight_rows() -> None:
+    """transformers' ``Conv1D`` (y = x W + b, W of shape (inputs, outputs)): a LayerNorm's units are W's rows, its own
+    units W's columns and bias; the laws kept are conserved, 4 + 6 independent ones among the count's."""
+    Conv1D = pytest.importorskip("transformers.pytorch_utils").Conv1D
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.LayerNorm(4), Conv1D(6, 4), nn.ReLU(), Conv1D(3, 6)).double()
+    laws, outcome = rescaling_laws(model, (4,))
+    assert list(laws) == [
+        "for i in 0..3: 0.weight[i]² + 0.bias[i]² − ‖1.weight[i, :]‖²",
+        "for i in 0..5: ‖1.weight[:, i]‖² + 1.bias[i]² − ‖3.weight[i, :]‖²",
+    ]
+    check = check_laws(model, laws, (4,))
+    assert check.max_residual < 1e-9 and check.independent == 10 and check.num_laws >= 10
+
+
+def test_a_language_model_given_many_windows_is_checked_on_a_few() -> None:
+    """Token models come with the inputs a count needs (hundreds of windows, each T × vocabulary outputs): the check
+    reads the first 2 to 8 of them, enough for 512 output entries, not all (a two-layer Mistral's 56 windows took
+    160 s, and all its outputs at once held more than 24 GB)."""
+    torch.manual_seed(0)
+    lm = nn.Sequential(nn.Embedding(64, 8), nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 64)).double()
+    ids = torch.randint(0, 64, (300, 8), generator=torch.Generator().manual_seed(0))
+    seen = []
+
+    def spied(problem, laws, input_shape, inputs, seed, samples):
+        seen.append(len(inputs))
+        return law_residuals(problem, laws, input_shape, inputs, seed, samples)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rescaling, "law_residuals", spied)
+        laws, _ = rescaling_laws(lm, inputs=ids)
+    assert seen == [2] and sum(law(dict(lm.named_parameters())).numel() for law in laws.values()) == 8 + 16
+
+
+def test_gradient_rows_in_chunks_are_the_jacobian() -> None:
+    """However small the memory allowed for one chunk of backward passes, the rows are ∇f_i, in order."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 4)).double()
+    problem = problem_of(net, None)
+    theta = problem.flatten(dict(net.named_parameters()))
+    f = problem.outputs(torch.randn(6, 3, dtype=torch.float64))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(check, "ROWS_BYTES", 1)  # one row at a time
+        rows = list(gradient_rows(f, theta))
+    assert len(rows) == 24 and torch.allclose(torch.cat(rows), torch.func.jacrev(f)(theta), atol=0, rtol=1e-13)

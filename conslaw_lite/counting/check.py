@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
-from torch.func import jacrev
+from torch.func import jacrev, vjp, vmap
 
 from conslaw_lite.counting.count import NUM_POINTS, LawCount, count_laws, outputs_over_pieces
 from conslaw_lite.counting.lie_rank import CUT
-from conslaw_lite.counting.problem import Model, Problem, checked_outputs, problem_of, sample_inputs
+from conslaw_lite.counting.problem import Field, Model, Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.laws import Law, Params
 from conslaw_lite.seeding import Stream, generator
+from conslaw_lite.time_limit import check_time
 
 RESIDUAL_TOL = 1e-9  # a law's relative residual |⟨∇h, ∇f_i⟩| / (‖∇h‖‖∇f_i‖) at round-off
+ROWS_BYTES = 2**28  # what the backward passes of one chunk of gradient rows may hold (256 MiB): a language model's
+# 8 windows give thousands of outputs, and their backward passes all at once held more than 24 GB (a two-layer
+# Mistral of d = 32, D = 20,000)
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,36 @@ def cosine_residuals(grad_h: torch.Tensor, grad_f: torch.Tensor) -> tuple[torch.
     varying = norms_h > CUT * norms_h.max().clamp_min(torch.finfo(torch.float64).tiny)  # constants carry no law
     cosines = (grad_h @ grad_f.T).abs() / (norms_h[:, None] * grad_f.norm(dim=1)[None, :]).clamp_min(1e-300)
     return torch.where(varying, cosines.max(dim=1).values, torch.zeros_like(norms_h)), varying
+
+
+def gradient_rows(f: Field, theta: torch.Tensor) -> Iterator[torch.Tensor]:
+    """∇f_i(θ) for every output i of ``f``, as chunks of rows (chunk, D): one forward, then the pullbacks of one-hot
+    cotangents, as many at once as keep their backward passes within ``ROWS_BYTES`` (each holds about what the
+    forward saved, and its D-vector).
+
+    Examples
+    ========
+    >>> f = lambda t: torch.stack([t[0] * t[1], t[0] ** 2, t[1]])
+    >>> torch.cat(list(gradient_rows(f, torch.tensor([1.0, 2.0])))).tolist()  # the Jacobian, row by row
+    [[2.0, 1.0], [2.0, 0.0], [0.0, 1.0]]
+    """
+    saved = [0]
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved[0] += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):  # torch.func's vjp takes no such hooks
+        out = f(theta.detach().requires_grad_())
+    n = out.numel()
+    chunk = max(1, min(n, ROWS_BYTES // (saved[0] + 2 * theta.numel() * theta.element_size())))
+    out, pullback = vjp(f, theta)
+    for start in range(0, n, chunk):
+        check_time()
+        m = min(chunk, n - start)
+        one_hot = torch.zeros(m, n, dtype=out.dtype, device=out.device)
+        one_hot[torch.arange(m), torch.arange(start, start + m)] = 1.0
+        yield vmap(pullback)(one_hot.reshape(m, *out.shape))[0]
 
 
 def check_laws(
@@ -156,9 +190,11 @@ def law_residuals(
         # pieces that only other scales reach (a cap) are taken from random θ' of many decades, as the count does
         x = sample_inputs(input_shape, inputs, num_samples, gen, spread=False)
         checked_outputs(problem, theta, x)
-        grad_f = jacrev(outputs_over_pieces(problem, theta, x, gen, num_samples))(theta)  # (S·out, D)
         grad_h = jacrev(h)(theta)  # (L, D)
-        per_entry, varying = cosine_residuals(grad_h, grad_f)
+        per_entry = torch.zeros(len(grad_h), dtype=grad_h.dtype, device=grad_h.device)
+        for grad_f in gradient_rows(outputs_over_pieces(problem, theta, x, gen, num_samples), theta):
+            chunk, varying = cosine_residuals(grad_h, grad_f)
+            per_entry = torch.maximum(per_entry, chunk)
         norms_h = grad_h.norm(dim=1)
         for name, part in zip(laws, torch.split(per_entry, _law_sizes(laws, problem, theta))):
             residuals[name] = max(residuals[name], float(part.max()))
