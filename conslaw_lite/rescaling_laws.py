@@ -38,8 +38,9 @@ from conslaw_lite.user_inputs import example_inputs
 CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 NORMS = (nn.LayerNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm)
 MAX_ENTRIES = 2**27  # law entries × D of the gradients the check holds (1 GiB of float64)
-CHECK_ROWS = 512  # output entries each θ of the check wants: a language model's one window of 8 tokens over 64 words
-# has 512, and 8 windows took 160 s (each row its own backward pass where vmap runs attention's one by one)
+CHECK_ROWS = 512  # output entries each θ of the check reads, drawn at random where there are more: a language
+# model's 8 windows of 8 tokens over 64 words took 160 s (each row its own backward pass where vmap runs attention's
+# one by one), a ResNet stage's 2 maps of 128 × 8 × 8 more than the 120 s a monitor gives its whole search
 
 Unit = tuple[str, int]  # a tensor's name and the axis along which its entries belong to the units
 
@@ -164,7 +165,8 @@ def rescaling_laws(
 ) -> tuple[dict[str, Law], str]:
     """The laws :func:`proposed_laws` proposes for ``model`` that their check keeps (on standard-normal inputs of
     ``input_shape``, or on the first of ``inputs``, e.g. token ids: 2 to 8 inputs, as many as give ``CHECK_ROWS``
-    output entries), and one line saying what came of them; any D.
+    output entries, and that many of their outputs where they have more), and one line saying what came of them;
+    any D.
 
     Examples
     ========
@@ -191,7 +193,7 @@ proposed pattern failed its check (a unit the layers between do not scale with);
         one = checked_outputs(problem, problem.flatten(p), probe).numel()
         samples = min(8, max(2, math.ceil(CHECK_ROWS / max(one, 1))))
         given = None if inputs is None else inputs[:samples]
-        residuals, _ = law_residuals(problem, proposed, input_shape, given, seed, samples)
+        residuals, _ = law_residuals(problem, proposed, input_shape, given, seed, samples, max_rows=CHECK_ROWS)
     kept = {key: law for key, law in proposed.items() if residuals[key] <= RESIDUAL_TOL}
     failed = len(proposed) - len(kept)
     outcome = f"{sum(sizes[key] for key in kept)} laws of rescaled units checked"

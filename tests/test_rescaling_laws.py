@@ -122,25 +122,26 @@ def test_gpt2_conv1d_layers_are_units_read_along_their_weight_rows() -> None:
 
 def test_a_language_model_given_many_windows_is_checked_on_a_few() -> None:
     """Token models come with the inputs a count needs (hundreds of windows, each T × vocabulary outputs): the check
-    reads the first 2 to 8 of them, enough for 512 output entries, not all (a two-layer Mistral's 56 windows took
-    160 s, and all its outputs at once held more than 24 GB)."""
+    reads the first 2 to 8 of them, enough for 512 output entries, and 512 of their outputs, not all (a two-layer
+    Mistral's 56 windows took 160 s, and all its outputs at once held more than 24 GB)."""
     torch.manual_seed(0)
     lm = nn.Sequential(nn.Embedding(64, 8), nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 64)).double()
     ids = torch.randint(0, 64, (300, 8), generator=torch.Generator().manual_seed(0))
     seen = []
 
-    def spied(problem, laws, input_shape, inputs, seed, samples):
-        seen.append(len(inputs))
-        return law_residuals(problem, laws, input_shape, inputs, seed, samples)
+    def spied(problem, laws, input_shape, inputs, seed, samples, max_rows):
+        seen.append((len(inputs), max_rows))
+        return law_residuals(problem, laws, input_shape, inputs, seed, samples, max_rows)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(rescaling, "law_residuals", spied)
         laws, _ = rescaling_laws(lm, inputs=ids)
-    assert seen == [2] and sum(law(dict(lm.named_parameters())).numel() for law in laws.values()) == 8 + 16
+    assert seen == [(2, 512)] and sum(law(dict(lm.named_parameters())).numel() for law in laws.values()) == 8 + 16
 
 
 def test_gradient_rows_in_chunks_are_the_jacobian() -> None:
-    """However small the memory allowed for one chunk of backward passes, the rows are ∇f_i, in order."""
+    """However small the memory allowed for one chunk of backward passes, the rows are ∇f_i, in order; ``most`` of
+    them are as many distinct rows of it, in order."""
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 4)).double()
     problem = problem_of(net, None)
@@ -149,4 +150,8 @@ def test_gradient_rows_in_chunks_are_the_jacobian() -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(check, "ROWS_BYTES", 1)  # one row at a time
         rows = list(gradient_rows(f, theta))
-    assert len(rows) == 24 and torch.allclose(torch.cat(rows), torch.func.jacrev(f)(theta), atol=0, rtol=1e-13)
+    jacobian = torch.func.jacrev(f)(theta)
+    assert len(rows) == 24 and torch.allclose(torch.cat(rows), jacobian, atol=0, rtol=1e-13)
+    drawn = torch.cat(list(gradient_rows(f, theta, 5, torch.Generator().manual_seed(0))))
+    which = [int((jacobian - row).abs().sum(1).argmin()) for row in drawn]
+    assert len(drawn) == 5 and which == sorted(set(which)) and torch.allclose(drawn, jacobian[which], rtol=1e-13)

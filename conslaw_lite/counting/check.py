@@ -88,10 +88,12 @@ def cosine_residuals(grad_h: torch.Tensor, grad_f: torch.Tensor) -> tuple[torch.
     return torch.where(varying, cosines.max(dim=1).values, torch.zeros_like(norms_h)), varying
 
 
-def gradient_rows(f: Field, theta: torch.Tensor) -> Iterator[torch.Tensor]:
-    """∇f_i(θ) for every output i of ``f``, as chunks of rows (chunk, D): one forward, then the pullbacks of one-hot
-    cotangents, as many at once as keep their backward passes within ``ROWS_BYTES`` (each holds about what the
-    forward saved, and its D-vector).
+def gradient_rows(
+    f: Field, theta: torch.Tensor, most: int | None = None, gen: torch.Generator | None = None
+) -> Iterator[torch.Tensor]:
+    """∇f_i(θ) for every output i of ``f`` (or ``most`` of them drawn at random, in order, where there are more), as
+    chunks of rows (chunk, D): one forward, then the pullbacks of one-hot cotangents, as many at once as keep their
+    backward passes within ``ROWS_BYTES`` (each holds about what the forward saved, and its D-vector).
 
     Examples
     ========
@@ -108,14 +110,15 @@ def gradient_rows(f: Field, theta: torch.Tensor) -> Iterator[torch.Tensor]:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):  # torch.func's vjp takes no such hooks
         out = f(theta.detach().requires_grad_())
     n = out.numel()
-    chunk = max(1, min(n, ROWS_BYTES // (saved[0] + 2 * theta.numel() * theta.element_size())))
+    drawn = most is not None and n > most
+    outputs = torch.randperm(n, generator=gen)[:most].sort().values if drawn else torch.arange(n)
+    chunk = max(1, min(len(outputs), ROWS_BYTES // (saved[0] + 2 * theta.numel() * theta.element_size())))
     out, pullback = vjp(f, theta)
-    for start in range(0, n, chunk):
+    for picked in outputs.split(chunk):
         check_time()
-        m = min(chunk, n - start)
-        one_hot = torch.zeros(m, n, dtype=out.dtype, device=out.device)
-        one_hot[torch.arange(m), torch.arange(start, start + m)] = 1.0
-        yield vmap(pullback)(one_hot.reshape(m, *out.shape))[0]
+        one_hot = torch.zeros(len(picked), n, dtype=out.dtype, device=out.device)
+        one_hot[torch.arange(len(picked)), picked] = 1.0
+        yield vmap(pullback)(one_hot.reshape(len(picked), *out.shape))[0]
 
 
 def check_laws(
@@ -168,9 +171,12 @@ def law_residuals(
     inputs: torch.Tensor | None,
     seed: int = 0,
     num_samples: int = 8,
+    max_rows: int | None = None,
 ) -> tuple[dict[str, float], int]:
     """:func:`check_laws` without the count: each law's relative residual ``max |⟨∇h, ∇f_i(x)⟩| / (‖∇h‖ ‖∇f_i(x)‖)``
-    over its entries, two random θ and ``num_samples`` fresh inputs, and the number of independent entries.
+    over its entries, two random θ and ``num_samples`` fresh inputs, and the number of independent entries;
+    ``max_rows``: over that many outputs i at each θ, drawn at random, where there are more (a screen of proposed laws,
+    which fail on every output a broken unit reaches; :func:`check_laws` takes them all).
 
     Examples
     ========
@@ -192,7 +198,8 @@ def law_residuals(
         checked_outputs(problem, theta, x)
         grad_h = jacrev(h)(theta)  # (L, D)
         per_entry = torch.zeros(len(grad_h), dtype=grad_h.dtype, device=grad_h.device)
-        for grad_f in gradient_rows(outputs_over_pieces(problem, theta, x, gen, num_samples), theta):
+        f = outputs_over_pieces(problem, theta, x, gen, num_samples)
+        for grad_f in gradient_rows(f, theta, max_rows, gen):
             chunk, varying = cosine_residuals(grad_h, grad_f)
             per_entry = torch.maximum(per_entry, chunk)
         norms_h = grad_h.norm(dim=1)
