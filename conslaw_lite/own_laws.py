@@ -64,11 +64,11 @@ from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
-from torch.func import jacrev, vjp
+from torch.func import vjp
 
 from conslaw_lite.config import evaluating, model_device
 from conslaw_lite.counting import RESIDUAL_TOL
-from conslaw_lite.counting.check import cosine_residuals
+from conslaw_lite.counting.check import LawGradients
 from conslaw_lite.counting.embedding_rows import EMBEDDINGS
 from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import MAX_PARAMS, find_laws
@@ -556,8 +556,8 @@ def _model_residuals(model: nn.Module, parts: list[Part], x: torch.Tensor, seed:
         values = problem.unflatten(theta)
         for part in parts:
             P = columns[part.path]
-            grad_h = jacrev(_entries(part.laws, values, names[part.path]))(theta[P])  # (law entries, |P|)
-            worst[part.path] = max(worst[part.path], float(cosine_residuals(grad_h, g[:, P])[0].max()))
+            grad_h = LawGradients(_entries(part.laws, values, names[part.path]), theta[P], whole=False, gen=gen)
+            worst[part.path] = max(worst[part.path], float(grad_h.cosines(g[:, P])[0].max()))
     return worst
 
 

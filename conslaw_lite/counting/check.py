@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
-from torch.func import jacrev, vjp, vmap
+from torch.func import jacrev, jvp, vjp, vmap
 
 from conslaw_lite.counting.count import NUM_POINTS, LawCount, count_laws, outputs_over_pieces
 from conslaw_lite.counting.lie_rank import CUT
@@ -16,6 +16,8 @@ from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.time_limit import check_time
 
 RESIDUAL_TOL = 1e-9  # a law's relative residual |⟨∇h, ∇f_i⟩| / (‖∇h‖‖∇f_i‖) at round-off
+WHOLE_ENTRIES = 2**25  # law entries × D up to which ∇h is held whole (256 MiB of float64)
+NORM_PROBES = 64  # Gaussian directions that estimate ‖∇h‖ where ∇h is not held (LawGradients)
 ROWS_BYTES = 2**28  # what the backward passes of one chunk of gradient rows may hold (256 MiB): a language model's
 # 8 windows give thousands of outputs, and their backward passes all at once held more than 24 GB (a two-layer
 # Mistral of d = 32, D = 20,000)
@@ -82,10 +84,67 @@ def cosine_residuals(grad_h: torch.Tensor, grad_f: torch.Tensor) -> tuple[torch.
     >>> cosine_residuals(grad_h, torch.tensor([[1.0, 1.0], [2.0, 0.0]]))[0].tolist()
     [0.7071067690849304, 0.0]
     """
-    norms_h = grad_h.norm(dim=1)
+    return _cosines(grad_h @ grad_f.T, grad_h.norm(dim=1), grad_f.norm(dim=1))
+
+
+def _cosines(inner: torch.Tensor, norms_h: torch.Tensor, norms_f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`cosine_residuals` from the products ``⟨∇h, ∇f_i⟩`` (L, rows) and the norms of both."""
     varying = norms_h > CUT * norms_h.max().clamp_min(torch.finfo(torch.float64).tiny)  # constants carry no law
-    cosines = (grad_h @ grad_f.T).abs() / (norms_h[:, None] * grad_f.norm(dim=1)[None, :]).clamp_min(1e-300)
+    cosines = inner.abs() / (norms_h[:, None] * norms_f[None, :]).clamp_min(1e-300)
     return torch.where(varying, cosines.max(dim=1).values, torch.zeros_like(norms_h)), varying
+
+
+class LawGradients:
+    """∇h of every law entry at θ, held whole (L, D); or, where ``whole`` is False and L·D is over ``WHOLE_ENTRIES``,
+    never held: a product ``⟨∇h, g⟩`` is the derivative of h along g (a jvp), and the norms are estimated from
+    ``NORM_PROBES`` Gaussian directions z, ``‖∇h‖² ≈ mean ⟨∇h, z⟩²`` (a χ² of 64 degrees over 64: within a factor
+    1.6 either way but with probability below 10⁻⁴ per entry, which moves a cosine that much, never a law's from
+    round-off to the tolerance). A screen of the 2,048 rescaled units of an MLP 784-1024-1024-10 (D = 1,863,690)
+    would otherwise hold 30 GB of ∇h, or take 2,048 pullbacks of length D.
+
+    Examples
+    ========
+    >>> h = lambda t: torch.stack([t[0] ** 2 - t[1] ** 2, t[2]])
+    >>> theta = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    >>> whole = LawGradients(h, theta)
+    >>> whole.norms.tolist(), whole.inner(torch.eye(3, dtype=torch.float64)[:1]).flatten().tolist()
+    ([4.47213595499958, 1.0], [2.0, 0.0])
+    >>> never = LawGradients(h, theta, whole=False, gen=torch.Generator().manual_seed(0), whole_entries=0)
+    >>> bool((never.norms / whole.norms - 1).abs().max() < 0.6), never.inner(torch.eye(3, dtype=torch.float64)[:1])
+    (True, tensor([[2.],
+            [0.]], dtype=torch.float64))
+    """
+
+    def __init__(
+        self,
+        h: Callable,
+        theta: torch.Tensor,
+        whole: bool = True,
+        gen: torch.Generator | None = None,
+        whole_entries: int | None = None,
+    ) -> None:
+        self.h, self.theta = h, theta
+        L, D = h(theta).numel(), theta.numel()
+        held = whole or L * D <= (WHOLE_ENTRIES if whole_entries is None else whole_entries)
+        self.whole = jacrev(h)(theta) if held else None
+        self.norms = self.whole.norm(dim=1) if held else self._estimated_norms(gen)
+
+    def _estimated_norms(self, gen: torch.Generator | None) -> torch.Tensor:
+        z = torch.randn(NORM_PROBES, self.theta.numel(), generator=gen, dtype=self.theta.dtype).to(self.theta.device)
+        chunk = max(1, ROWS_BYTES // (2 * self.theta.numel() * self.theta.element_size()))
+        squares = sum(self.inner(part).square().sum(1) for part in z.split(chunk))
+        return (squares / NORM_PROBES).sqrt()
+
+    def inner(self, rows: torch.Tensor) -> torch.Tensor:
+        """``⟨∇h_l, g_i⟩`` for the rows g_i of ``rows``: (L, rows)."""
+        if self.whole is not None:
+            return self.whole @ rows.T
+        check_time()
+        return vmap(lambda g: jvp(self.h, (self.theta,), (g,))[1])(rows).T
+
+    def cosines(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`cosine_residuals` of these ∇h and ``rows``."""
+        return _cosines(self.inner(rows), self.norms, rows.norm(dim=1))
 
 
 def gradient_rows(
@@ -172,11 +231,13 @@ def law_residuals(
     seed: int = 0,
     num_samples: int = 8,
     max_rows: int | None = None,
-) -> tuple[dict[str, float], int]:
+    rank: bool = True,
+) -> tuple[dict[str, float], int | None]:
     """:func:`check_laws` without the count: each law's relative residual ``max |⟨∇h, ∇f_i(x)⟩| / (‖∇h‖ ‖∇f_i(x)‖)``
     over its entries, two random θ and ``num_samples`` fresh inputs, and the number of independent entries;
     ``max_rows``: over that many outputs i at each θ, drawn at random, where there are more (a screen of proposed laws,
-    which fail on every output a broken unit reaches; :func:`check_laws` takes them all).
+    which fail on every output a broken unit reaches; :func:`check_laws` takes them all). ``rank=False``: no number
+    of independent entries (``None``), and ∇h need not be held whole (:class:`LawGradients`).
 
     Examples
     ========
@@ -196,16 +257,15 @@ def law_residuals(
         # pieces that only other scales reach (a cap) are taken from random θ' of many decades, as the count does
         x = sample_inputs(input_shape, inputs, num_samples, gen, spread=False)
         checked_outputs(problem, theta, x)
-        grad_h = jacrev(h)(theta)  # (L, D)
-        per_entry = torch.zeros(len(grad_h), dtype=grad_h.dtype, device=grad_h.device)
+        grad_h = LawGradients(h, theta, whole=rank, gen=gen)
+        per_entry = torch.zeros_like(grad_h.norms)
         f = outputs_over_pieces(problem, theta, x, gen, num_samples)
         for grad_f in gradient_rows(f, theta, max_rows, gen):
-            chunk, varying = cosine_residuals(grad_h, grad_f)
+            chunk, varying = grad_h.cosines(grad_f)
             per_entry = torch.maximum(per_entry, chunk)
-        norms_h = grad_h.norm(dim=1)
         for name, part in zip(laws, torch.split(per_entry, _law_sizes(laws, problem, theta))):
             residuals[name] = max(residuals[name], float(part.max()))
-        if varying.any():
-            s = torch.linalg.svdvals(grad_h[varying] / norms_h[varying, None])
+        if rank and varying.any():
+            s = torch.linalg.svdvals(grad_h.whole[varying] / grad_h.norms[varying, None])
             independent = max(independent, int((s > CUT * s[0]).sum()))
-    return residuals, independent
+    return residuals, independent if rank else None
