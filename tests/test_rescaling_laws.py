@@ -158,7 +158,7 @@ def test_gradient_rows_in_chunks_are_the_jacobian() -> None:
 
 
 def test_a_screen_past_whole_entries_never_holds_the_law_gradients_and_keeps_the_same_laws() -> None:
-    """Past WHOLE_ENTRIES the screen takes ⟨∇h, ∇f_i⟩ as jvps and estimates ‖∇h‖ from 64 directions: the laws kept
+    """Past WHOLE_ENTRIES the screen takes ⟨∇h, ∇f_i⟩ as jvps and estimates ‖∇h‖ from 16 directions: the laws kept
     are the same, a broken one's residual within the estimate's factor of its exact value."""
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 3)).double()
@@ -170,7 +170,7 @@ def test_a_screen_past_whole_entries_never_holds_the_law_gradients_and_keeps_the
         screened, none = law_residuals(problem, proposed, (6,), None, rank=False)
     relu, gelu = proposed
     assert independent == 16 and none is None
-    assert exact[relu] < 1e-12 and screened[relu] < 1e-12 and 1 / 1.6 < screened[gelu] / exact[gelu] < 1.6
+    assert exact[relu] < 1e-12 and screened[relu] < 1e-12 and 1 / 3 < screened[gelu] / exact[gelu] < 3
     assert exact[gelu] > 1e-3
 
 
