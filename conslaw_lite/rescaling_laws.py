@@ -52,7 +52,7 @@ def producer(name: str, module: nn.Module) -> list[Unit]:
     >>> producer("0", nn.Linear(3, 4)), producer("emb", nn.Embedding(10, 4)), producer("c", nn.Conv2d(1, 2, 3))
     ([('0.weight', 0), ('0.bias', 0)], [('emb.weight', 1)], [('c.weight', 0), ('c.bias', 0)])
     """
-    if isinstance(module, nn.Linear) or (isinstance(module, CONVS) and module.groups == 1):
+    if isinstance(module, (nn.Linear, *CONVS)):  # a grouped convolution's output channel o too: weight[o], bias[o]
         return [(f"{name}.{t}", 0) for t in ("weight", "bias") if getattr(module, t) is not None]
     if _is_conv1d(module):
         return [(f"{name}.weight", 1), *([(f"{name}.bias", 0)] if module.bias is not None else [])]
@@ -70,11 +70,15 @@ def consumer(name: str, module: nn.Module) -> tuple[Unit, int] | None:
     ========
     >>> consumer("2", nn.Linear(4, 3)), consumer("c", nn.Conv1d(4, 2, 3)), consumer("n", nn.LayerNorm(4))
     ((('2.weight', 1), 4), (('c.weight', 1), 4), None)
+    >>> consumer("dw", nn.Conv2d(4, 8, 3, groups=4)), consumer("g", nn.Conv2d(4, 4, 3, groups=2))  # depthwise; groups
+    ((('dw.weight', 0), 4), None)
     """
     if isinstance(module, nn.Linear):
         return (f"{name}.weight", 1), module.in_features
     if isinstance(module, CONVS) and module.groups == 1:
         return (f"{name}.weight", 1), module.in_channels
+    if isinstance(module, CONVS) and module.groups == module.in_channels:  # depthwise: channel c is weight[mc:mc+m]
+        return (f"{name}.weight", 0), module.in_channels
     if _is_conv1d(module):
         return (f"{name}.weight", 0), module.weight.shape[0]
     return None
@@ -144,9 +148,9 @@ def proposed_laws(model: nn.Module, x: torch.Tensor) -> dict[str, Law]:
             continue
         n = shapes[units[0][0]][units[0][1]]
         (c_weight, c_axis), inputs = reads
-        if inputs % n:
+        if inputs % n or shapes[c_weight][c_axis] % n:
             continue
-        m = inputs // n
+        m = shapes[c_weight][c_axis] // n  # entries along the axis per unit: m per channel flattened, or depthwise
         kept = [_unit_sums(t, axis, len(shapes[t]), n) for t, axis in units]
         read = _unit_sums(c_weight, c_axis, len(shapes[c_weight]), n)
         terms = " + ".join(_term(t, axis, len(shapes[t]), n, 1) for t, axis in units)

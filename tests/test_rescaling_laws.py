@@ -184,3 +184,19 @@ def test_a_monitor_watches_an_mnist_mlp_of_two_million_parameters() -> None:
     monitor = Monitor(mlp, input_shape=(1, 28, 28))
     (part,) = monitor.own.parts
     assert part.outcome.startswith("2048 laws of rescaled units checked; not counted")
+
+
+def test_a_depthwise_convolution_reads_each_channel_through_its_own_filters() -> None:
+    """MobileNet's blocks: a norm's gains against the depthwise filters of their channel (two per channel at a
+    multiplier of 2), the depthwise channels against the pointwise convolution's columns; all kept and conserved."""
+    torch.manual_seed(0)
+    block = nn.Sequential(
+        nn.Conv2d(2, 4, 1), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 8, 3, groups=4), nn.ReLU(), nn.Conv2d(8, 3, 1)
+    ).double().eval()
+    laws, _ = rescaling_laws(block, (2, 5, 5))
+    assert list(laws) == [
+        "for i in 0..3: 1.weight[i]² + 1.bias[i]² − ‖3.weight[2i:2i+2, :, :, :]‖²",
+        "for i in 0..7: ‖3.weight[i, :, :, :]‖² + 3.bias[i]² − ‖5.weight[:, i, :, :]‖²",
+    ]
+    check = check_laws(block, laws, (2, 5, 5))
+    assert check.max_residual < 1e-9 and check.independent == 12
