@@ -257,7 +257,8 @@ def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> N
         (("--module", "{dir}/mine.py:relu_net", "--vocab", "4", "--input-shape", "4"), "--input-dtype long"),
         (("toy", "--vocab", "4"), "are for --module"),
         ((), "give an architecture name"),
-        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "2", "2"), "commas between sizes: 2,2"),
+        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "3", "3"), "fails on inputs of shape (3, 3)"),
+        (("--module", "{dir}/mine.py:relu_net", "--input-shape", "4", "x"), "positive integers, got '4,x'"),
         (("swiglu", "--heads", "7", "--seq", "9"), "error: swiglu takes no --heads, --seq (its size options: --dim, "
                                                     "--hidden, --out)\n"),
         (("toy", "--dim", "3", "--depth", "2"), "toy takes no --depth (its size options: --dim)"),

@@ -46,9 +46,9 @@ def parse_shape(text: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(n) for n in text.split(","))
     except ValueError:
-        raise ValueError(f"--input-shape must be comma-separated positive integers, got {text!r}") from None
+        raise ValueError(f"--input-shape must be positive integers, got {text!r}") from None
     if any(n < 1 for n in shape):
-        raise ValueError(f"--input-shape must be comma-separated positive integers, got {text!r}")
+        raise ValueError(f"--input-shape must be positive integers, got {text!r}")
     return shape
 
 
@@ -84,6 +84,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--laws", action="store_true", help="also find the laws themselves (degree ≤ 2) and print them")
 
 
+class _Sizes(argparse.Action):
+    """``--input-shape 1,28,28`` or ``--input-shape 1 28 28``: the sizes joined by commas, for :func:`parse_shape`."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, ",".join(v.strip(",") for v in values))
+
+
 def add_input_arguments(parser: argparse.ArgumentParser, scope: str) -> None:
     """``--input-shape``, ``--input-dtype`` and ``--vocab``: the inputs of a module of one's own (``scope``: when).
 
@@ -94,8 +101,13 @@ def add_input_arguments(parser: argparse.ArgumentParser, scope: str) -> None:
     >>> args = parser.parse_args(["--input-shape", "5", "--input-dtype", "long", "--vocab", "7"])
     >>> args.input_shape, args.input_dtype, args.vocab
     ('5', 'long', 7)
+    >>> parser.parse_args(["--input-shape", "1", "28", "28"]).input_shape  # as a user types a shape too
+    '1,28,28'
     """
-    parser.add_argument("--input-shape", metavar="3,4", help=f"{scope}: one input's shape (no batch dimension)")
+    parser.add_argument(
+        "--input-shape", metavar="3,4", nargs="+", action=_Sizes,
+        help=f"{scope}: one input's shape (no batch dimension), its sizes between commas or spaces",
+    )  # fmt: skip
     parser.add_argument(
         "--input-dtype", choices=("float64", "long"), default="float64",
         help=f"{scope}: float64 inputs (standard normal) or long (token ids 0..V-1, with --vocab V)",
@@ -138,8 +150,6 @@ def run(args: argparse.Namespace) -> int:
     if args.module is None and args.arch is not None and args.arch.partition(":")[0].endswith(".py"):
         args.module, args.arch = args.arch, None  # `certify mine.py:build`, as a user first types it
     if args.arch is not None and args.module is not None:
-        if args.arch.isdigit():  # `--input-shape 3 4`: the second size was taken for an architecture name
-            raise ValueError(f"--input-shape takes one argument, commas between sizes: {args.input_shape},{args.arch}")
         raise ValueError("give either an architecture name or --module FILE.py:FACTORY, not both")
     if args.arch is None and args.module is None:
         raise ValueError("give an architecture name (certify --list names them) or --module FILE.py:FACTORY")
