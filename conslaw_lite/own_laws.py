@@ -349,13 +349,13 @@ def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Ten
     rescaled = None
     try:
         rescaled = _rescaled(model, cut, recorded, seed)
-        if rescaled is not None and rescaled.laws:
-            return [rescaled]
+        if rescaled is not None and rescaled[0].laws:
+            return [rescaled[0]]
         found = _find(model, cut, recorded, seed)
     except ValueError as err:  # refused: its size, its mode, its dtype (the message says which)
         why = str(err).splitlines()[0]
         if rescaled is not None:  # tried first: say what came of it
-            why += f"; tried first: {rescaled.outcome.split(' (D = ')[0]}"
+            why += f"; tried first: {rescaled[1]}"
         refused = _unsearched(model, cut, f"not searched: {why}")
         return [refused, *(p for piece in _pieces(model, cut) for p in _search(model, piece, recorded, x, seed))]
     except OutOfTime:
@@ -400,9 +400,10 @@ def _quiet_vmap() -> Iterator[None]:
         yield
 
 
-def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> Part | None:
+def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> tuple[Part, str] | None:
     """A part over ``SEARCH_MAX_PARAMS``: the laws of its rescaled units that pass their check
-    (:mod:`conslaw_lite.rescaling_laws`), not counted; ``None`` for a part a monitor searches."""
+    (:mod:`conslaw_lite.rescaling_laws`), not counted, and the check's own line; ``None`` for a part a monitor
+    searches."""
     call = recorded[cut.members[0]]
     module = part_module(model, cut, (call.args[1:], call.kwargs))
     D = sum(p.numel() for p in module.parameters() if p.requires_grad)
@@ -414,12 +415,12 @@ def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int)
     with _quiet_vmap():
         laws, outcome = rescaling_laws(module, None if inputs is not None else shape, inputs=inputs, seed=seed)
     base = _unsearched(model, cut, "")
-    outcome += (
+    why = (
         f" (D = {D:,} is over the {SEARCH_MAX_PARAMS:,} a monitor searches whole; find_laws(part, input_shape) finds "
         f"and counts its laws up to {MAX_PARAMS:,} parameters)"
     )
     keyed = {f"{base.path}:{name}" if base.path else name: law for name, law in laws.items()}
-    return replace(base, outcome=outcome, laws=keyed)
+    return replace(base, outcome=outcome + why, laws=keyed), outcome
 
 
 def _unsearchable(model: nn.Module, cut: Cut, recorded: dict[str, _Call]) -> str:

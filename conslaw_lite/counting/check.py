@@ -11,6 +11,7 @@ from torch.func import jacrev, jvp, vjp, vmap
 from conslaw_lite.counting.count import NUM_POINTS, LawCount, count_laws, outputs_over_pieces
 from conslaw_lite.counting.lie_rank import CUT
 from conslaw_lite.counting.problem import Field, Model, Problem, checked_outputs, problem_of, sample_inputs
+from conslaw_lite.counting.sample_sizes import saved_by
 from conslaw_lite.laws import Law, Params
 from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.time_limit import check_time
@@ -126,15 +127,14 @@ class LawGradients:
         whole_entries: int | None = None,
     ) -> None:
         self.h, self.theta = h, theta
-        L, D = h(theta).numel(), theta.numel()
-        held = whole or L * D <= (WHOLE_ENTRIES if whole_entries is None else whole_entries)
+        most = WHOLE_ENTRIES if whole_entries is None else whole_entries
+        held = whole or h(theta).numel() * theta.numel() <= most
         self.whole = jacrev(h)(theta) if held else None
         self.norms = self.whole.norm(dim=1) if held else self._estimated_norms(gen)
 
     def _estimated_norms(self, gen: torch.Generator | None) -> torch.Tensor:
         z = torch.randn(NORM_PROBES, self.theta.numel(), generator=gen, dtype=self.theta.dtype).to(self.theta.device)
-        chunk = max(1, ROWS_BYTES // (2 * self.theta.numel() * self.theta.element_size()))
-        squares = sum(self.inner(part).square().sum(1) for part in z.split(chunk))
+        squares = sum(self.inner(part).square().sum(1) for part in z.split(_at_once(self.theta)))
         return (squares / NORM_PROBES).sqrt()
 
     def inner(self, rows: torch.Tensor) -> torch.Tensor:
@@ -147,6 +147,12 @@ class LawGradients:
     def cosines(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """:func:`cosine_residuals` of these ∇h and ``rows``."""
         return _cosines(self.inner(rows), self.norms, rows.norm(dim=1))
+
+
+def _at_once(theta: torch.Tensor, saved: int = 0) -> int:
+    """How many D-vectors one batched pass may compute within ``ROWS_BYTES``: each holds two of length D and what
+    the forward ``saved`` for its backward."""
+    return max(1, ROWS_BYTES // (saved + 2 * theta.numel() * theta.element_size()))
 
 
 def gradient_rows(
@@ -162,19 +168,12 @@ def gradient_rows(
     >>> torch.cat(list(gradient_rows(f, torch.tensor([1.0, 2.0])))).tolist()  # the Jacobian, row by row
     [[2.0, 1.0], [2.0, 0.0], [0.0, 1.0]]
     """
-    saved = [0]
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        saved[0] += t.numel() * t.element_size()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):  # torch.func's vjp takes no such hooks
-        out = f(theta.detach().requires_grad_())
+    saved = saved_by(lambda: f(theta.detach().requires_grad_()))  # torch.func's vjp takes no saved-tensor hooks
+    out, pullback = vjp(f, theta)
     n = out.numel()
     drawn = most is not None and n > most
     outputs = torch.randperm(n, generator=gen)[:most].sort().values if drawn else torch.arange(n)
-    chunk = max(1, min(len(outputs), ROWS_BYTES // (saved[0] + 2 * theta.numel() * theta.element_size())))
-    out, pullback = vjp(f, theta)
+    chunk = min(len(outputs), _at_once(theta, saved))
     for picked in outputs.split(chunk):
         check_time()
         one_hot = torch.zeros(len(picked), n, dtype=out.dtype, device=out.device)

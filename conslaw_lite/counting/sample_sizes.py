@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -57,15 +58,26 @@ def num_inputs(problem: Problem, theta: torch.Tensor, input_shape, inputs, n_out
 
 def saved_bytes(problem: Problem, theta: torch.Tensor, two: torch.Tensor) -> int:
     """The bytes one more input adds to what the forward saves for its backward: two inputs' against one's."""
-    saved = []
-    for x in (two[:1], two):
-        total = [0]
+    theta = theta.detach().requires_grad_()
+    forward = lambda x: problem.apply(problem.unflatten(theta), problem.to_device(x))  # noqa: E731
+    return saved_by(lambda: forward(two)) - saved_by(lambda: forward(two[:1]))
 
-        def pack(t: torch.Tensor, total=total) -> torch.Tensor:
-            total[0] += t.numel() * t.element_size()
-            return t
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            problem.apply(problem.unflatten(theta.detach().requires_grad_()), problem.to_device(x))
-        saved.append(total[0])
-    return saved[1] - saved[0]
+def saved_by(forward: Callable[[], object]) -> int:
+    """The bytes ``forward()`` saves for its backward.
+
+    Examples
+    ========
+    >>> w = torch.ones(3, requires_grad=True)
+    >>> saved_by(lambda: (w * torch.ones(3)).sum())  # w * x saves x, the factor of w's gradient: 3 float32
+    12
+    """
+    total = [0]
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        total[0] += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        forward()
+    return total[0]
