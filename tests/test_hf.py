@@ -1,5 +1,5 @@
-"""transformers' Qwen3, Llama and Qwen3-MoE: the adapters' laws against the counter, the float64 copies against
-transformers' own forward, options left out by name, and the Trainer and Lightning callbacks offline."""
+"""transformers' Qwen3, Llama, Qwen3-MoE, Mistral and Qwen2: the adapters' laws against the counter, the float64
+copies against transformers' own forward, options left out by name, and the Trainer and Lightning callbacks offline."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from conslaw_lite.laws import quantities  # noqa: E402
 # The issue's size: d = 16, 4 query heads on 2 key/value heads of width 4.
 ISSUE = ArchOptions(dim=16, heads=2, head_dim=4)
 LINEAR_ROPE = {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}  # positions divided by 2
+LAYER_TYPES = ["full_attention", "sliding_attention"]  # a model whose second layer has a sliding window
 
 
 def _certified(module: torch.nn.Module, input_shape=None, inputs=None):
@@ -53,6 +54,8 @@ def _perturb_gains(model: torch.nn.Module) -> None:
         ("llama", {}, False, 1e-6),  # GQA, RoPE on rotate_half pairs: n_kv·k/2 + n_kv·k(k+1)/2 = 24
         ("llama", {"attention_bias": True}, False, 1e-6),  # biases extend the heads: the same count
         ("llama", {"rope_parameters": LINEAR_ROPE}, False, 1e-6),  # ω_j / factor: as distinct, the same blocks
+        ("mistral", {"sliding_window": None}, False, 1e-6),  # Llama's attention under another name
+        ("qwen2", {}, False, 1e-6),  # Llama's with biases on q, k and v (not on o)
     ],
 )
 def test_attention_count_agrees_with_the_closed_form_and_the_laws_are_complete(arch, config, qk_norm, eps) -> None:
@@ -78,7 +81,9 @@ def test_found_laws_of_a_biased_grouped_attention_print_as_its_matrix_law() -> N
     assert len(found.laws) == 2  # and the two RoPE block laws in one line
 
 
-@pytest.mark.parametrize("arch, config", [("qwen3", {}), ("llama", {}), ("llama", {"mlp_bias": True})])
+@pytest.mark.parametrize(
+    "arch, config", [("qwen3", {}), ("llama", {}), ("llama", {"mlp_bias": True}), ("mistral", {}), ("qwen2", {})]
+)
 def test_mlp_is_swiglu_with_one_law_per_unit(arch, config) -> None:
     model = tiny_model(arch, ArchOptions(dim=6, hidden=4), **config)
     count, check = _certified(model.model.layers[0].mlp, (2, 6))
@@ -128,10 +133,13 @@ def test_a_call_that_adds_the_load_balancing_loss_to_a_watched_top1_router_is_re
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch, tied, N", [("qwen3", False, 39), ("qwen3", True, 31), ("qwen3_moe", False, 50)])
+@pytest.mark.parametrize(
+    "arch, tied, N", [("qwen3", False, 39), ("qwen3", True, 31), ("qwen3_moe", False, 50), ("qwen2", False, 39)]
+)
 def test_whole_model_laws_are_complete(arch, tied, N) -> None:
-    """Blocks plus 3d norm couplings (d = 8), the head's d only when untied: Qwen3 2 + 10 + 3 + 3·8 = 39."""
-    options = ArchOptions(dim=8, heads=1, head_dim=4, hidden=3 if arch == "qwen3" else 2, out=6)
+    """Blocks plus 3d norm couplings (d = 8), the head's d only when untied: Qwen3 2 + 10 + 3 + 3·8 = 39; Qwen2's
+    attention has no QK-norm but one key/value head, so n_kv·k/2 = 2 as well."""
+    options = ArchOptions(dim=8, heads=1, head_dim=4, hidden=2 if arch == "qwen3_moe" else 3, out=6)
     model = tiny_model(arch, options, tie_word_embeddings=tied)
     _perturb_gains(model)
     if arch == "qwen3_moe":
@@ -145,7 +153,7 @@ def test_whole_model_laws_are_complete(arch, tied, N) -> None:
 
 def test_countable_copies_compute_what_transformers_computes() -> None:
     torch.manual_seed(0)
-    for arch in ("qwen3", "llama", "qwen3_moe"):
+    for arch in ("qwen3", "llama", "qwen3_moe", "mistral", "qwen2"):
         extra = {"norm_topk_prob": True} if arch == "qwen3_moe" else {}  # the division of the top k, exercised
         model = tiny_model(arch, ArchOptions(dim=8, heads=2), num_hidden_layers=2, **extra).float()
         if arch == "qwen3_moe":
@@ -169,12 +177,18 @@ def test_a_linear_rope_is_covered_and_computed_as_transformers_computes_it() -> 
     assert torch.allclose(countable(model)(ids), model(input_ids=ids).logits.double(), atol=1e-5)
 
 
-def test_a_sliding_window_layer_is_counted_with_its_window() -> None:
+@pytest.mark.parametrize(
+    "arch, config",
+    [
+        ("qwen3", {"use_sliding_window": True, "sliding_window": 2, "layer_types": LAYER_TYPES}),
+        ("mistral", {"sliding_window": 2}),  # every layer's window, read from the config: the attention holds none
+    ],
+)
+def test_a_sliding_window_layer_is_counted_with_its_window(arch, config) -> None:
     """The countable copy of a sliding-window layer applies the window (transformers' sdpa path alone would not):
     on each layer's input inside the model's own forward, it gives that layer's output."""
     torch.manual_seed(0)
-    config = {"use_sliding_window": True, "sliding_window": 2, "layer_types": ["full_attention", "sliding_attention"]}
-    model = tiny_model("qwen3", ArchOptions(dim=8, heads=2), num_hidden_layers=2, **config).double()
+    model = tiny_model(arch, ArchOptions(dim=8, heads=2), num_hidden_layers=2, **config).double()
     seen = {}
 
     def record(layer, args, kwargs, output) -> None:
@@ -185,7 +199,7 @@ def test_a_sliding_window_layer_is_counted_with_its_window() -> None:
     for hook in hooks:
         hook.remove()
     for layer, (X, Y) in seen.items():
-        assert torch.allclose(countable(layer)(X), Y, atol=1e-8), layer.attention_type
+        assert torch.allclose(countable(layer)(X), Y, atol=1e-8), (arch, layer.self_attn.layer_idx)
 
 
 def test_with_the_load_balancing_loss_top1_keeps_only_the_sum_of_the_router_rows() -> None:
@@ -234,6 +248,15 @@ def test_an_option_the_laws_do_not_cover_is_left_out_by_name(config, option) -> 
     if option.startswith("rope"):
         with pytest.raises(ValueError, match="rope_type='yarn'"):
             countable(model.model.layers[0].self_attn)
+
+
+def test_mistral_attention_is_left_out_for_the_window_of_its_config_and_watched_without_one() -> None:
+    """MistralAttention holds no window of its own: every layer reads ``config.sliding_window`` (4,096 by default)."""
+    with pytest.warns(UserWarning, match="MistralAttention at model.layers.0.self_attn has sliding_window=4096"):
+        kinds = {q.block for q in quantities(tiny_model("mistral", ArchOptions(dim=8, heads=1)))}
+    assert kinds == {"network", "swiglu"}
+    model = tiny_model("mistral", ArchOptions(dim=8, heads=1), sliding_window=None)
+    assert {"gqa-rope", "swiglu", "network"} <= {g.key for g in Monitor(model).groups}
 
 
 def test_a_subclass_that_computes_otherwise_or_a_hooked_layer_is_left_out_by_name() -> None:

@@ -12,6 +12,7 @@ from torch import nn
 from conslaw_lite.archs import Arch, ArchOptions, Built
 from conslaw_lite.families.ffn.laws import formula as ffn_formula
 from conslaw_lite.families.hf import attention, moe
+from conslaw_lite.families.hf.config import MODELS
 from conslaw_lite.families.hf.exact import countable
 from conslaw_lite.seeding import seeded
 
@@ -21,8 +22,8 @@ INSTALL = "transformers is not installed: pip install 'conslaw_lite[hf]'"
 
 
 def tiny_model(arch: str, options: ArchOptions | None = None, **config: object) -> nn.Module:
-    """A causal LM of transformers (``"qwen3"``, ``"llama"`` or ``"qwen3_moe"``) at the sizes of ``options``,
-    seeded, in float64, with its own random initialisation; ``config`` overrides any config field.
+    """A causal LM of transformers (``"qwen3"``, ``"llama"``, ``"qwen3_moe"``, ``"mistral"`` or ``"qwen2"``) at the
+    sizes of ``options``, seeded, in float64, with its own random initialisation; ``config`` overrides any config field.
 
     Sizes: ``--dim`` the width d (8), ``--heads`` the key/value heads (1; two queries each), ``--head-dim`` k (4),
     ``--hidden`` the MLP's (3) or each expert's (2) width, ``--out`` the vocabulary (16), ``--experts`` (3) and
@@ -39,9 +40,8 @@ def tiny_model(arch: str, options: ArchOptions | None = None, **config: object) 
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(INSTALL) from err
     o = (options or ArchOptions()).with_defaults(dim=8, heads=1, head_dim=4, hidden=3, out=16, experts=3, top_k=2)
-    names = {"qwen3": "Qwen3", "llama": "Llama", "qwen3_moe": "Qwen3Moe"}
-    if arch not in names:
-        raise ValueError(f"arch must be one of {tuple(names)}, got {arch!r}")
+    if arch not in MODELS:
+        raise ValueError(f"arch must be one of {tuple(MODELS)}, got {arch!r}")
     sizes = dict(
         hidden_size=o.dim, num_hidden_layers=1, num_attention_heads=QUERIES_PER_GROUP * o.heads,
         num_key_value_heads=o.heads, head_dim=o.head_dim, vocab_size=o.out, intermediate_size=o.hidden,
@@ -49,8 +49,8 @@ def tiny_model(arch: str, options: ArchOptions | None = None, **config: object) 
     )  # fmt: skip
     if arch == "qwen3_moe":
         sizes |= dict(moe_intermediate_size=o.hidden, num_experts=o.experts, num_experts_per_tok=o.top_k)
-    Config = getattr(transformers, f"{names[arch]}Config")
-    Model = getattr(transformers, f"{names[arch]}ForCausalLM")
+    Config = getattr(transformers, f"{MODELS[arch]}Config")
+    Model = getattr(transformers, f"{MODELS[arch]}ForCausalLM")
     with seeded(o.seed):
         model = Model(Config(**(sizes | config))).double()
     if arch == "qwen3_moe":

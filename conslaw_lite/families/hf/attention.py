@@ -1,5 +1,5 @@
-"""Laws of transformers' attention (Qwen3, Llama, Qwen3-MoE): grouped K/V heads, RoPE on half-split pairs,
-Qwen3's QK-norm with gains shared by every head, and the projections' biases.
+"""Laws of transformers' attention (Qwen3, Llama, Qwen3-MoE, Mistral, Qwen2): grouped K/V heads, RoPE on half-split
+pairs, Qwen3's QK-norm with gains shared by every head, and the projections' biases.
 
 n_q query heads share n_kv key/value heads (group g holds queries h with h // (n_q/n_kv) = g). Head h's
 matrices in the paper's layout are the rows h·k:(h+1)·k of ``q_proj.weight`` transposed, with the bias

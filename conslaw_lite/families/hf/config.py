@@ -13,7 +13,7 @@ from torch import nn
 from conslaw_lite.laws import left_out
 
 # transformers' modules per architecture: the classes the finders register, by their full name.
-MODELS = {"qwen3": "Qwen3", "llama": "Llama", "qwen3_moe": "Qwen3Moe"}
+MODELS = {"qwen3": "Qwen3", "llama": "Llama", "qwen3_moe": "Qwen3Moe", "mistral": "Mistral", "qwen2": "Qwen2"}
 
 
 def full_names(suffix: str) -> tuple[str, ...]:
@@ -89,6 +89,27 @@ def check_rope(config: object) -> None:
         raise ValueError(f"transformers model with {problem}: its laws are not derived here")
 
 
+def window_of(attention: nn.Module) -> int | None:
+    """The sliding window of a transformers attention, or None: Qwen2's and Qwen3's hold their layer's own (None
+    on a full-attention layer), Mistral's none, as every layer reads ``config.sliding_window``.
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> mistral = nn.Module()  # laid out like MistralAttention: the window is the config's
+    >>> mistral.config = SimpleNamespace(sliding_window=4096)
+    >>> window_of(mistral)
+    4096
+    >>> qwen2 = nn.Module()
+    >>> qwen2.config, qwen2.sliding_window = SimpleNamespace(sliding_window=4096), None  # a full-attention layer
+    >>> window_of(qwen2) is None
+    True
+    """
+    if hasattr(attention, "sliding_window"):
+        return attention.sliding_window
+    return getattr(getattr(attention, "config", None), "sliding_window", None)
+
+
 def unsupported(module: nn.Module) -> str | None:
     """The option of this attention, MLP or MoE module whose laws are not derived here, or None.
 
@@ -101,10 +122,9 @@ def unsupported(module: nn.Module) -> str | None:
     "hidden_act='gelu_pytorch_tanh' (the gated MLP's laws are derived for SiLU)"
     """
     config = getattr(module, "config", None) or module.experts.config  # a MoE block keeps it in its experts
-    if getattr(module, "sliding_window", None) is not None:
-        return f"sliding_window={module.sliding_window}"
     if hasattr(module, "q_proj"):
-        return rope_problem(config)
+        window = window_of(module)
+        return f"sliding_window={window}" if window is not None else rope_problem(config)
     act = getattr(config, "hidden_act", "silu")
     if act not in GATE_ACTIVATIONS:
         return f"hidden_act={act!r} (the gated MLP's laws are derived for SiLU)"

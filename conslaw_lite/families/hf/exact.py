@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from conslaw_lite.families.hf.config import MODELS, NORMS, ROTARIES, check_rope, class_name, head_dim_of
+from conslaw_lite.families.hf.config import MODELS, NORMS, ROTARIES, check_rope, class_name, head_dim_of, window_of
 
 
 class ExactRotary(nn.Module):
@@ -118,7 +118,7 @@ def _position_forward(self: nn.Module, X: torch.Tensor) -> torch.Tensor:
     if X.dim() != 3:
         raise ValueError(f"expected input of shape (batch, T, d), got {tuple(X.shape)}")
     position = torch.arange(X.shape[1], device=X.device)[None]  # (1, T)
-    window = getattr(getattr(self, "self_attn", self), "sliding_window", None)
+    window = window_of(getattr(self, "self_attn", self))
     mask = None if window is None else window_mask(X.shape[1], window, X.dtype, X.device)
     out = type(self).forward(self, X, position_embeddings=self.exact_rotary(X, position), attention_mask=mask)
     return out[0] if isinstance(out, tuple) else out

@@ -1,4 +1,4 @@
-"""The finders of transformers' Qwen3, Llama and Qwen3-MoE modules, registered by class name.
+"""The finders of transformers' Qwen3, Llama, Qwen3-MoE, Mistral and Qwen2 modules, registered by class name.
 
 Registered by name (transformers is optional and slow to import): each decoder layer's attention
 (:mod:`.attention`), MLP or MoE block (:mod:`.moe`), the layer's norm couplings and the causal LM's
