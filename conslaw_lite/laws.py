@@ -37,7 +37,10 @@ Kind = Literal["law", "control"]
 KINDS: tuple[Kind, ...] = ("law", "control")
 
 # The law names are the book's notation; an API key is the same name in ASCII, so that it can be typed.
-_ASCII = {"²": "^2", "ᵀ": "^T", "−": "-", "‖": "|", "⁽": "^(", "ʲ": "j", "⁾": ")", "γ": "gamma", "Σ": "sum_", " ": "_"}
+_ASCII = {
+    "²": "^2", "ᵀ": "^T", "−": "-", "‖": "|", "⁽": "^(", "ʲ": "j", "⁾": ")", "γ": "gamma", "β": "beta", "Σ": "sum_",
+    " ": "_",
+}  # fmt: skip
 
 
 def ascii_key(name: str) -> str:

@@ -57,9 +57,6 @@ from __future__ import annotations
 
 import copy
 import time
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -70,6 +67,7 @@ from conslaw_lite.config import evaluating, model_device
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import LawGradients
 from conslaw_lite.counting.embedding_rows import EMBEDDINGS
+from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import MAX_PARAMS, find_laws
 from conslaw_lite.laws import Law, find_blocks
@@ -387,17 +385,8 @@ def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int):
         module = copy.deepcopy(module).cpu()
     _check_size(module)
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
-    with _quiet_vmap():
+    with quiet_vmap():
         return find_laws(module, shape, inputs=inputs, seed=seed)
-
-
-@contextmanager
-def _quiet_vmap() -> Iterator[None]:
-    """Without torch's note that vmap runs an attention kernel's backward one row at a time (the search says how
-    long it runs)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="There is a performance drop")
-        yield
 
 
 def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> tuple[Part, str] | None:
@@ -412,7 +401,7 @@ def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int)
     if model_device(module) != torch.device("cpu"):
         module = copy.deepcopy(module).cpu()
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
-    with _quiet_vmap():
+    with quiet_vmap():
         laws, outcome = rescaling_laws(module, None if inputs is not None else shape, inputs=inputs, seed=seed)
     base = _unsearched(model, cut, "")
     why = (

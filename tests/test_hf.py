@@ -17,6 +17,7 @@ transformers = pytest.importorskip("transformers", reason=INSTALL)
 
 from conslaw_lite import Monitor, check_laws, count_laws, find_laws, law_functions, laws_of  # noqa: E402
 from conslaw_lite.archs import ArchOptions  # noqa: E402
+from conslaw_lite.families.attention.laws import formula  # noqa: E402
 from conslaw_lite.families.hf import attention, countable, moe  # noqa: E402
 from conslaw_lite.families.hf.archs import tiny_model  # noqa: E402
 from conslaw_lite.families.hf.callbacks import watch  # noqa: E402
@@ -106,12 +107,60 @@ def test_moe_router_laws_follow_the_counter(top_k, norm_topk_prob) -> None:
 def test_an_attention_of_another_architecture_is_refused_by_name() -> None:
     """The float64 copy gave every transformers class named *Attention Llama's rotary table: GPT-2's ended in an
     AttributeError inside, and Cohere's (another rotary layout) was copied with the wrong one."""
-    import transformers
-
-    config = transformers.GPT2Config(n_embd=8, n_head=2, n_layer=1, vocab_size=16, n_positions=8)
-    attn = transformers.GPT2LMHeadModel(config).transformer.h[0].attn
-    with pytest.raises(ValueError, match="GPT2Attention is counted only as the attention or decoder layer of Qwen3"):
+    config = transformers.Cohere2Config(
+        hidden_size=8, intermediate_size=8, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+        vocab_size=16,
+    )  # fmt: skip
+    attn = transformers.Cohere2ForCausalLM(config).model.layers[0].self_attn
+    with pytest.raises(ValueError, match="Cohere2Attention is counted only as the attention or decoder layer of Qwen3"):
         count_laws(attn, (3, 8))
+
+
+def _train(model: nn.Module, ids: torch.Tensor, lr: float, watched: Monitor | None = None) -> None:
+    """Five steps of SGD on the language-model loss of ``ids``, each recorded by ``watched`` if given."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    if watched is not None:
+        watched.attach(opt)
+    for _ in range(5):
+        opt.zero_grad()
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+
+
+def _gpt2(**config: object) -> nn.Module:
+    """A one-layer GPT2LMHeadModel, d = 8, 2 heads of k = 4, in eval mode (no dropout), weights of std 0.5: at GPT-2's
+    0.02 the scores are nearly flat and the counter's gap closes to 10⁻¹¹."""
+    sizes = dict(n_embd=8, n_head=2, n_layer=1, vocab_size=16, n_positions=8, initializer_range=0.5)
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(**(sizes | config))).eval()
+
+
+def test_gpt2_attention_laws_are_complete_in_conv1d_layout() -> None:
+    """Q, K, V in c_attn's column blocks, O in c_proj's row blocks, biases appended: n·k(k+1) + n·k."""
+    count, check = _certified(_gpt2().transformer.h[0].attn, (3, 8))
+    N, text = formula(2, 4, bias=True)
+    assert count.num_laws == N == 48, text
+    assert check.complete and check.independent == N, check
+
+
+@pytest.mark.slow
+def test_gpt2_block_laws_are_complete() -> None:
+    """The attention's 48, each LayerNorm against the Conv1D that reads it (2d = 16), and the output biases' sum."""
+    count, check = _certified(_gpt2().transformer.h[0], (3, 8))
+    assert count.num_laws == 65 and check.complete and check.independent == 65, check
+
+
+def test_gpt2_cross_attention_is_left_out_by_name_and_the_monitor_watches_the_rest() -> None:
+    with pytest.warns(UserWarning, match="crossattention has is_cross_attention=True"):
+        kinds = {q.block for q in quantities(_gpt2(add_cross_attention=True))}
+    assert kinds == {"mha", "network"}
+    model = _gpt2(n_layer=2)
+    ids = torch.randint(0, 16, (4, 6), generator=torch.Generator().manual_seed(0))
+    monitor = Monitor(model)  # the registered blocks' laws only (inputs= would search the rest: 30 s)
+    assert {g.key for g in monitor.groups} == {"mha", "network", "mha:control", "network:control"}
+    _train(model, ids, lr=1e-3, watched=monitor)
+    for kind in ("mha", "network"):
+        assert monitor.epsilon(kind)[-1] < monitor.epsilon(f"{kind}:control")[-1], kind
 
 
 def test_a_call_that_adds_the_load_balancing_loss_to_a_watched_top1_router_is_refused() -> None:
@@ -214,11 +263,7 @@ def test_with_the_load_balancing_loss_top1_keeps_only_the_sum_of_the_router_rows
     with torch.no_grad():
         model.model.layers[0].mlp.gate.weight.normal_()
     before = laws_of(model)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    for _ in range(5):
-        opt.zero_grad()
-        model(input_ids=ids, labels=ids).loss.backward()
-        opt.step()
+    _train(model, ids, lr=1e-3)
     drift = (laws_of(model)["model.layers.0.mlp:sum_W_e"] - before["model.layers.0.mlp:sum_W_e"]).norm()
     moved = (model.model.layers[0].mlp.gate.weight.grad).norm()  # the router moves: the aux loss reaches it
     assert moved > 1e-6 and drift < 1e-9 * before["model.layers.0.mlp:sum_W_e"].norm() + 1e-12
@@ -257,6 +302,43 @@ def test_mistral_attention_is_left_out_for_the_window_of_its_config_and_watched_
     assert kinds == {"network", "swiglu"}
     model = tiny_model("mistral", ArchOptions(dim=8, heads=1), sliding_window=None)
     assert {"gqa-rope", "swiglu", "network"} <= {g.key for g in Monitor(model).groups}
+
+
+def _bert(**config: object) -> nn.Module:
+    """A one-layer BertForMaskedLM, d = 8, 2 heads of k = 4, in eval mode, weights of std 0.5 (see :func:`_gpt2`)."""
+    sizes = dict(
+        hidden_size=8, num_attention_heads=2, num_hidden_layers=1, intermediate_size=16, vocab_size=16,
+        max_position_embeddings=8, initializer_range=0.5,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return transformers.BertForMaskedLM(transformers.BertConfig(**(sizes | config))).eval()
+
+
+def test_bert_attention_laws_are_complete() -> None:
+    """The heads' 48 (biases appended, key bias conserved) and the 9 means the output LayerNorm removes from
+    output.dense's columns and bias: 57."""
+    count, check = _certified(_bert().bert.encoder.layer[0].attention, (3, 8))
+    assert count.num_laws == formula(2, 4, bias=True)[0] + 9 == 57
+    assert check.complete and check.independent == 57, check
+
+
+def test_bert_post_norm_means_stay_exactly_under_sgd_and_cross_attention_is_left_out() -> None:
+    """1ᵀW[:, j] and 1ᵀb of each dense before a LayerNorm get no gradient along 1: SGD keeps them to round-off, while
+    W's first row moves."""
+    with pytest.warns(UserWarning, match="crossattention has is_cross_attention=True"):
+        kinds = {q.block for q in quantities(_bert(is_decoder=True, add_cross_attention=True))}
+    assert kinds == {"mha", "network"}
+    model = _bert().double()
+    ids = torch.randint(0, 16, (4, 6), generator=torch.Generator().manual_seed(0))
+    before = laws_of(model)
+    _train(model, ids, lr=1e-2)
+    after = laws_of(model)
+    for module in ("attention.output", "output"):
+        key = f"bert.encoder.layer.0.{module}:"
+        for law in ("1^TW[:,j]", "1^Tb"):
+            assert torch.allclose(after[key + law], before[key + law], rtol=0, atol=1e-12), key + law
+        W = model.get_submodule(f"bert.encoder.layer.0.{module}.dense").weight
+        assert W.grad[0].abs().max() > 1e-6  # the control's row moves
 
 
 def test_a_subclass_that_computes_otherwise_or_a_hooked_layer_is_left_out_by_name() -> None:

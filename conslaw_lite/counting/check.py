@@ -9,6 +9,7 @@ import torch
 from torch.func import jacrev, jvp, vjp, vmap
 
 from conslaw_lite.counting.count import NUM_POINTS, LawCount, count_laws, outputs_over_pieces
+from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.lie_rank import CUT
 from conslaw_lite.counting.problem import Field, Model, Problem, checked_outputs, problem_of, sample_inputs
 from conslaw_lite.counting.sample_sizes import saved_by
@@ -142,7 +143,8 @@ class LawGradients:
         if self.whole is not None:
             return self.whole @ rows.T
         check_time()
-        return vmap(lambda g: jvp(self.h, (self.theta,), (g,))[1])(rows).T
+        with quiet_vmap():
+            return vmap(lambda g: jvp(self.h, (self.theta,), (g,))[1])(rows).T
 
     def cosines(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """:func:`cosine_residuals` of these ∇h and ``rows``."""
@@ -178,7 +180,9 @@ def gradient_rows(
         check_time()
         one_hot = torch.zeros(len(picked), n, dtype=out.dtype, device=out.device)
         one_hot[torch.arange(len(picked)), picked] = 1.0
-        yield vmap(pullback)(one_hot.reshape(len(picked), *out.shape))[0]
+        with quiet_vmap():  # the module's own kernels (check_laws reads no exact copy): sdpa's backward has no rule
+            rows = vmap(pullback)(one_hot.reshape(len(picked), *out.shape))[0]
+        yield rows
 
 
 def check_laws(

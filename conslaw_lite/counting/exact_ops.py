@@ -320,6 +320,21 @@ _ROUTES = [(F, "layer_norm", layer_norm), (torch, "layer_norm", layer_norm), (F,
 
 
 @contextmanager
+def quiet_vmap() -> Iterator[None]:
+    """Without torch's note, at every call, that vmap loops over an op without a batching rule (rrelu's backward, a
+    fused attention kernel's): of its speed only, and the callers say how long they run.
+
+    Examples
+    ========
+    >>> with quiet_vmap():
+    ...     warnings.warn("There is a performance drop because we have not yet implemented the batching rule")
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "There is a performance drop because we have not yet implemented")
+        yield
+
+
+@contextmanager
 def exact_derivatives() -> Iterator[None]:
     """Within the block, the ops listed in the module docstring have exact derivatives of every order.
 
@@ -341,9 +356,7 @@ def exact_derivatives() -> Iterator[None]:
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in _ROUTES]
     with ExitStack() as stack:
         stack.enter_context(sdpa_kernel(SDPBackend.MATH))
-        stack.enter_context(warnings.catch_warnings())
-        # vmap loops over an op without a batching rule (rrelu's backward) and warns at each call: of its speed only
-        warnings.filterwarnings("ignore", "There is a performance drop because we have not yet implemented")
+        stack.enter_context(quiet_vmap())
         stack.callback(lambda: [setattr(owner, name, op) for owner, name, op in saved])
         for owner, name, op in _ROUTES:
             setattr(owner, name, op)

@@ -68,17 +68,20 @@ def formula(
 
 @dataclass(frozen=True)
 class Projection:
-    """Rows ``offset : offset + n·k`` of the weight called ``weight`` (and of ``bias``, from ``bias_offset``)."""
+    """Rows ``offset : offset + n·k`` of the weight called ``weight`` (and of ``bias``, from ``bias_offset``); its
+    columns where ``transposed``: a weight stored (d, out), as transformers' ``Conv1D`` (GPT-2) keeps it."""
 
     weight: str
     offset: int = 0
     bias: str | None = None
     bias_offset: int = 0
+    transposed: bool = False
 
     def heads(self, p: Params, heads: slice, k: int) -> torch.Tensor:
         """Heads ``heads`` (a slice, step 1) in the paper's layout, bias as an extra row: (m, d, k) or (m, d+1, k).
 
-        ``Q_i = W[offset + i·k : offset + (i+1)·k]ᵀ``: ``nn.Linear`` keeps heads as row blocks, the paper as columns.
+        ``Q_i = W[offset + i·k : offset + (i+1)·k]ᵀ``: ``nn.Linear`` keeps heads as row blocks, the paper as columns
+        (and ``Conv1D``, ``transposed``: ``Q_i = W[:, offset + i·k : offset + (i+1)·k]``).
 
         Examples
         ========
@@ -94,8 +97,11 @@ class Projection:
                 [ 8., 11.],
                 [30., 40.]])
         """
-        W = p[self.weight][..., self.offset + heads.start * k : self.offset + heads.stop * k, :]  # (m·k, d)
-        M = W.unflatten(-2, (-1, k)).mT  # (m, d, k)
+        rows = slice(self.offset + heads.start * k, self.offset + heads.stop * k)
+        if self.transposed:
+            M = p[self.weight][..., rows].unflatten(-1, (-1, k)).transpose(-3, -2)  # (d, m·k) -> (m, d, k)
+        else:
+            M = p[self.weight][..., rows, :].unflatten(-2, (-1, k)).mT  # (m·k, d) -> (m, d, k)
         if self.bias is None:
             return M
         return torch.cat([M, self.bias_of(p, heads, k).unsqueeze(-2)], dim=-2)  # (m, d+1, k)
@@ -129,7 +135,8 @@ class Projection:
 class AttentionSpec:
     """Where one attention block keeps its parameters, and what shapes its laws.
 
-    ``O`` names the output weight (d, n·k), head i being its columns i·k:(i+1)·k.
+    ``O`` names the output weight (d, n·k), head i being its columns i·k:(i+1)·k; (n·k, d) with head i in its rows
+    where ``O_transposed`` (transformers' ``Conv1D``).
     ``gamma_q``/``gamma_k`` name the QK-norm gains: shape (n, k), or (k,) when ``shared_gains``.
     """
 
@@ -144,6 +151,7 @@ class AttentionSpec:
     gamma_k: str | None = None
     shared_gains: bool = False
     norm_eps: float = 0.0
+    O_transposed: bool = False
 
 
 # A head function maps (θ, heads) to the stacked values of those heads, (m, ...): a head's matrix (m, rows, k)
@@ -263,8 +271,8 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
     Q = lambda p, heads: spec.Q.heads(p, heads, k)  # noqa: E731  (m, d(+1), k)
     K = lambda p, heads: spec.K.heads(p, heads, k)  # noqa: E731
     V = lambda p, heads: spec.V.heads(p, heads, k)  # noqa: E731
-    # O (d, n·k) keeps head i in columns i·k:(i+1)·k: (d, m·k) -> (m, d, k)
-    O = lambda p, heads: p[spec.O][..., heads.start * k : heads.stop * k].unflatten(-1, (-1, k)).transpose(-3, -2)  # noqa: E731
+    output = Projection(spec.O, transposed=not spec.O_transposed)  # O_i = W_O[:, i·k:(i+1)·k]: Q_i's layout, transposed
+    O = lambda p, heads: output.heads(p, heads, k)  # noqa: E731  (m, d, k)
     # What each head has, in the order each head lists it: (names, quantities, conserved? per name).
     per_head: list[tuple[tuple[str, ...], HeadQuantities, tuple[bool, ...]]] = []
     if spec.pe == "rope":
@@ -309,7 +317,7 @@ def spec_of(module: MultiHeadAttention, prefix: str = "") -> AttentionSpec:
     Examples
     ========
     >>> spec_of(MultiHeadAttention(4, 2, 2, bias=True)).Q
-    Projection(weight='Q.weight', offset=0, bias='Q.bias', bias_offset=0)
+    Projection(weight='Q.weight', offset=0, bias='Q.bias', bias_offset=0, transposed=False)
     """
 
     def proj(name: str) -> Projection:
@@ -338,7 +346,7 @@ def torch_spec_of(module: nn.MultiheadAttention, prefix: str = "") -> AttentionS
     Examples
     ========
     >>> torch_spec_of(nn.MultiheadAttention(4, 2)).K
-    Projection(weight='in_proj_weight', offset=4, bias='in_proj_bias', bias_offset=4)
+    Projection(weight='in_proj_weight', offset=4, bias='in_proj_bias', bias_offset=4, transposed=False)
     """
     E, n = module.embed_dim, module.num_heads
     bias = f"{prefix}in_proj_bias" if module.in_proj_bias is not None else None
@@ -381,21 +389,28 @@ def timm_spec_of(module: nn.Module, prefix: str = "") -> AttentionSpec:
     return AttentionSpec(n=n, k=k, Q=Q, K=K, V=V, O=f"{prefix}proj.weight")
 
 
-def _block_laws(spec: AttentionSpec, prefix: str) -> BlockLaws:
+def block_laws(spec: AttentionSpec) -> BlockLaws:
+    """The laws, controls and batches of :func:`attention_laws`, under the block kind (``mha``, ``mha-rope``, ...).
+
+    Examples
+    ========
+    >>> block_laws(spec_of(MultiHeadAttention(4, 2, 2))).kind
+    'mha'
+    """
     laws, controls, batches = attention_laws(spec)
     return BlockLaws(_kind(spec), laws, controls, batches)
 
 
 @register_laws(MultiHeadAttention)
 def _mha_block(module: MultiHeadAttention, prefix: str) -> BlockLaws:
-    return _block_laws(spec_of(module, prefix), prefix)
+    return block_laws(spec_of(module, prefix))
 
 
 @register_laws(nn.MultiheadAttention)
 def _torch_mha_block(module: nn.MultiheadAttention, prefix: str) -> BlockLaws | None:
     if module.bias_k is not None:  # learned key/value rows appended to every sequence: not the book's attention
         return left_out(module, prefix, "add_bias_kv=True")
-    return _block_laws(torch_spec_of(module, prefix), prefix)
+    return block_laws(torch_spec_of(module, prefix))
 
 
 @register_laws(  # by name: timm is optional and slow to import; older timm kept the class in vision_transformer
@@ -409,4 +424,4 @@ def _timm_attention_block(module: nn.Module, prefix: str) -> BlockLaws | None:
     variants += ["gate"] if getattr(module, "gate", None) is not None else []
     if variants:
         return left_out(module, prefix, f"{' and '.join(variants)} (qk_norm, scale_norm or gated: other laws)")
-    return _block_laws(timm_spec_of(module, prefix), prefix)
+    return block_laws(timm_spec_of(module, prefix))

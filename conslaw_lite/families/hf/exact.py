@@ -139,6 +139,14 @@ def window_mask(T: int, window: int, dtype: torch.dtype, device: torch.device) -
     return torch.zeros(T, T, dtype=dtype, device=device).masked_fill(~seen, torch.finfo(dtype).min)[None, None]
 
 
+def _hidden_forward(self: nn.Module, X: torch.Tensor) -> torch.Tensor:
+    """An attention without positions of its own (GPT-2's, causal; BERT's) as ``f(X)``, X: (batch, T, d): its first
+    output."""
+    if X.dim() != 3:
+        raise ValueError(f"expected input of shape (batch, T, d), got {tuple(X.shape)}")
+    return type(self).forward(self, X)[0]
+
+
 def _logits_forward(self: nn.Module, ids: torch.Tensor) -> torch.Tensor:
     """A causal LM as ``f(ids)`` → logits, ids: (batch, T) integer token ids."""
     return type(self).forward(self, input_ids=ids, use_cache=False).logits
@@ -212,13 +220,15 @@ def exact_copy(module: nn.Module) -> nn.Module:
 
 
 ROTARY_LAYERS = {f"{prefix}{kind}" for prefix in MODELS.values() for kind in ("Attention", "DecoderLayer")}
+WITHOUT_POSITIONS = ("GPT2Attention", "BertAttention")  # attentions called as f(X) alone: positions enter before them
 
 
 def countable(module: nn.Module) -> nn.Module:
     """``module`` from transformers as a float64 function of one tensor, for :func:`~conslaw_lite.count_laws`.
 
-    An attention or a decoder layer becomes ``f(X)``, X: (batch, T, d) (positions 0..T−1, causal); a causal
-    LM ``f(ids)`` → logits; an MLP or a MoE block stays ``f(X)``. Parameter names are the module's own, so
+    An attention or a decoder layer becomes ``f(X)``, X: (batch, T, d) (positions 0..T−1, causal; GPT-2's and BERT's
+    attention have no positions of their own); a causal LM (GPT-2's ``GPT2LMHeadModel`` too) ``f(ids)`` → logits;
+    an MLP or a MoE block stays ``f(X)``. Parameter names are the module's own, so
     :func:`~conslaw_lite.laws.laws_of` of the result evaluates the same laws.
 
     Examples
@@ -227,16 +237,19 @@ def countable(module: nn.Module) -> nn.Module:
     torch.float64
     """
     name = class_name(module) if type(module).__module__.startswith("transformers.") else ""
-    if name.endswith(("Attention", "DecoderLayer")) and name not in ROTARY_LAYERS:  # GPT-2's has no rotary table
+    if name.endswith(("Attention", "DecoderLayer")) and name not in (*ROTARY_LAYERS, *WITHOUT_POSITIONS):
         raise ValueError(
             f"transformers' {name} is counted only as the attention or decoder layer of {', '.join(MODELS.values())}, "
-            "whose rotary embedding and call it knows; count the model's MLP, or the whole model, instead"
+            "whose rotary embedding and call it knows, or as GPT-2's or BERT's attention; count the model's MLP, or "
+            "the whole model, instead"
         )
     exact = exact_copy(module)
+    if name in WITHOUT_POSITIONS:
+        return called_as_one_tensor(exact, _hidden_forward)
     if name in ROTARY_LAYERS:
         config = getattr(module, "config", None) or module.self_attn.config  # a decoder layer keeps none of its own
         return called_as_one_tensor(exact, _position_forward, ExactRotary.of(config))
-    if name.endswith("ForCausalLM"):
+    if name.endswith(("ForCausalLM", "LMHeadModel")):
         return called_as_one_tensor(exact, _logits_forward)
     return exact
 

@@ -58,10 +58,11 @@ def tiny_law_count(
 NORM_TYPES = (nn.RMSNorm, nn.LayerNorm)
 
 
-def gain_law(gain: str, consumers: list[str], bias: str | None = None) -> Law:
+def gain_law(gain: str, consumers: list[str], bias: str | None = None, axis: int = -2) -> Law:
     """``γ_j² (+ β_j²) − Σ_i ‖W_i[:, j]‖²`` for every coordinate j, as a vector of length d.
 
-    ``gain``, ``bias`` and ``consumers`` are parameter names (weights in ``nn.Linear`` layout).
+    ``gain``, ``bias`` and ``consumers`` are parameter names (weights in ``nn.Linear`` layout, whose column j reads
+    coordinate j; ``axis=-1`` for transformers' ``Conv1D``, stored (d, out), whose row j does).
 
     Examples
     ========
@@ -69,12 +70,14 @@ def gain_law(gain: str, consumers: list[str], bias: str | None = None) -> Law:
     >>> p = {"g": torch.tensor([2.0, 1.0]), "W": torch.tensor([[1.0, 0.0], [1.0, 1.0]])}
     >>> gain_law("g", ["W"])(p).tolist()   # [4 − (1 + 1), 1 − (0 + 1)]
     [2.0, 0.0]
+    >>> gain_law("g", ["W"], axis=-1)(p).tolist()   # rows: [4 − (1 + 0), 1 − (1 + 1)]
+    [3.0, -1.0]
     """
 
     def law(p):  # negative axes: the monitor may stack the layers' parameters on a new first axis
         h = squared(p[gain]) if bias is None else squared(p[gain]) + squared(p[bias])
         for w in consumers:
-            h = h - squared(p[w]).sum(-2)
+            h = h - squared(p[w]).sum(axis)
         return h
 
     return law
