@@ -54,6 +54,8 @@ PROVENANCE: dict[str, tuple[str, str]] = {
     "moe-sigmoid": ("derived", "chapter 6 (corrects the paper: no gate law)"),
     "qwen3-attention": ("derived", "chapter 8 (transformers' Qwen3 attention: GQA, RoPE, QK-norm)"),
     "llama-attention": ("derived", "chapter 8 (transformers' Llama attention: GQA, RoPE)"),
+    "gpt2-attention": ("derived", "chapter 4 (transformers' GPT-2 attention: heads with biases, Conv1D layout)"),
+    "bert-attention": ("derived", "chapter 4 (transformers' BERT attention; its LayerNorm removes the mean)"),
     "qwen3-mlp": ("proved", PAPER),
     "qwen3-moe": ("derived", "chapter 8 (transformers' Qwen3-MoE block: top-k routing)"),
     "tiny-transformer": ("derived", "chapter 10 (whole-network laws)"),

@@ -16,7 +16,7 @@ INSTALL = "transformers is not installed: pip install 'conslaw_lite[hf]'"
 transformers = pytest.importorskip("transformers", reason=INSTALL)
 
 from conslaw_lite import Monitor, check_laws, count_laws, find_laws, law_functions, laws_of  # noqa: E402
-from conslaw_lite.archs import ArchOptions  # noqa: E402
+from conslaw_lite.archs import ArchOptions, get_arch  # noqa: E402
 from conslaw_lite.families.attention.laws import formula  # noqa: E402
 from conslaw_lite.families.hf import attention, countable, moe  # noqa: E402
 from conslaw_lite.families.hf.archs import tiny_model  # noqa: E402
@@ -312,6 +312,16 @@ def _bert(**config: object) -> nn.Module:
     )  # fmt: skip
     torch.manual_seed(0)
     return transformers.BertForMaskedLM(transformers.BertConfig(**(sizes | config))).eval()
+
+
+@pytest.mark.parametrize("name", ["gpt2-attention", "bert-attention"])
+def test_named_attentions_without_positions_count_their_formula(name) -> None:
+    """``certify gpt2-attention --dim 12 --heads 3``: 3 heads of width 4, the count is the formula and complete."""
+    built = get_arch(name).build(ArchOptions(dim=12, heads=3))
+    count = count_laws(built.model, built.input_shape)
+    check = check_laws(built.model, law_functions(built.model), built.input_shape, count=count)
+    assert count.num_laws == built.formula == 72 + 13 * (name == "bert-attention"), built.formula_text
+    assert check.complete, check
 
 
 def test_bert_attention_laws_are_complete() -> None:

@@ -1,15 +1,20 @@
 """transformers' blocks as named architectures, each one decoder layer's module of a tiny model built from a
-config with random weights (no download): ``qwen3-attention``, ``llama-attention``, ``qwen3-mlp``, ``qwen3-moe``.
+config with random weights (no download): ``qwen3-attention``, ``llama-attention``, ``gpt2-attention``,
+``bert-attention``, ``qwen3-mlp``, ``qwen3-moe``.
 
-``--heads`` is the number of key/value heads, two queries on each; ``--experts`` and ``--top-k`` size the
-MoE. Each builder returns :func:`~.exact.countable` of the module: the counter evaluates it in float64.
+``--heads`` is the number of key/value heads, two queries on each (GPT-2's and BERT's: of heads, of width d/n);
+``--experts`` and ``--top-k`` size the MoE. Each builder returns :func:`~.exact.countable` of the module: the
+counter evaluates it in float64.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import nn
 
 from conslaw_lite.archs import Arch, ArchOptions, Built
+from conslaw_lite.families.attention.laws import formula as heads_formula
 from conslaw_lite.families.ffn.laws import formula as ffn_formula
 from conslaw_lite.families.hf import attention, moe
 from conslaw_lite.families.hf.config import MODELS
@@ -69,6 +74,37 @@ def _attention(arch: str, qk_norm: bool):
     return build
 
 
+SCALE_NOTE = (
+    "weights of std 0.5: at transformers' 0.02 the scores are nearly flat and the counter's gap closes (10⁻¹¹ kept)"
+)
+
+
+def _without_positions(name: str, Config: str, Model: str, block: Callable[[nn.Module], nn.Module], means: bool):
+    """GPT-2's or BERT's attention (``--heads`` heads of width d/n) cut from a one-layer model, in eval mode;
+    ``means``: its output LayerNorm's d + 1 sums too (BERT)."""
+
+    def build(options: ArchOptions) -> Built:
+        o = options.with_defaults(dim=8, heads=2, seq=3)
+        if o.dim % o.heads:
+            raise ValueError(f"{name}: --dim ({o.dim}) must be a multiple of --heads ({o.heads})")
+        try:
+            import transformers
+        except ModuleNotFoundError as err:
+            raise ModuleNotFoundError(INSTALL) from err
+        sizes = dict(
+            hidden_size=o.dim, num_attention_heads=o.heads, num_hidden_layers=1, vocab_size=16, bos_token_id=0,
+            eos_token_id=0, initializer_range=0.5,
+        )  # fmt: skip
+        with seeded(o.seed):
+            model = getattr(transformers, Model)(getattr(transformers, Config)(**sizes))
+        N, text = heads_formula(o.heads, o.dim // o.heads, bias=True)
+        if means:
+            N, text = N + o.dim + 1, f"{text.rsplit(' = ', 1)[0]} + d + 1 = {N + o.dim + 1}"
+        return Built(countable(block(model.double().eval())), (o.seq, o.dim), N, text, SCALE_NOTE)
+
+    return build
+
+
 def _mlp(options: ArchOptions) -> Built:
     o = options.with_defaults(dim=4, hidden=3, seq=2)
     block = tiny_model("qwen3", o).model.layers[0].mlp
@@ -89,6 +125,12 @@ ARCHITECTURES = (
          ATTENTION_SIZES),
     Arch("llama-attention", "Llama attention: GQA, RoPE: n_kv·k/2 + n_kv·k(k+1)/2", _attention("llama", False),
          ATTENTION_SIZES),
+    Arch("gpt2-attention", "GPT-2 attention (Conv1D layout, biases): n·k(k+1) + n·k",
+         _without_positions("gpt2-attention", "GPT2Config", "GPT2LMHeadModel", lambda m: m.transformer.h[0].attn,
+                            means=False), ("dim", "heads", "seq")),
+    Arch("bert-attention", "BERT attention with its output LayerNorm: n·k(k+1) + n·k + d + 1",
+         _without_positions("bert-attention", "BertConfig", "BertModel", lambda m: m.encoder.layer[0].attention,
+                            means=True), ("dim", "heads", "seq")),
     Arch("qwen3-mlp", "Qwen3 MLP (SwiGLU: down, gate, up): r", _mlp, ("dim", "hidden", "seq")),
     Arch("qwen3-moe", "Qwen3-MoE block (router softmax, top-k, fused SwiGLU experts): n_E·r + d", _moe,
          ("dim", "hidden", "experts", "top_k", "seq")),
