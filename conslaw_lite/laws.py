@@ -88,7 +88,9 @@ class BlockLaws:
     (each name's own function in ``laws``/``controls`` gives the same values). ``path`` is the
     block's module name (``""`` for the model itself), set by :func:`find_blocks`. ``refuse_call``, given the
     keyword arguments of a call of the model, says why that call would break these laws (a loss term it adds),
-    or ``None``: the :class:`~conslaw_lite.monitor.Monitor` refuses such a call.
+    or ``None``: the :class:`~conslaw_lite.monitor.Monitor` refuses such a call. ``train_breaks`` names the
+    submodules (within the block) whose train mode would break some of these laws: a dropout before a norm that
+    removes the mean, inactive when the laws were found; the Monitor says so if one trains.
     """
 
     kind: str
@@ -97,6 +99,7 @@ class BlockLaws:
     batches: tuple[Batch, ...] = ()
     path: str = ""
     refuse_call: Callable[[dict], str | None] | None = None
+    train_breaks: tuple[str, ...] = ()
 
     def label(self, name: str) -> str:
         """The display name of this block's law ``name`` in the model: ``"path:name"``, or ``name`` at the root.

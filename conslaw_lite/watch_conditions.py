@@ -35,6 +35,9 @@ def mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, 
             elif name and is_mode_dependent(m) and block.kind == "ffn-linear":
                 why = "it masks the hidden units of a linear block, whose laws AᵀA − BBᵀ need every rotation of them"
                 conflicts.append((full, m, why))
+            elif name in block.train_breaks and is_mode_dependent(m):
+                why = f"its random masks break laws of the {block.kind} block found with it inactive"
+                conflicts.append((full, m, why))
     return conflicts
 
 

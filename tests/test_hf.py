@@ -304,6 +304,23 @@ def test_mistral_attention_is_left_out_for_the_window_of_its_config_and_watched_
     assert {"gqa-rope", "swiglu", "network"} <= {g.key for g in Monitor(model).groups}
 
 
+def test_laws_that_dropout_breaks_are_given_only_where_it_is_inactive() -> None:
+    """A dropout between a projection and the LayerNorm that removes its mean turns c·1 into c·mask: GPT-2's output
+    bias sum and BERT's mean laws hold in eval mode only. In train mode they are left out (BERT's by name); given in
+    eval mode, the monitor warns when the dropout trains."""
+    gpt2 = _gpt2(n_layer=1).train()
+    assert not any("c_proj.bias" in key for key in laws_of(gpt2))
+    with pytest.warns(UserWarning, match=r"BertSelfOutput at bert.encoder.layer.0.attention.output has dropout p = 0.1"):
+        kinds = {q.block for q in quantities(_bert().train())}
+    assert kinds == {"mha"}
+    model = _gpt2(n_layer=1)  # eval mode
+    assert "transformer.h.0:sum_(attn-mlp).c_proj.bias" in laws_of(model)
+    monitor = Monitor(model)
+    model.train()
+    with pytest.warns(UserWarning, match=r"resid_dropout.*its random masks break laws of the network block"):
+        _train(model, torch.randint(0, 16, (4, 6), generator=torch.Generator().manual_seed(0)), 1e-3, watched=monitor)
+
+
 def _bert(**config: object) -> nn.Module:
     """A one-layer BertForMaskedLM, d = 8, 2 heads of k = 4, in eval mode, weights of std 0.5 (see :func:`_gpt2`)."""
     sizes = dict(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from conslaw_lite.counting.module_checks import is_mode_dependent
 from conslaw_lite.families.attention.laws import AttentionSpec, Projection
 from conslaw_lite.families.network.laws import gain_law
 from conslaw_lite.laws import BlockLaws, Law
@@ -44,13 +45,17 @@ def block_couplings(block: nn.Module, prefix: str = "") -> BlockLaws:
         γ_j² + β_j² − ‖W[j, :]‖²      (d laws per norm: γ_j, β_j and row j scale together),
 
     and one linear law: ``ln_2`` removes the mean of what it reads, so adding c·1 to the attention's output bias and
-    −c·1 to the MLP's leaves the block's output unchanged, and ``Σ_j b_attn,j − Σ_j b_mlp,j`` is conserved.
+    −c·1 to the MLP's leaves the block's output unchanged, and ``Σ_j b_attn,j − Σ_j b_mlp,j`` is conserved. Not under
+    the residual dropouts in train mode (their masks turn c·1 into c·mask): it is given only where they are inactive
+    (eval mode, or p = 0), and the monitor says so if they train later.
 
     Examples
     ========
     >>> block = nn.Module()  # laid out like GPT2Block
     >>> block.ln_1, block.ln_2 = nn.LayerNorm(4), nn.LayerNorm(4)
-    >>> sorted(block_couplings(block, "h.0.").laws)
+    >>> block.attn, block.mlp = nn.Module(), nn.Module()
+    >>> block.attn.resid_dropout, block.mlp.dropout = nn.Dropout(0.1), nn.Dropout(0.1)
+    >>> sorted(block_couplings(block.eval(), "h.0.").laws)
     ['ln_1.γ²+β²−‖W[j,:]‖² (c_attn)', 'ln_2.γ²+β²−‖W[j,:]‖² (c_fc)', 'Σ(attn−mlp).c_proj.bias']
     """
     laws: dict[str, Law] = {}
@@ -61,6 +66,11 @@ def block_couplings(block: nn.Module, prefix: str = "") -> BlockLaws:
             gain, [f"{prefix}{reader}.weight"], bias, axis=-1
         )
         controls[f"{norm}.γ²"] = gain_law(gain, [])
+    dropouts = tuple(
+        name for name in ("attn.resid_dropout", "mlp.dropout") if is_mode_dependent(block.get_submodule(name))
+    )
+    if any(block.get_submodule(name).training for name in dropouts):
+        return BlockLaws("network", laws, controls)
     attn, mlp = f"{prefix}attn.c_proj.bias", f"{prefix}mlp.c_proj.bias"
     laws["Σ(attn−mlp).c_proj.bias"] = lambda p: (p[attn] - p[mlp]).sum(-1, keepdim=True)
-    return BlockLaws("network", laws, controls)
+    return BlockLaws("network", laws, controls, train_breaks=dropouts)

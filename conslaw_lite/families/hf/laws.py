@@ -53,7 +53,7 @@ def _bert_attention(module: nn.Module, prefix: str) -> BlockLaws | None:
 @register_laws(
     "transformers.models.bert.modeling_bert.BertSelfOutput", "transformers.models.bert.modeling_bert.BertOutput"
 )
-def _bert_output(module: nn.Module, prefix: str) -> BlockLaws:
+def _bert_output(module: nn.Module, prefix: str) -> BlockLaws | None:
     return mean_laws(module, prefix)
 
 
