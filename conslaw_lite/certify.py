@@ -35,8 +35,8 @@ from conslaw_lite.user_module import INPUTS, load_module
 class Certificate:
     """What ``certify`` prints: the count ``N = D − dim Lie(W)(θ)``, its evidence, and the known laws against it.
 
-    ``num_laws`` and ``rank_lie`` are ``None`` when the count is inconclusive; ``known_laws``,
-    ``max_residual``, ``complete`` and ``formula`` are ``None`` for a module of one's own. ``found``
+    ``num_laws`` and ``rank_lie`` are ``None`` when the count is inconclusive; ``formula`` is ``None`` for a module
+    of one's own, and ``known_laws``, ``max_residual``, ``complete`` too where it holds no registered block. ``found``
     is :meth:`conslaw_lite.find_laws.FoundLaws.to_dict` of the laws found, when they were asked for.
     ``conclusive`` is the count's; ``found["conclusive"]`` the laws' (each passes ``check_laws``,
     no more than N, ``found["reason"]`` otherwise): the CLI exits with 0 only when both hold.
@@ -121,8 +121,10 @@ def certify_module(
     r"""Count ``N = D − dim Lie(W)(θ)`` for ``FACTORY()`` from ``FILE.py:FACTORY`` (``at_own``: near the θ it is built
     with, ``at=`` of :func:`~conslaw_lite.counting.count_laws`, where random θ cannot stand for it).
 
-    Nothing is known about a module of one's own, so ``known_laws``,
-    ``max_residual``, ``complete`` and ``formula`` are ``None``; ``laws`` finds them (``found``).
+    No formula is known for a module of one's own (``formula`` is ``None``), but the blocks registered inside it (an
+    attention of transformers, ``nn.MultiheadAttention``, timm's, the book's) have their closed-form laws: those are
+    checked against the count (``known_laws``, ``max_residual``, ``complete``; ``None`` where it holds no such
+    block). ``laws`` finds the laws (``found``).
     Its inputs (:meth:`conslaw_lite.user_module.UserModule.inputs`): standard-normal of ``input_shape``,
     token ids ``0..vocab−1`` with ``vocab``, or the file's ``inputs(n)``. What the file raises is a
     :class:`~conslaw_lite.user_module.UserCodeError` naming its line. ``device`` and ``progress`` are
@@ -141,8 +143,10 @@ def certify_module(
     ...     "def build():\n    return ToyProduct(a=1.0, b=2.0, c=0.5)\n"
     ... )
     >>> r = certify_module(f"{path}:build", (1,), laws=True)
-    >>> r.num_params, r.rank_lie, r.num_laws, r.known_laws, r.found["laws"]
-    (3, 1, 2, None, ['a² − c²', 'b² − c²'])
+    >>> r.num_params, r.rank_lie, r.num_laws, r.found["laws"]
+    (3, 1, 2, ['a² − c²', 'b² − c²'])
+    >>> r.known_laws, r.complete  # ToyProduct is the book's block: its closed form, checked against the count
+    (2, True)
     """
     with seeded(seed):  # a file that builds its model without a seed of its own: the same weights at each run
         user = load_module(spec)
@@ -155,9 +159,23 @@ def certify_module(
         at = dict(user.model.named_parameters()) if at_own else None
         count = count_laws(user.model, shape, inputs=inputs, seed=seed, device=device, progress=progress, at=at)
         found = _found(user.model, shape, seed, count, inputs) if laws else None
+        known = _known(user.model, shape, inputs, seed, count)
     except ValueError as err:  # bad input, named with the line of the user's file it surfaced at
         raise ValueError(user.located(err, tokens=vocab is not None)) from err
-    return Certificate.of(spec, count, found, note=_frozen(user.model))
+    return Certificate.of(spec, count, found, note=_frozen(user.model), **known)
+
+
+def _known(model: nn.Module, input_shape: tuple[int, ...] | None, inputs, seed: int, count: LawCount) -> dict:
+    """``known_laws``, ``max_residual`` and ``complete`` of the closed-form laws of the blocks registered inside
+    ``model``, against ``count``; nothing where it holds none."""
+    try:
+        known = law_functions(model)
+    except ValueError:  # no registered block
+        return {}
+    if not known:
+        return {}
+    check = check_laws(model, known, input_shape, inputs=inputs, seed=seed, count=count)
+    return dict(known_laws=check.independent, max_residual=check.max_residual, complete=check.complete)
 
 
 def _frozen(model: nn.Module) -> str:
@@ -204,8 +222,9 @@ def table(result: Certificate) -> str:
         ("σ kept / dropped", f"{result.sigma_kept:.2e} / {result.sigma_dropped:.2e}  ({result.evidence})"),
     ]
     if result.formula is not None:
+        rows.append(("formula", f"{result.formula}  ({result.formula_text})"))
+    if result.known_laws is not None:
         rows += [
-            ("formula", f"{result.formula}  ({result.formula_text})"),
             ("known laws", result.known_laws),
             ("max residual", f"{result.max_residual:.1e}"),
             ("complete", result.complete),

@@ -56,6 +56,20 @@ def weak():
     return Weak()
 
 
+class SelfAttention(nn.Module):  # nn.MultiheadAttention inside a module of one's own, d = 4, 2 heads of k = 2
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(4, 2, bias=False, batch_first=True)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def attention():
+    torch.manual_seed(0)
+    return SelfAttention()
+
+
 not_a_module = 3
 built = relu_net()  # a module the file builds itself
 
@@ -123,6 +137,14 @@ def test_cli_own_module(run_cli, factories: Path) -> None:
     assert code == 0
     assert (result["num_params"], result["num_laws"]) == (30, 5)  # r = 5 laws for a ReLU net
     assert result["known_laws"] is None and result["formula"] is None
+
+
+def test_cli_own_module_checks_the_laws_of_the_blocks_it_holds(run_cli, factories: Path) -> None:
+    """An nn.MultiheadAttention inside one's own module: its closed-form laws (2 heads · 2·3 = 12) against the count."""
+    code, out, _ = run_cli("--module", f"{factories}:attention", "--input-shape", "3,4")
+    rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert code == 0 and rows["laws N = D − rank"] == "12" and rows["known laws"] == "12" and rows["complete"] == "True"
+    assert "formula" not in rows
 
 
 def test_cli_stops_at_its_seconds_as_inconclusive(run_cli, factories: Path) -> None:

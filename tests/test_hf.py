@@ -310,7 +310,7 @@ def test_laws_that_dropout_breaks_are_given_only_where_it_is_inactive() -> None:
     eval mode, the monitor warns when the dropout trains."""
     gpt2 = _gpt2(n_layer=1).train()
     assert not any("c_proj.bias" in key for key in laws_of(gpt2))
-    with pytest.warns(UserWarning, match=r"BertSelfOutput at bert.encoder.layer.0.attention.output has dropout p = 0.1"):
+    with pytest.warns(UserWarning, match=r"BertSelfOutput at bert.encoder.layer.0.attention.output has dropout p = "):
         kinds = {q.block for q in quantities(_bert().train())}
     assert kinds == {"mha"}
     model = _gpt2(n_layer=1)  # eval mode
