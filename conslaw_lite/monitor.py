@@ -322,7 +322,7 @@ class Monitor:
             raise ValueError(f"Monitor: no conservation law to watch in {type(model).__name__}; {why}")
         if self.own is not None and self.own.searched:
             print(f"Monitor: {self.own}")
-            self._conflicts += [c for c in mode_conflicts(model, True) if self.own.covers(c[0])]
+            self._conflicts += [c for c in mode_conflicts(model, True) if self.own.breaks_in_train(c[0], c[1])]
             for name, layer, why in self._conflicts:
                 if layer.training:
                     raise ValueError(conflict_message(name, layer, why))

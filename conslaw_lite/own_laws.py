@@ -72,7 +72,7 @@ from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import MAX_PARAMS, find_laws
 from conslaw_lite.laws import Law, find_blocks
 from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module
-from conslaw_lite.rescaling_laws import rescaling_laws
+from conslaw_lite.rescaling_laws import rescaling_laws, training_batch_norms
 from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.time_limit import OutOfTime, said_if_long, time_left, time_limit
 from conslaw_lite.user_inputs import example_inputs, inputs_needed, token_inputs
@@ -114,6 +114,7 @@ class Part:
     outcome: str
     laws: dict[str, Law] = field(default_factory=dict)
     cut: Cut = field(default=Cut(()), repr=False)  # the modules it is made of, and the blocks it held fixed
+    batch_coupled: bool = False  # its laws were checked with its BatchNorms in train mode: they hold in both modes
 
     def __str__(self) -> str:
         return f"`{self.path or '(the model)'}` ({self.layers}, {self.num_params} parameters): {self.outcome}"
@@ -147,9 +148,12 @@ class OwnLaws:
         """Every law watched, over all parts."""
         return {key: law for part in self.parts for key, law in part.laws.items()}
 
-    def covers(self, name: str) -> bool:
-        """Whether module ``name`` lies inside a part whose laws are watched."""
-        return any(part.laws and part.cut.holds(name) for part in self.parts)
+    def breaks_in_train(self, name: str, layer: nn.Module) -> bool:
+        """Whether module ``name`` (``layer``, which computes otherwise in train mode) lies inside a part whose laws
+        are watched, and were found with it in eval mode: not a BatchNorm of a part checked with batch statistics."""
+        batch_norm = "BatchNorm" in type(layer).__name__
+        watched = [part for part in self.parts if part.laws and part.cut.holds(name)]
+        return any(not (batch_norm and part.batch_coupled) for part in watched)
 
     def __str__(self) -> str:
         parts = f"{len(self.parts)} part{'' if len(self.parts) == 1 else 's'} outside the registered blocks"
@@ -396,7 +400,8 @@ def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int)
     call = recorded[cut.members[0]]
     module = part_module(model, cut, (call.args[1:], call.kwargs))
     D = sum(p.numel() for p in module.parameters() if p.requires_grad)
-    if D <= SEARCH_MAX_PARAMS:
+    coupled = bool(training_batch_norms(module))  # no count applies: checked on batches, whatever D
+    if D <= SEARCH_MAX_PARAMS and not coupled:
         return None
     if model_device(module) != torch.device("cpu"):
         module = copy.deepcopy(module).cpu()
@@ -408,8 +413,10 @@ def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int)
         f" (D = {D:,} is over the {SEARCH_MAX_PARAMS:,} a monitor searches whole; find_laws(part, input_shape) finds "
         f"and counts its laws up to {MAX_PARAMS:,} parameters)"
     )
+    if coupled and D <= SEARCH_MAX_PARAMS:
+        why = " (a count is of one input's function; model.eval() counts the eval-mode one)"
     keyed = {f"{base.path}:{name}" if base.path else name: law for name, law in laws.items()}
-    return replace(base, outcome=outcome + why, laws=keyed), outcome
+    return replace(base, outcome=outcome + why, laws=keyed, batch_coupled=coupled), outcome
 
 
 def _unsearchable(model: nn.Module, cut: Cut, recorded: dict[str, _Call]) -> str:

@@ -16,6 +16,12 @@ order the forward calls them proposes its laws, and a law is kept only where
 ‖∇f_i(x)‖`` at two random θ and fresh inputs. A GELU, a norm or a residual connection between P and C breaks the
 symmetry and its law fails there; it is dropped, never guessed. The list kept is not counted, so not known to be
 complete (a linear layer between two others has the whole GL(n) of laws, of which these are the diagonal).
+
+A BatchNorm in train mode normalizes with the statistics of the batch, so the outputs of one batch are coupled and no
+count (of one input's function) applies. The check is then run as the model trains: its BatchNorms in train mode, on
+batches of ``COUPLED_SAMPLES`` inputs, each output's gradient that of the batch's function. A kept law holds in eval
+mode too: a norm's gain and shift scale its output in either mode, and a pattern with a BatchNorm between P and C
+fails in train mode (the norm divides the scale out, then C's 1/c changes the output).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from torch import nn
 from conslaw_lite.config import evaluating
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import law_residuals
+from conslaw_lite.counting.module_checks import is_mode_dependent
 from conslaw_lite.counting.problem import checked_outputs, problem_of
 from conslaw_lite.dataflow import forward_watched
 from conslaw_lite.laws import Law, Params
@@ -37,6 +44,7 @@ from conslaw_lite.user_inputs import example_inputs
 
 CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 NORMS = (nn.LayerNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm)
+COUPLED_SAMPLES = 8  # inputs in one batch of the check where BatchNorms train: their statistics couple its outputs
 CHECK_ROWS = 512  # output entries each θ of the check reads, drawn at random where there are more: a language
 # model's 8 windows of 8 tokens over 64 words took 160 s (each row its own backward pass where vmap runs attention's
 # one by one), a ResNet stage's 2 maps of 128 × 8 × 8 more than the 120 s a monitor gives its whole search
@@ -187,17 +195,38 @@ proposed pattern failed its check (a unit the layers between do not scale with);
     with torch.no_grad():
         p = dict(model.named_parameters())
         sizes = {key: law(p).numel() for key, law in proposed.items()}
+    coupled = training_batch_norms(model)
     with evaluating(model):
+        for norm in coupled:
+            norm.train()  # as the model trains: the check's outputs are the batch's
         problem = problem_of(model, None)
+        for norm in training_batch_norms(problem.module):  # the float64 copy: no running statistics to update
+            norm.track_running_stats = False
         probe = x[:1].double() if x.is_floating_point() else x[:1]  # the problem computes in float64
-        one = checked_outputs(problem, problem.flatten(p), probe).numel()
-        samples = min(8, max(2, math.ceil(CHECK_ROWS / max(one, 1))))
+        one = 0 if coupled else checked_outputs(problem, problem.flatten(p), probe).numel()
+        samples = COUPLED_SAMPLES if coupled else min(8, max(2, math.ceil(CHECK_ROWS / max(one, 1))))
         given = None if inputs is None else inputs[:samples]
-        residuals, _ = law_residuals(problem, proposed, input_shape, given, seed, samples, CHECK_ROWS, rank=False)
+        residuals, _ = law_residuals(
+            problem, proposed, input_shape, given, seed, samples, CHECK_ROWS, rank=False, pieces=not coupled
+        )
     kept = {key: law for key, law in proposed.items() if residuals[key] <= RESIDUAL_TOL}
     failed = len(proposed) - len(kept)
     outcome = f"{sum(sizes[key] for key in kept)} laws of rescaled units checked"
+    if coupled:
+        outcome += f" on batches of {COUPLED_SAMPLES} (its BatchNorms train with batch statistics)"
     if failed:
         patterns, their = ("pattern", "its") if failed == 1 else ("patterns", "their")
         outcome += f", {failed} proposed {patterns} failed {their} check (a unit the layers between do not scale with)"
     return kept, outcome + ("; not counted: other laws may exist" if kept else "")
+
+
+def training_batch_norms(model: nn.Module) -> list[nn.Module]:
+    """The BatchNorms of ``model`` in train mode, normalizing with batch statistics.
+
+    Examples
+    ========
+    >>> net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.ReLU())
+    >>> len(training_batch_norms(net)), training_batch_norms(net.eval())
+    (1, [])
+    """
+    return [m for m in model.modules() if m.training and "BatchNorm" in type(m).__name__ and is_mode_dependent(m)]

@@ -237,6 +237,44 @@ def test_a_dropout_part_is_searched_in_eval_mode_and_train_mode_is_named() -> No
         monitor.step()
 
 
+class BatchNormCNN(nn.Module):
+    """The CNN of a tutorial: conv, BatchNorm, ReLU, pooling, twice, then a linear head on the mean of each channel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.bn1 = nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4)
+        self.c2, self.bn2 = nn.Conv2d(4, 6, 3, padding=1), nn.BatchNorm2d(6)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.max_pool2d(torch.relu(self.bn1(self.c1(x))), 2)
+        return self.head(torch.relu(self.bn2(self.c2(x))).mean((2, 3)))
+
+
+def test_a_cnn_training_its_batch_norms_is_watched_on_the_laws_batch_statistics_keep() -> None:
+    """No count applies to batch-coupled outputs, so the monitor refused it. Its rescalings are checked on batches
+    instead: each norm's gain and shift against the next layer's columns (4 + 6 laws). They are laws of the gradient
+    flow: over 30 SGD steps their drift falls as τ² (16 times at a quarter of the step), not as τ (4 times)."""
+    x = torch.randn(32, 1, 8, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    y = torch.randint(0, 3, (32,), generator=torch.Generator().manual_seed(2))
+    drift = []
+    for lr in (0.05, 0.0125):
+        torch.manual_seed(0)
+        model = BatchNormCNN().double()
+        monitor = Monitor(model, input_shape=(1, 8, 8))
+        (part,) = monitor.own.parts
+        assert "10 laws of rescaled units checked on batches of 8 (its BatchNorms train" in part.outcome
+        assert part.batch_coupled and model.bn1.training and model.bn1.num_batches_tracked == 0
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        monitor.attach(optimizer)
+        for _ in range(30):
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        drift.append(monitor.epsilon("found")[-1])
+    assert drift[0] / drift[1] > 10, drift
+
+
 @pytest.mark.slow
 def test_a_small_cnn_gets_its_channel_laws() -> None:
     """Conv-ReLU-Conv-Flatten-Linear: one law per ReLU channel (2), and, the second conv being followed by a linear

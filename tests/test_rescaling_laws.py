@@ -129,14 +129,14 @@ def test_a_language_model_given_many_windows_is_checked_on_a_few() -> None:
     ids = torch.randint(0, 64, (300, 8), generator=torch.Generator().manual_seed(0))
     seen = []
 
-    def spied(problem, laws, input_shape, inputs, seed, samples, max_rows, rank):
-        seen.append((len(inputs), max_rows))
-        return law_residuals(problem, laws, input_shape, inputs, seed, samples, max_rows, rank)
+    def spied(problem, laws, input_shape, inputs, seed, samples, max_rows, rank, pieces):
+        seen.append((len(inputs), max_rows, pieces))
+        return law_residuals(problem, laws, input_shape, inputs, seed, samples, max_rows, rank, pieces)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(rescaling, "law_residuals", spied)
         laws, _ = rescaling_laws(lm, inputs=ids)
-    assert seen == [(2, 512)] and sum(law(dict(lm.named_parameters())).numel() for law in laws.values()) == 8 + 16
+    assert seen == [(2, 512, True)] and sum(law(dict(lm.named_parameters())).numel() for law in laws.values()) == 8 + 16
 
 
 def test_gradient_rows_in_chunks_are_the_jacobian() -> None:
@@ -184,6 +184,26 @@ def test_a_monitor_watches_an_mnist_mlp_of_two_million_parameters() -> None:
     monitor = Monitor(mlp, input_shape=(1, 28, 28))
     (part,) = monitor.own.parts
     assert part.outcome.startswith("2048 laws of rescaled units checked; not counted")
+
+
+def test_a_batch_norm_in_train_mode_is_checked_on_batches_as_it_trains() -> None:
+    """Conv, BatchNorm without affine map, ReLU, conv: at fresh running statistics the eval-mode norm is linear and
+    the convolutions' rescaling passes there, but batch statistics divide the scale out, so in train mode the check
+    drops it. A norm's own gain and shift are kept in either mode; the model's running statistics stay untouched."""
+    torch.manual_seed(0)
+    plain = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4, affine=False), nn.ReLU(), nn.Conv2d(4, 2, 3)).double()
+    laws, outcome = rescaling_laws(plain, (1, 6, 6))
+    assert laws == {} and "checked on batches of 8 (its BatchNorms train with batch statistics)" in outcome
+    assert len(rescaling_laws(plain.eval(), (1, 6, 6))[0]) == 1
+    affine = nn.Sequential(nn.Conv2d(1, 3, 3), nn.BatchNorm2d(3), nn.ReLU(), nn.Conv2d(3, 2, 3)).double()
+    laws, _ = rescaling_laws(affine, (1, 6, 6))
+    assert list(laws) == ["for i in 0..2: 1.weight[i]² + 1.bias[i]² − ‖3.weight[:, i, :, :]‖²"]
+    assert affine[1].training and affine[1].num_batches_tracked == 0 and not affine[1].running_mean.any()
+    pooled = nn.Sequential(  # a ResNet's end: a BatchNorm on 1×1 maps, which one input alone cannot normalize
+        nn.Conv2d(1, 3, 3), nn.AdaptiveAvgPool2d(1), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(), nn.Linear(3, 2)
+    ).double()
+    laws, _ = rescaling_laws(pooled, (1, 5, 5))
+    assert list(laws) == ["for i in 0..2: 2.weight[i]² + 2.bias[i]² − ‖5.weight[:, i]‖²"]
 
 
 def test_a_depthwise_convolution_reads_each_channel_through_its_own_filters() -> None:

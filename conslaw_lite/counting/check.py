@@ -237,12 +237,14 @@ def law_residuals(
     num_samples: int = 8,
     max_rows: int | None = None,
     rank: bool = True,
+    pieces: bool = True,
 ) -> tuple[dict[str, float], int | None]:
     """:func:`check_laws` without the count: each law's relative residual ``max |⟨∇h, ∇f_i(x)⟩| / (‖∇h‖ ‖∇f_i(x)‖)``
     over its entries, two random θ and ``num_samples`` fresh inputs, and the number of independent entries;
     ``max_rows``: over that many outputs i at each θ, drawn at random, where there are more (a screen of proposed laws,
     which fail on every output a broken unit reaches; :func:`check_laws` takes them all). ``rank=False``: no number
-    of independent entries (``None``), and ∇h need not be held whole (:class:`LawGradients`).
+    of independent entries (``None``), and ∇h need not be held whole (:class:`LawGradients`). ``pieces=False``: the
+    plain outputs of the batch, not those of each input's pieces (a model whose BatchNorms train couples them).
 
     Examples
     ========
@@ -264,7 +266,7 @@ def law_residuals(
         checked_outputs(problem, theta, x)
         grad_h = LawGradients(h, theta, whole=rank, gen=gen)
         per_entry = torch.zeros_like(grad_h.norms)
-        f = outputs_over_pieces(problem, theta, x, gen, num_samples)
+        f = outputs_over_pieces(problem, theta, x, gen, num_samples) if pieces else problem.outputs(x)
         for grad_f in gradient_rows(f, theta, max_rows, gen):
             chunk, varying = grad_h.cosines(grad_f)
             per_entry = torch.maximum(per_entry, chunk)
