@@ -68,6 +68,7 @@ from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import LawGradients
 from conslaw_lite.counting.embedding_rows import EMBEDDINGS
 from conslaw_lite.counting.exact_ops import quiet_vmap
+from conslaw_lite.counting.module_checks import is_batch_norm
 from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import MAX_PARAMS, find_laws
 from conslaw_lite.laws import Law, find_blocks
@@ -151,7 +152,7 @@ class OwnLaws:
     def breaks_in_train(self, name: str, layer: nn.Module) -> bool:
         """Whether module ``name`` (``layer``, which computes otherwise in train mode) lies inside a part whose laws
         are watched, and were found with it in eval mode: not a BatchNorm of a part checked with batch statistics."""
-        batch_norm = "BatchNorm" in type(layer).__name__
+        batch_norm = is_batch_norm(layer)
         watched = [part for part in self.parts if part.laws and part.cut.holds(name)]
         return any(not (batch_norm and part.batch_coupled) for part in watched)
 

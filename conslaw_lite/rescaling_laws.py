@@ -35,7 +35,7 @@ from torch import nn
 from conslaw_lite.config import evaluating
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import law_residuals
-from conslaw_lite.counting.module_checks import is_mode_dependent
+from conslaw_lite.counting.module_checks import is_batch_norm
 from conslaw_lite.counting.problem import checked_outputs, problem_of
 from conslaw_lite.dataflow import forward_watched
 from conslaw_lite.laws import Law, Params
@@ -229,4 +229,4 @@ def training_batch_norms(model: nn.Module) -> list[nn.Module]:
     >>> len(training_batch_norms(net)), training_batch_norms(net.eval())
     (1, [])
     """
-    return [m for m in model.modules() if m.training and "BatchNorm" in type(m).__name__ and is_mode_dependent(m)]
+    return [m for m in model.modules() if m.training and is_batch_norm(m)]

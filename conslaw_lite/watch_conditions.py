@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from conslaw_lite.counting.module_checks import describe_layer, is_mode_dependent
+from conslaw_lite.counting.module_checks import describe_layer, is_batch_norm, is_mode_dependent
 from conslaw_lite.law_stacks import Recorder
 from conslaw_lite.laws import BlockLaws, Group, Law, find_blocks
 
@@ -28,7 +28,7 @@ def mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, 
     for block in find_blocks(model):
         for name, m in model.get_submodule(block.path).named_modules():
             full = f"{block.path}.{name}".strip(".")
-            if name and is_mode_dependent(m) and "BatchNorm" in type(m).__name__:
+            if name and is_batch_norm(m):
                 conflicts.append(
                     (full, m, f"it sits inside the {block.kind} block and breaks the symmetry of its laws")
                 )

@@ -401,7 +401,7 @@ def _check_train_is_eval(first: _Run, apply: Callable, params: Params, inputs: t
     if name is None:
         return
     layer = _layer(module, name)
-    if _is_batch_norm(layer):
+    if is_batch_norm(layer):
         raise ValueError(
             f"{_where(name, module)} normalizes with batch statistics in train mode: the laws of batch-coupled "
             f"training are not those of one input; call model.eval() to count the eval-mode function (fixed running "
@@ -434,7 +434,7 @@ def _check_per_input(first: _Run, apply: Callable, params: Params, inputs: torch
         return
     layer = _layer(module, name)
     what = "mixes the inputs of a batch"
-    if _is_batch_norm(layer):
+    if is_batch_norm(layer):
         what = "normalizes with batch statistics" + (
             "" if layer.training else " in eval mode too (no running statistics)"
         )
@@ -577,11 +577,18 @@ def _is_dropout(m: nn.Module | None) -> bool:
     return m is not None and ("Dropout" in type(m).__name__ or "DropPath" in type(m).__name__)
 
 
-def _is_batch_norm(m: nn.Module | None) -> bool:
+def is_batch_norm(m: nn.Module | None) -> bool:
+    """A BatchNorm of any dimension (torch's, SyncBatchNorm, or one of its own by that name).
+
+    Examples
+    ========
+    >>> is_batch_norm(nn.BatchNorm2d(3)), is_batch_norm(nn.LayerNorm(3)), is_batch_norm(None)
+    (True, False, False)
+    """
     return m is not None and "BatchNorm" in type(m).__name__
 
 
 def _mode_dependent(m: nn.Module) -> bool:
-    if _is_batch_norm(m) or ("InstanceNorm" in type(m).__name__ and getattr(m, "track_running_stats", False)):
+    if is_batch_norm(m) or ("InstanceNorm" in type(m).__name__ and getattr(m, "track_running_stats", False)):
         return True
     return _is_dropout(m) and float(getattr(m, "p", getattr(m, "drop_prob", 0.0)) or 0.0) > 0

@@ -40,10 +40,7 @@ def tiny_model(arch: str, options: ArchOptions | None = None, **config: object) 
     >>> type(lm).__name__, lm.model.layers[0].self_attn.q_proj.weight.shape
     ('Qwen3ForCausalLM', torch.Size([8, 8]))
     """
-    try:
-        import transformers
-    except ModuleNotFoundError as err:
-        raise ModuleNotFoundError(INSTALL) from err
+    transformers = _transformers()
     o = (options or ArchOptions()).with_defaults(dim=8, heads=1, head_dim=4, hidden=3, out=16, experts=3, top_k=2)
     if arch not in MODELS:
         raise ValueError(f"arch must be one of {tuple(MODELS)}, got {arch!r}")
@@ -61,6 +58,16 @@ def tiny_model(arch: str, options: ArchOptions | None = None, **config: object) 
     if arch == "qwen3_moe":
         model.config._experts_implementation = "eager"  # grouped_mm refuses widths that are not multiples of 16 B
     return model
+
+
+def _transformers():
+    """The transformers package, imported when a builder first needs it (``ModuleNotFoundError`` saying how to
+    install it)."""
+    try:
+        import transformers
+    except ModuleNotFoundError as err:
+        raise ModuleNotFoundError(INSTALL) from err
+    return transformers
 
 
 def _attention(arch: str, qk_norm: bool):
@@ -87,10 +94,7 @@ def _without_positions(name: str, Config: str, Model: str, block: Callable[[nn.M
         o = options.with_defaults(dim=8, heads=2, seq=3)
         if o.dim % o.heads:
             raise ValueError(f"{name}: --dim ({o.dim}) must be a multiple of --heads ({o.heads})")
-        try:
-            import transformers
-        except ModuleNotFoundError as err:
-            raise ModuleNotFoundError(INSTALL) from err
+        transformers = _transformers()
         sizes = dict(
             hidden_size=o.dim, num_attention_heads=o.heads, num_hidden_layers=1, vocab_size=16, bos_token_id=0,
             eos_token_id=0, initializer_range=0.5,

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from conslaw_lite.counting.module_checks import is_mode_dependent
 from conslaw_lite.families.attention.laws import AttentionSpec, Projection
+from conslaw_lite.families.hf.config import inactive_dropouts
 from conslaw_lite.laws import BlockLaws, Law, left_out
 
 
@@ -63,11 +63,10 @@ def mean_laws(module: nn.Module, prefix: str = "") -> BlockLaws | None:
     >>> found.laws["1ᵀW[:,j]"](p).tolist(), found.laws["1ᵀb"](p).tolist()
     ([5.0, 7.0, 9.0], [-2.0])
     """
-    dropout = getattr(module, "dropout", None)
-    active = dropout is not None and is_mode_dependent(dropout)
-    if active and dropout.training:
-        return left_out(module, prefix, f"dropout p = {dropout.p} in train mode (its masks break the mean laws)")
+    dropouts = inactive_dropouts(module, ("dropout",))
+    if dropouts is None:
+        return left_out(module, prefix, f"dropout p = {module.dropout.p} in train mode (its masks break the mean laws)")
     W, b = f"{prefix}dense.weight", f"{prefix}dense.bias"
     laws: dict[str, Law] = {"1ᵀW[:,j]": lambda p: p[W].sum(-2), "1ᵀb": lambda p: p[b].sum(-1, keepdim=True)}
     controls: dict[str, Law] = {"W[0,:]": lambda p: p[W][..., 0, :]}
-    return BlockLaws("network", laws, controls, train_breaks=("dropout",) if active else ())
+    return BlockLaws("network", laws, controls, train_breaks=dropouts)

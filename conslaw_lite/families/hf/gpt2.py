@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from conslaw_lite.counting.module_checks import is_mode_dependent
 from conslaw_lite.families.attention.laws import AttentionSpec, Projection
+from conslaw_lite.families.hf.config import inactive_dropouts
 from conslaw_lite.families.network.laws import gain_law
 from conslaw_lite.laws import BlockLaws, Law
 
@@ -66,10 +66,8 @@ def block_couplings(block: nn.Module, prefix: str = "") -> BlockLaws:
             gain, [f"{prefix}{reader}.weight"], bias, axis=-1
         )
         controls[f"{norm}.γ²"] = gain_law(gain, [])
-    dropouts = tuple(
-        name for name in ("attn.resid_dropout", "mlp.dropout") if is_mode_dependent(block.get_submodule(name))
-    )
-    if any(block.get_submodule(name).training for name in dropouts):
+    dropouts = inactive_dropouts(block, ("attn.resid_dropout", "mlp.dropout"))
+    if dropouts is None:
         return BlockLaws("network", laws, controls)
     attn, mlp = f"{prefix}attn.c_proj.bias", f"{prefix}mlp.c_proj.bias"
     laws["Σ(attn−mlp).c_proj.bias"] = lambda p: (p[attn] - p[mlp]).sum(-1, keepdim=True)
