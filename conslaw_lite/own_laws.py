@@ -16,10 +16,11 @@ the model is cut into *parts* (:mod:`conslaw_lite.model_parts`), and each part i
 * a part over ``SEARCH_MAX_PARAMS`` = 3,072 parameters (a monitor starts before training: ``find_laws``
   takes about a minute there) gets the laws of its rescaled units instead (:mod:`conslaw_lite.rescaling_laws`:
   ``‖P_i‖² − ‖C_{:, i}‖²`` for each two layers its forward calls one after the other, each kept only where its
-  check passes; in about a second, whatever D: a LeNet, an MNIST MLP of 109,386 parameters), not counted, so the
-  outcome says other laws may exist. Where none passes, or ``find_laws`` refuses the part, it is searched again in
-  pieces: an ``nn.Sequential`` in windows from one layer with parameters to the next (the laws across each hidden
-  layer), any other module child by child.
+  check passes, and the k × k laws of the heads of an attention written with ``nn.Linear`` layers
+  (:mod:`conslaw_lite.head_laws`); in about a second, whatever D: a LeNet, an MNIST MLP of 109,386 parameters), not
+  counted, so the outcome says other laws may exist. Where none passes, or ``find_laws`` refuses the part, it is
+  searched again in pieces: an ``nn.Sequential`` in windows from one layer with parameters to the next (the laws
+  across each hidden layer), any other module child by child.
 
 **Why a part's law is a law of the model.** When the part's parameters θ_P enter the output only
 through the part's output g(z; θ_P), then ∇_{θ_P} f = J · ∇_{θ_P} g, so ⟨∇h, ∇_{θ_P} g⟩ = 0 for every

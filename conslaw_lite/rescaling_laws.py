@@ -38,6 +38,7 @@ from conslaw_lite.counting.check import law_residuals
 from conslaw_lite.counting.module_checks import is_batch_norm
 from conslaw_lite.counting.problem import checked_outputs, problem_of
 from conslaw_lite.dataflow import forward_watched
+from conslaw_lite.head_laws import BLOCK_ROWS, CORNER_ROWS, Pattern, choose, head_patterns, layers_of, widest
 from conslaw_lite.laws import Law, Params
 from conslaw_lite.shared_squares import squared
 from conslaw_lite.user_inputs import example_inputs
@@ -109,10 +110,25 @@ def called_layers(model: nn.Module, x: torch.Tensor) -> list[tuple[str, nn.Modul
     >>> [name for name, _ in called_layers(net, torch.randn(2, 3))]
     ['0', '2']
     """
+    return _called(model, x)[0]
+
+
+def _called(model: nn.Module, x: torch.Tensor) -> tuple[list[tuple[str, nn.Module]], dict[str, tuple[int, int]]]:
+    """:func:`called_layers`, and the ids of the tensor each of them read first and of the one it returned (kept
+    alive until the end, so that no other tensor takes their ids)."""
     order: list[str] = []
-    forward_watched(model, x, lambda name, _args, _output: order.append(name))
+    flows: dict[str, tuple[int, int]] = {}
+    alive: list[object] = []
+
+    def seen(name: str, args: tuple, output: object) -> None:
+        order.append(name)
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        flows[name] = (id(first) if first is not None else -1, id(output))
+        alive.extend((first, output))
+
+    forward_watched(model, x, seen)
     modules = dict(model.named_modules())
-    return [(n, modules[n]) for n in dict.fromkeys(order) if order.count(n) == 1]
+    return [(n, modules[n]) for n in dict.fromkeys(order) if order.count(n) == 1], flows
 
 
 def _unit_sums(name: str, axis: int, ndim: int, n: int) -> Callable[[Params], torch.Tensor]:
@@ -147,9 +163,17 @@ def proposed_laws(model: nn.Module, x: torch.Tensor) -> dict[str, Law]:
     >>> list(proposed_laws(net, torch.randn(2, 2, 6)))
     ['for i in 0..2: ‖0.weight[i, :, :]‖² + 0.bias[i]² − ‖3.weight[:, 4i:4i+4]‖²']
     """
-    shapes = {name: p.shape for name, p in model.named_parameters() if p.requires_grad}
-    layers = called_layers(model, x)
-    laws = {}
+    return {p.key: p.law for p in unit_patterns(called_layers(model, x), _trainable(model))}
+
+
+def _trainable(model: nn.Module) -> dict[str, torch.Size]:
+    return {name: p.shape for name, p in model.named_parameters() if p.requires_grad}
+
+
+def unit_patterns(layers: list[tuple[str, nn.Module]], shapes: dict[str, torch.Size]) -> list[Pattern]:
+    """:func:`proposed_laws` of ``layers`` (in the order a forward calls them, ``shapes``: the trainable parameters),
+    each a :class:`~conslaw_lite.head_laws.Pattern` of units (size 1) in the family of P's blocks against C."""
+    patterns = []
     for (p_name, p_module), (c_name, c_module) in zip(layers, layers[1:]):
         units, reads = producer(p_name, p_module), consumer(c_name, c_module)
         if not units or reads is None or not all(t in shapes for t, _ in units) or reads[0][0] not in shapes:
@@ -163,8 +187,9 @@ def proposed_laws(model: nn.Module, x: torch.Tensor) -> dict[str, Law]:
         read = _unit_sums(c_weight, c_axis, len(shapes[c_weight]), n)
         terms = " + ".join(_term(t, axis, len(shapes[t]), n, 1) for t, axis in units)
         key = f"for i in 0..{n - 1}: {terms} − {_term(c_weight, c_axis, len(shapes[c_weight]), n, m)}"
-        laws[key] = lambda p, kept=kept, read=read: sum(part(p) for part in kept) - read(p)
-    return laws
+        law = lambda p, kept=kept, read=read: sum(part(p) for part in kept) - read(p)  # noqa: E731
+        patterns.append(Pattern(("rescale", p_name, 0, c_name, 0, ""), 1, key, law))
+    return patterns
 
 
 def rescaling_laws(
@@ -174,10 +199,11 @@ def rescaling_laws(
     inputs: torch.Tensor | None = None,
     seed: int = 0,
 ) -> tuple[dict[str, Law], str]:
-    """The laws :func:`proposed_laws` proposes for ``model`` that their check keeps (on standard-normal inputs of
-    ``input_shape``, or on the first of ``inputs``, e.g. token ids: 2 to 8 inputs, as many as give ``CHECK_ROWS``
-    output entries, and that many of their outputs where they have more), and one line saying what came of them;
-    any D.
+    """The laws :func:`proposed_laws` proposes for ``model``, and those of the blocks of units of
+    :mod:`conslaw_lite.head_laws` (an attention's heads written with ``nn.Linear``), that their check keeps (on
+    standard-normal inputs of ``input_shape``, or on the first of ``inputs``, e.g. token ids: 2 to 8 inputs, as many as
+    give ``CHECK_ROWS`` output entries, and that many of their outputs where they have more), and one line saying
+    what came of them; any D.
 
     Examples
     ========
@@ -186,15 +212,15 @@ def rescaling_laws(
     >>> laws, outcome = rescaling_laws(net, (3,))
     >>> list(laws), outcome
     (['for i in 0..3: ‖0.weight[i, :]‖² + 0.bias[i]² − ‖2.weight[:, i]‖²'], '4 laws of rescaled units checked, 1 \
-proposed pattern failed its check (a unit the layers between do not scale with); not counted: other laws may exist')
+proposed pattern failed its check (a unit or block the layers between do not keep); not counted: other laws may exist')
     """
     x = example_inputs(model, input_shape, inputs)
-    proposed = proposed_laws(model, x)
+    layers, flows = _called(model, x)
+    shapes = _trainable(model)
+    trained = [(n, m) for n, m in layers if all(p.requires_grad for p in m.parameters(recurse=False))]
+    proposed = unit_patterns(layers, shapes) + head_patterns(trained, flows)
     if not proposed:
         return {}, "no two layers in a row whose units could be rescaled"
-    with torch.no_grad():
-        p = dict(model.named_parameters())
-        sizes = {key: law(p).numel() for key, law in proposed.items()}
     coupled = training_batch_norms(model)
     with evaluating(model):
         for norm in coupled:
@@ -203,21 +229,44 @@ proposed pattern failed its check (a unit the layers between do not scale with);
         for norm in training_batch_norms(problem.module):  # the float64 copy: no running statistics to update
             norm.track_running_stats = False
         probe = x[:1].double() if x.is_floating_point() else x[:1]  # the problem computes in float64
-        one = 0 if coupled else checked_outputs(problem, problem.flatten(p), probe).numel()
+        one = 0 if coupled else checked_outputs(problem, problem.flatten(dict(model.named_parameters())), probe).numel()
         samples = COUPLED_SAMPLES if coupled else min(8, max(2, math.ceil(CHECK_ROWS / max(one, 1))))
         given = None if inputs is None else inputs[:samples]
-        residuals, _ = law_residuals(
-            problem, proposed, input_shape, given, seed, samples, CHECK_ROWS, rank=False, pieces=not coupled
-        )
-    kept = {key: law for key, law in proposed.items() if residuals[key] <= RESIDUAL_TOL}
-    failed = len(proposed) - len(kept)
-    outcome = f"{sum(sizes[key] for key in kept)} laws of rescaled units checked"
+
+        def passing(laws: dict[str, Law], rows: int) -> set[str]:
+            residuals, _ = law_residuals(
+                problem, laws, input_shape, given, seed, samples, rows, rank=False, pieces=not coupled
+            )
+            return {key for key, r in residuals.items() if r <= RESIDUAL_TOL}
+
+        chosen = choose(proposed, lambda laws: passing(laws, CORNER_ROWS))
+        screened = {p.key: p.law for p in chosen if p.corners is not None}  # blocks of units: chosen by their corners
+        passed = passing({p.key: p.law for p in chosen if p.corners is None}, CHECK_ROWS)
+        passed |= passing(screened, BLOCK_ROWS) if screened else set()
+    kept = widest([p for p in chosen if p.key in passed])
+    return {p.key: p.law for p in kept}, _outcome(model, proposed, kept, bool(coupled))
+
+
+def _outcome(model: nn.Module, proposed: list[Pattern], kept: list[Pattern], coupled: bool) -> str:
+    """The line saying what the check kept: laws of units, of wider blocks, and the families none of whose patterns
+    passed."""
+    with torch.no_grad():
+        p = dict(model.named_parameters())
+        units = sum(q.law(p).numel() for q in kept if q.size == 1)
+        blocks = sum(q.law(p).numel() for q in kept if q.size != 1)
+    outcome = f"{units} laws of rescaled units"
+    if blocks:
+        outcome += f" and {blocks} of blocks of units (an attention's heads: k × k laws, key biases)"
+    outcome += " checked"
     if coupled:
         outcome += f" on batches of {COUPLED_SAMPLES} (its BatchNorms train with batch statistics)"
+    failed = len({layers_of(q.family) for q in proposed}) - len({layers_of(q.family) for q in kept})
     if failed:
         patterns, their = ("pattern", "its") if failed == 1 else ("patterns", "their")
-        outcome += f", {failed} proposed {patterns} failed {their} check (a unit the layers between do not scale with)"
-    return kept, outcome + ("; not counted: other laws may exist" if kept else "")
+        outcome += (
+            f", {failed} proposed {patterns} failed {their} check (a unit or block the layers between do not keep)"
+        )
+    return outcome + ("; not counted: other laws may exist" if kept else "")
 
 
 def training_batch_norms(model: nn.Module) -> list[nn.Module]:

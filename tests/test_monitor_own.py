@@ -318,8 +318,8 @@ def test_a_part_too_large_whose_units_do_not_rescale_is_refused_at_once_and_sear
     assert list(outcomes) == ["", "0-2", "2-4"] and not own.laws
     assert outcomes[""].startswith("not searched: D = 8,450 parameters, over the 3,072 a monitor searches")
     assert outcomes[""].endswith(
-        "; tried first: 0 laws of rescaled units checked, 2 proposed patterns failed their check (a unit the layers "
-        "between do not scale with)"
+        "; tried first: 0 laws of rescaled units checked, 2 proposed patterns failed their check (a unit or block the "
+        "layers between do not keep)"
     )
     assert outcomes["0-2"].startswith("not searched: D = 8,320 parameters")
     assert outcomes["2-4"].startswith("not searched: D = 4,290 parameters")

@@ -81,8 +81,8 @@ def test_a_skip_connection_breaks_the_rescaling_it_bypasses_and_not_the_one_insi
     laws, outcome = rescaling_laws(model, (4,))
     assert list(laws) == ["for i in 0..3: ‖fc1.weight[i, :]‖² + fc1.bias[i]² − ‖fc2.weight[:, i]‖²"]
     assert outcome == (
-        "4 laws of rescaled units checked, 1 proposed pattern failed its check (a unit the layers between do not "
-        "scale with); not counted: other laws may exist"
+        "4 laws of rescaled units checked, 1 proposed pattern failed its check (a unit or block the layers between do "
+        "not keep); not counted: other laws may exist"
     )
 
 

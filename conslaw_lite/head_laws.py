@@ -1,0 +1,334 @@
+"""The laws of attention heads written by hand, for a model too large to search: proposed by size, then checked.
+
+An attention written with ``nn.Linear`` layers (nanoGPT's fused ``c_attn`` split into q, k, v, or separate
+``q_proj``, ``k_proj``, ``v_proj``, then an output projection) has, for each head h of width k, the symmetries of
+chapter 4: the scores ``q_h k_hᵀ`` are unchanged by ``q_h → q_h G``, ``k_h → k_h G⁻ᵀ``, and the output by
+``v_h → v_h M``, ``O[:, B] → O[:, B] M⁻¹``. With ``R[B] = [W[B, :] | b[B]]`` the rows (weight and bias) of the
+head's block B of a projection, their laws are the k × k matrices
+
+    R_Q[B] R_Q[B]ᵀ − R_K[B] R_K[B]ᵀ        R_V[B] R_V[B]ᵀ − O[:, B]ᵀ O[:, B]
+
+(their upper triangles: k(k+1)/2 entries a head), and the key bias ``b_K`` is conserved: it adds ``q · b_K`` to every
+score of a query, which the softmax ignores. Where r query heads share a K/V head (grouped-query attention), Q's and
+O's blocks are summed over the r heads of the group. Under a rotary embedding, which turns each pair P of q's and k's
+coordinates (2j and 2j + 1 of a head, or j and j + k/2 as transformers' ``rotate_half``) by an angle set by the
+position, only the rotations that commute with it remain, and the laws of Q/K are ``‖R_Q[P]‖² − ‖R_K[P]‖²`` per pair.
+The same patterns hold elsewhere: a linear layer between two others keeps the whole block (k = its width), a bilinear
+gate ``a ⊙ b`` the units (k = 1).
+
+Nothing names the head width, the grouping or the pairing here, so each family of blocks (a pair of row segments for
+Q/K, a segment against the next layer's columns for V/O) is proposed at every width k dividing it, each way of
+grouping and pairing. A block inside a head is a subgroup of the head's symmetry and passes; one across two heads does
+not, so the widest block that passes is the head. The width is chosen on one corner entry and one diagonal entry per
+block (:func:`choose`, a screen of ``CORNER_ROWS`` outputs), rotary pairs only where no block of the same Q/K passed;
+the chosen patterns are then checked entry by entry on ``BLOCK_ROWS`` outputs, beside the rescaled units
+(:func:`~conslaw_lite.rescaling_laws.rescaling_laws`), which stay where the wider block fails, and :func:`widest`
+keeps the widest of each family that passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from conslaw_lite.laws import Law, Params
+
+BLOCK_ROWS = 128  # outputs each θ of the check of the chosen blocks reads: a block across two heads, a wrong grouping
+# or pairing fails on any output that reads the head, and each output costs a jvp of every block's Gram matrices
+CORNER_ROWS = 32  # outputs each θ of the width screen reads: it only chooses (a block across two heads fails on any
+# output that reads both), the check that follows decides
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One proposed pattern of laws: ``law`` (named ``key``) of the blocks of width ``size`` of ``family`` (0: a
+    linear law, alone in its family); ``corners``: the same blocks' corner and diagonal entries, for the screen."""
+
+    family: tuple
+    size: int
+    key: str
+    law: Law
+    corners: Law | None = None
+
+
+def _rows(weight: str, bias: str | None, index: torch.Tensor) -> Callable[[Params], torch.Tensor]:
+    """``p ↦ (…, n, k, inputs + 1)``: the rows ``index`` (n × k) of a ``Linear``'s weight, its bias appended; any
+    leading axes of a stack of θ kept."""
+
+    def rows(p: Params) -> torch.Tensor:
+        R = p[weight][..., index, :]
+        return R if bias is None else torch.cat([R, p[bias][..., index, None]], dim=-1)
+
+    return rows
+
+
+def _columns(weight: str, index: torch.Tensor) -> Callable[[Params], torch.Tensor]:
+    """``p ↦ (…, n, k, outputs)``: the columns ``index`` (n × k) of a ``Linear``'s weight."""
+    return lambda p: p[weight][..., index].movedim(-3, -1)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a law: ``m`` rows of ``layer`` (named ``name``) from ``offset``, weight and bias, or (``columns``)
+    its m input columns."""
+
+    name: str
+    layer: nn.Linear
+    offset: int = 0
+    m: int = 0
+    columns: bool = False
+
+    def blocks(self, k: int, corners: bool = False) -> Callable[[Params], torch.Tensor]:
+        """``p ↦ (…, m/k, k, ·)``: the side's blocks of k (``corners``: of each block's first and last only)."""
+        index = self.offset + torch.arange(self.m).reshape(-1, k)
+        index = index[:, [0, -1]] if corners else index
+        if self.columns:
+            return _columns(f"{self.name}.weight", index)
+        bias = f"{self.name}.bias" if self.layer.bias is not None else None
+        return _rows(f"{self.name}.weight", bias, index)
+
+    def term(self, k: int, var: str) -> str:
+        """Block ``var`` of width k, as the law's key writes it: ``R R ᵀ`` for rows (bias appended), ``Cᵀ C``."""
+        start = f"{self.offset}+{k}{var}" if self.offset else f"{k}{var}"
+        index = (f"{self.offset}+{var}" if self.offset else var) if k == 1 else f"{start}:{start}+{k}"
+        if self.columns:
+            return f"{self.name}.weight[:, {index}]ᵀ {self.name}.weight[:, {index}]"
+        term = f"{self.name}.weight[{index}, :] {self.name}.weight[{index}, :]ᵀ"
+        if self.layer.bias is not None:
+            term += f" + {self.name}.bias[{index}] {self.name}.bias[{index}]ᵀ"
+        return term
+
+
+def _groupings(n_first: int, n_second: int) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """How the blocks of the wider side share one of the narrower (grouped-query attention: r query heads a key
+    head): ``(how, first's groups, second's groups)``, each ``(narrower's blocks, r)``: r heads in a row, as
+    ``repeat_interleave`` gives (transformers' ``repeat_kv``), or every G-th, as ``repeat`` gives."""
+    n, wide = min(n_first, n_second), max(n_first, n_second)
+    r, alone = wide // n, torch.arange(n)[:, None]
+    if r == 1:
+        return [("", alone, alone)]
+    in_a_row, every = torch.arange(wide).reshape(n, r), torch.arange(wide).reshape(r, n).T
+    ways = [(f"h in {r}g..{r}g+{r - 1}", in_a_row), (f"h ≡ g mod {n}", every)]
+    return [(how, g, alone) if n_first > n_second else (how, alone, g) for how, g in ways]
+
+
+def _summed(t: torch.Tensor, groups: torch.Tensor, axis: int = -3) -> torch.Tensor:
+    """``t``'s blocks (along ``axis``) summed in ``groups`` (narrower's blocks × r); r = 1: ``t`` itself."""
+    if groups.shape[1] == 1:
+        return t
+    return t.movedim(axis, -1)[..., groups].sum(-1).movedim(-1, axis)
+
+
+def _grams(first: Callable, second: Callable, groups: tuple, entries: torch.Tensor) -> Law:
+    """``p ↦ Σ_group first first ᵀ − Σ_group second secondᵀ`` per block, its ``entries`` (rows i and j) of each
+    block flattened; ``groups``: the blocks summed into each law (:func:`_groupings`)."""
+    (i, j), (g1, g2) = entries, groups
+
+    def law(p: Params) -> torch.Tensor:
+        A, B = first(p), second(p)
+        G = _summed(A @ A.transpose(-1, -2), g1) - _summed(B @ B.transpose(-1, -2), g2)
+        picked = G[..., i, j]
+        return picked.reshape(*picked.shape[:-2], -1)
+
+    return law
+
+
+def _pairs(first: Callable, second: Callable, groups: tuple, interleaved: bool) -> Law:
+    """``p ↦`` for each pair of rows a rotary embedding turns together (``interleaved``: 2j and 2j+1 of a head,
+    else j and j + k/2), ``Σ_group ‖R₁‖² − Σ_group ‖R₂‖²`` over the pair, flattened."""
+    g1, g2 = groups
+
+    def paired(R: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        s = R.square().sum(-1)
+        k = s.shape[-1]
+        s = s.reshape(*s.shape[:-1], k // 2, 2).sum(-1) if interleaved else s.reshape(*s.shape[:-1], 2, k // 2).sum(-2)
+        return _summed(s, g, axis=-2)
+
+    def law(p: Params) -> torch.Tensor:
+        d = paired(first(p), g1) - paired(second(p), g2)
+        return d.reshape(*d.shape[:-2], -1)
+
+    return law
+
+
+def _bias(bias: str, offset: int, m: int) -> Law:
+    return lambda p: p[bias][..., offset : offset + m]
+
+
+def _divisors(m: int) -> list[int]:
+    return [k for k in range(1, m + 1) if m % k == 0]
+
+
+def _sum(how: str, var: str) -> str:
+    return f"Σ_{{{how}}} " if how and var == "h" else ""
+
+
+def blocks(first: Side, second: Side, kind: str) -> list[Pattern]:
+    """The laws ``Σ R₁[B] R₁[B]ᵀ − Σ R₂[B] R₂[B]ᵀ`` of ``first`` and ``second`` at every block width k dividing the
+    narrower (``kind``: "qk" for two row sides, "rescale" for rows against columns), summed over the wider side's
+    blocks that share one of the narrower's (:func:`_groupings`); k = 1 for whole layers of rows against columns is
+    left to :func:`~conslaw_lite.rescaling_laws.unit_patterns`.
+
+    Examples
+    ========
+    >>> q, k = Side("q", nn.Linear(4, 4), m=4), Side("k", nn.Linear(4, 2, bias=False), m=2)
+    >>> [p.key for p in blocks(q, k, "qk")][2]  # k = 2, r = 2 query heads in a row on a key head
+    'for g in 0..0 (2×2, upper triangle): Σ_{h in 2g..2g+1} q.weight[2h:2h+2, :] q.weight[2h:2h+2, :]ᵀ + \
+q.bias[2h:2h+2] q.bias[2h:2h+2]ᵀ − k.weight[2g:2g+2, :] k.weight[2g:2g+2, :]ᵀ'
+    """
+    patterns = []
+    for k in _divisors(min(first.m, second.m)):
+        if k == 1 and kind == "rescale" and first.offset == 0 and first.m == first.layer.out_features:
+            continue
+        n1, n2 = first.m // k, second.m // k
+        for how, *groups in _groupings(n1, n2):
+            var1, var2 = ("h", "g") if n1 > n2 else ("g", "h") if n2 > n1 else ("h", "h")
+            one, two = first.term(k, var1), second.term(k, var2)
+            key = f"{_sum(how, var1)}{one} − {_sum(how, var2)}{two.replace(' + ', ' − ')}"
+            n = min(n1, n2)
+            head = f"for {'g' if n1 != n2 else 'h'} in 0..{n - 1}" + (
+                f" ({k}×{k}, upper triangle): " if k > 1 else ": "
+            )
+            family = (kind, first.name, first.offset, second.name, second.offset, how)
+            full = _grams(first.blocks(k), second.blocks(k), groups, torch.triu_indices(k, k))
+            corners = _grams(first.blocks(k, True), second.blocks(k, True), groups, torch.tensor([[0, 0], [1, 0]]))
+            patterns.append(Pattern(family, k, head + key, full, corners))
+    return patterns
+
+
+def rotary_pairs(first: Side, second: Side) -> list[Pattern]:
+    """Q/K under a rotary embedding: for each pair of rows it turns together (2j, 2j + 1, or j, j + k/2 in a head of
+    width k), ``Σ ‖R_Q‖² − Σ ‖R_K‖²`` over the pair, the laws that remain of a head's block (its rotations commute
+    with the pair's); at every even head width k dividing the narrower side.
+
+    Examples
+    ========
+    >>> q, k = Side("q", nn.Linear(4, 4, bias=False), m=4), Side("k", nn.Linear(4, 4, bias=False), m=4)
+    >>> [p.key for p in rotary_pairs(q, k)]
+    ['for each pair P = {2j, 2j+1} a rotary embedding turns: ‖q.weight[P, :]‖² − ‖k.weight[P, :]‖²', \
+'for each pair P = {j, j+2} of a head of 4 a rotary embedding turns: ‖q.weight[P, :]‖² − ‖k.weight[P, :]‖²']
+    """
+    patterns = []
+    for k in _divisors(min(first.m, second.m)):
+        n1, n2 = first.m // k, second.m // k
+        for interleaved in (True, False):
+            if k % 2 or (interleaved and k > 2 and n1 == n2) or (not interleaved and k == 2):
+                continue  # an odd width has no pairs; without groups, 2j and 2j+1 are the same at any width
+            for how, *groups in _groupings(n1, n2):
+                pair = "{2j, 2j+1}" if interleaved else f"{{j, j+{k // 2}}} of a head of {k}"
+                terms = [
+                    f"‖{s.name}.weight[P, :]‖²" + (f" + ‖{s.name}.bias[P]‖²" if s.layer.bias is not None else "")
+                    for s in (first, second)
+                ]
+                group = f" summed over the heads that share one ({how})" if how else ""
+                law_text = f"{terms[0]} − {terms[1].replace(' + ', ' − ')}"
+                key = f"for each pair P = {pair} a rotary embedding turns{group}: {law_text}"
+                family = ("rope", first.name, first.offset, second.name, second.offset, how)
+                law = _pairs(first.blocks(k), second.blocks(k), groups, interleaved)
+                patterns.append(Pattern(family, k, key, law, corners=law))  # m/2 entries: screened whole
+    return patterns
+
+
+def _bias_law(name: str, linear: nn.Linear, offset: int, m: int) -> list[Pattern]:
+    if linear.bias is None:
+        return []
+    key = f"{name}.bias[{offset}:{offset + m}]" if m != linear.out_features else f"{name}.bias"
+    return [Pattern(("bias", name, offset), 0, key, _bias(f"{name}.bias", offset, m))]
+
+
+def head_patterns(layers: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, int]]) -> list[Pattern]:
+    """Every family of :func:`blocks` and :func:`rotary_pairs` patterns that the layers a forward calls (in order,
+    ``flows``: the ids of the tensor each one reads and of the one it returns) could hold, with each Q/K side's bias as
+    a linear law:
+
+    * a ``Linear`` whose rows are s ≥ 2 segments as wide as the next ``Linear``'s inputs (s = 3: q, k, v fused): V/O
+      for each segment against the next layer's columns, Q/K for each two;
+    * a ``Linear`` whose input another ``Linear`` reads too (q, k, v), or whose output the next reads as it is: V/O
+      against the next ``Linear``, whose inputs may be a multiple of its outputs (grouped V); an MLP's layers, a
+      nonlinearity between them, propose no block (each would cost a screen of a large model and fail);
+    * two ``Linear`` layers that read the same tensor, one's outputs a multiple of the other's: Q/K.
+
+    Examples
+    ========
+    >>> qkv, out = nn.Linear(8, 24), nn.Linear(8, 8)
+    >>> sorted({p.family[0] for p in head_patterns([("qkv", qkv), ("out", out)], {"qkv": (1, 2), "out": (3, 4)})})
+    ['bias', 'qk', 'rescale', 'rope']
+    """
+    patterns: list[Pattern] = []
+    linears = [(n, m) for n, m in layers if type(m) is nn.Linear]
+    shared = {name for name, _ in linears if sum(flows[n][0] == flows[name][0] for n, _ in linears) > 1}
+    for (a, A), (c, C) in zip(layers, layers[1:]):
+        if type(A) is not nn.Linear or type(C) is not nn.Linear:
+            continue
+        m, wide = min(A.out_features, C.in_features), max(A.out_features, C.in_features)
+        s = A.out_features // m  # segments of A's rows (1 where C reads a multiple of A's outputs: grouped V)
+        if wide % m or (s == 1 and a not in shared and flows[c][0] != flows[a][1]):
+            continue
+        reads = Side(c, C, m=C.in_features, columns=True)
+        for seg in range(s):
+            patterns += blocks(Side(a, A, seg * m, m), reads, "rescale")
+            for other in range(seg + 1, s):
+                patterns += _query_key(Side(a, A, seg * m, m), Side(a, A, other * m, m))
+                patterns += _bias_law(a, A, seg * m, m) + _bias_law(a, A, other * m, m)
+    for x, (a, A) in enumerate(linears):
+        for b, B in linears[x + 1 :]:
+            wide, narrow = max(A.out_features, B.out_features), min(A.out_features, B.out_features)
+            if flows[a][0] == flows[b][0] and wide % narrow == 0:
+                patterns += _query_key(Side(a, A, m=A.out_features), Side(b, B, m=B.out_features))
+                patterns += _bias_law(a, A, 0, A.out_features) + _bias_law(b, B, 0, B.out_features)
+    unique = {(p.family, p.size, p.key): p for p in patterns}
+    return list(unique.values())
+
+
+def _query_key(first: Side, second: Side) -> list[Pattern]:
+    return blocks(first, second, "qk") + rotary_pairs(first, second)
+
+
+def choose(patterns: list[Pattern], passes: Callable[[dict[str, Law]], set[str]]) -> list[Pattern]:
+    """For each family, the widest block whose corner and diagonal entries ``passes`` (the check, given laws by
+    key, returns the keys that pass), rotary pairs only where no block of their Q/K passed, and the patterns proposed
+    without corners (units, linear laws) as they are."""
+    screened = {p.key: p.corners for p in patterns if p.corners is not None}
+    passed = passes(screened) if screened else set()
+    blocks_passed = {layers_of(p.family) for p in patterns if p.family[0] == "qk" and p.key in passed}
+    chosen = []
+    for family in dict.fromkeys(p.family for p in patterns):
+        if family[0] == "rope" and layers_of(family) in blocks_passed:
+            continue  # a block of this Q/K passed: its pairs' laws are sums of that block's entries
+        members = [p for p in patterns if p.family == family]
+        wide = [p for p in members if p.key in passed]
+        chosen += [p for p in members if p.key not in screened] + ([max(wide, key=lambda p: p.size)] if wide else [])
+    return chosen
+
+
+def layers_of(family: tuple) -> tuple:
+    """What a family proposes laws between, whatever the grouping: rotary pairs are a Q/K's laws under RoPE.
+
+    Examples
+    ========
+    >>> layers_of(("rope", "q", 0, "k", 0, "h in 2g..2g+1")) == layers_of(("qk", "q", 0, "k", 0, ""))
+    True
+    """
+    return ("qk" if family[0] == "rope" else family[0], *family[1:5])
+
+
+def widest(patterns: list[Pattern]) -> list[Pattern]:
+    """The widest pattern of each family (``patterns``: those that passed their check), in the order given; rotary
+    pairs only where no block of the same Q/K passed (their laws are sums of its entries then).
+
+    Examples
+    ========
+    >>> units, heads = Pattern(("rescale",), 1, "units", None), Pattern(("rescale",), 4, "heads", None)
+    >>> [p.key for p in widest([units, heads])]
+    ['heads']
+    """
+    best: dict[tuple, Pattern] = {}
+    for p in patterns:
+        if p.family not in best or p.size > best[p.family].size:
+            best[p.family] = p
+    return [
+        p for p in patterns if best[p.family] is p and not (p.family[0] == "rope" and ("qk", *p.family[1:]) in best)
+    ]
