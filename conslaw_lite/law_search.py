@@ -21,6 +21,7 @@ from torch.func import vjp, vmap
 
 from conslaw_lite.counting import GAP, RESIDUAL_TOL
 from conslaw_lite.counting.count import outputs_over_pieces
+from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.problem import Problem, checked_outputs, sample_inputs
 from conslaw_lite.law_basis import COEFFICIENT_TOL, law_count
 from conslaw_lite.law_blocks import pair_seconds, unknowns
@@ -140,7 +141,8 @@ def _rank(g: torch.Tensor) -> int:
 def _pull(pullback: Callable, cotangents: torch.Tensor) -> torch.Tensor:
     """``aᵀ ∂f/∂θ`` for each row a: random elements of W(θ), vectorized unless the model's control flow forbids it."""
     try:
-        return vmap(pullback)(cotangents)[0]
+        with quiet_vmap():  # the module's own kernels: sdpa's backward has no batching rule
+            return vmap(pullback)(cotangents)[0]
     except RuntimeError:  # data-dependent control flow (top-k routing, .item()): one at a time
         return torch.stack([pullback(a)[0] for a in cotangents])
 

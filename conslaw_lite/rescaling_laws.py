@@ -44,7 +44,6 @@ from conslaw_lite.shared_squares import squared
 from conslaw_lite.user_inputs import example_inputs
 
 CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
-NORMS = (nn.LayerNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm)
 COUPLED_SAMPLES = 8  # inputs in one batch of the check where BatchNorms train: their statistics couple its outputs
 CHECK_ROWS = 512  # output entries each θ of the check reads, drawn at random where there are more: a language
 # model's 8 windows of 8 tokens over 64 words took 160 s (each row its own backward pass where vmap runs attention's
@@ -60,6 +59,8 @@ def producer(name: str, module: nn.Module) -> list[Unit]:
     ========
     >>> producer("0", nn.Linear(3, 4)), producer("emb", nn.Embedding(10, 4)), producer("c", nn.Conv2d(1, 2, 3))
     ([('0.weight', 0), ('0.bias', 0)], [('emb.weight', 1)], [('c.weight', 0), ('c.bias', 0)])
+    >>> producer("n", nn.RMSNorm(4)), producer("bn", nn.BatchNorm1d(4, affine=False))
+    ([('n.weight', 0)], [])
     """
     if isinstance(module, (nn.Linear, *CONVS)):  # a grouped convolution's output channel o too: weight[o], bias[o]
         return [(f"{name}.{t}", 0) for t in ("weight", "bias") if getattr(module, t) is not None]
@@ -67,9 +68,16 @@ def producer(name: str, module: nn.Module) -> list[Unit]:
         return [(f"{name}.weight", 1), *([(f"{name}.bias", 0)] if module.bias is not None else [])]
     if isinstance(module, nn.Embedding):
         return [(f"{name}.weight", 1)]
-    if isinstance(module, NORMS) and getattr(module, "weight", None) is not None and module.weight.dim() == 1:
-        return [(f"{name}.{t}", 0) for t in ("weight", "bias") if getattr(module, t) is not None]
+    own = dict(module.named_parameters(recurse=False))
+    if own.keys() <= {"weight", "bias"} and _elementwise(own):  # a norm's gain and shift, of torch or one's own
+        return [(f"{name}.{t}", 0) for t in ("weight", "bias") if t in own]
     return []
+
+
+def _elementwise(own: dict[str, torch.Tensor]) -> bool:
+    """Whether a layer's own parameters are a gain and maybe a shift, one entry per feature (a norm's affine map,
+    of torch or of one's own: the check decides whether its units rescale)."""
+    return "weight" in own and all(t.dim() == 1 and t.shape == own["weight"].shape for t in own.values())
 
 
 def consumer(name: str, module: nn.Module) -> tuple[Unit, int] | None:
@@ -170,26 +178,41 @@ def _trainable(model: nn.Module) -> dict[str, torch.Size]:
     return {name: p.shape for name, p in model.named_parameters() if p.requires_grad}
 
 
-def unit_patterns(layers: list[tuple[str, nn.Module]], shapes: dict[str, torch.Size]) -> list[Pattern]:
+def unit_patterns(
+    layers: list[tuple[str, nn.Module]], shapes: dict[str, torch.Size], flows: dict[str, tuple[int, int]] | None = None
+) -> list[Pattern]:
     """:func:`proposed_laws` of ``layers`` (in the order a forward calls them, ``shapes``: the trainable parameters),
-    each a :class:`~conslaw_lite.head_laws.Pattern` of units (size 1) in the family of P's blocks against C."""
-    patterns = []
-    for (p_name, p_module), (c_name, c_module) in zip(layers, layers[1:]):
-        units, reads = producer(p_name, p_module), consumer(c_name, c_module)
-        if not units or reads is None or not all(t in shapes for t, _ in units) or reads[0][0] not in shapes:
-            continue
-        n = shapes[units[0][0]][units[0][1]]
-        (c_weight, c_axis), inputs = reads
-        if inputs % n or shapes[c_weight][c_axis] % n:
-            continue
-        m = shapes[c_weight][c_axis] // n  # entries along the axis per unit: m per channel flattened, or depthwise
-        kept = [_unit_sums(t, axis, len(shapes[t]), n) for t, axis in units]
-        read = _unit_sums(c_weight, c_axis, len(shapes[c_weight]), n)
-        terms = " + ".join(_term(t, axis, len(shapes[t]), n, 1) for t, axis in units)
-        key = f"for i in 0..{n - 1}: {terms} − {_term(c_weight, c_axis, len(shapes[c_weight]), n, m)}"
-        law = lambda p, kept=kept, read=read: sum(part(p) for part in kept) - read(p)  # noqa: E731
-        patterns.append(Pattern(("rescale", p_name, 0, c_name, 0, ""), 1, key, law))
-    return patterns
+    each a :class:`~conslaw_lite.head_laws.Pattern` of units (size 1) in the family of P's blocks against C; with
+    ``flows`` (the ids of the tensor each layer reads and returns), also P against every layer that reads P's output
+    when two or more do (a pre-norm's gain against q, k and v: ``‖P_i‖² − Σ_C ‖C_{:, i}‖²``)."""
+    groups = [(p, [c]) for p, c in zip(layers, layers[1:])]
+    if flows is not None:
+        for made in layers:
+            readers = [layer for layer in layers if flows[layer[0]][0] == flows[made[0]][1]]
+            groups += [(made, readers)] if len(readers) > 1 else []
+    return [pattern for made, readers in groups if (pattern := _units_against(made, readers, shapes)) is not None]
+
+
+def _units_against(
+    made: tuple[str, nn.Module], readers: list[tuple[str, nn.Module]], shapes: dict[str, torch.Size]
+) -> Pattern | None:
+    """The pattern ``‖P_i‖² − Σ_C ‖C_{:, i}‖²`` of a producer against the layers that read it; ``None`` where one of
+    them is no consumer or reads no whole number of entries per unit."""
+    p_name, p_module = made
+    units, reads = producer(p_name, p_module), [consumer(c_name, c_module) for c_name, c_module in readers]
+    if not units or not all(t in shapes for t, _ in units) or any(r is None or r[0][0] not in shapes for r in reads):
+        return None
+    n = shapes[units[0][0]][units[0][1]]
+    if any(inputs % n or shapes[weight][axis] % n for (weight, axis), inputs in reads):
+        return None
+    kept = [_unit_sums(t, axis, len(shapes[t]), n) for t, axis in units]
+    read = [_unit_sums(weight, axis, len(shapes[weight]), n) for (weight, axis), _ in reads]
+    terms = " + ".join(_term(t, axis, len(shapes[t]), n, 1) for t, axis in units)
+    # entries along the axis per unit: m per channel flattened, or depthwise
+    taken = " − ".join(_term(w, axis, len(shapes[w]), n, shapes[w][axis] // n) for (w, axis), _ in reads)
+    law = lambda p, kept=kept, read=read: sum(part(p) for part in kept) - sum(part(p) for part in read)  # noqa: E731
+    family = ("rescale", p_name, 0, "+".join(name for name, _ in readers), 0, "")
+    return Pattern(family, 1, f"for i in 0..{n - 1}: {terms} − {taken}", law)
 
 
 def rescaling_laws(
@@ -218,7 +241,7 @@ proposed pattern failed its check (a unit or block the layers between do not kee
     layers, flows = _called(model, x)
     shapes = _trainable(model)
     trained = [(n, m) for n, m in layers if all(p.requires_grad for p in m.parameters(recurse=False))]
-    proposed = unit_patterns(layers, shapes) + head_patterns(trained, flows)
+    proposed = unit_patterns(layers, shapes, flows) + head_patterns(trained, flows)
     if not proposed:
         return {}, "no two layers in a row whose units could be rescaled"
     coupled = training_batch_norms(model)

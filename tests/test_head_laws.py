@@ -207,3 +207,45 @@ def test_a_monitor_watches_the_heads_of_a_tiny_nanogpt_and_their_drift_falls_as_
     assert len(heads) == 6
     report = measure(model_setup(TinyGPT, inputs=ids, samples=16), [1e-5, 2e-5], steps=3, laws=heads)
     assert abs(report.slope_lr - 2) < 0.05 and all(p.identity_error < 1e-12 for p in report.points)
+
+
+class RMSNorm(nn.Module):
+    """An RMSNorm of one's own: no registered class, a 1-D gain."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class LlamaBlock(nn.Module):
+    """A Llama block as users write it: RMSNorms of their own, :class:`GroupedAttention`, a SwiGLU of w1, w2, w3."""
+
+    def __init__(self, d: int = 16, hidden: int = 24) -> None:
+        super().__init__()
+        self.attention_norm, self.attention = RMSNorm(d), GroupedAttention(d)
+        self.ffn_norm = RMSNorm(d)
+        self.w1, self.w2, self.w3 = (
+            nn.Linear(d, hidden, bias=False),
+            nn.Linear(hidden, d, bias=False),
+            nn.Linear(d, hidden, bias=False),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x))
+        h = self.ffn_norm(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+def test_a_hand_written_llama_block_gets_all_its_laws_norm_gains_against_every_reader() -> None:
+    """Each norm's gain is read by several layers (q, k, v; w1, w3): ``γ_j² − Σ_C ‖C[:, j]‖²``; with the SwiGLU's
+    units, the grouped V/O blocks and the rotary pairs, the count (80 at D = 1,952)."""
+    torch.manual_seed(0)
+    model = LlamaBlock().double()
+    laws, _ = rescaling_laws(model, (6, 16))
+    gain = "for i in 0..15: attention_norm.weight[i]² − ‖attention.q_proj.weight[:, i]‖² − ‖attention.k_proj.weight"
+    assert any(key.startswith(gain) for key in laws)
+    check = check_laws(model, laws, (6, 16))
+    assert check.complete and check.independent == count_laws(model, (6, 16)).num_laws == 80
