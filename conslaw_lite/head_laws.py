@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from conslaw_lite.dataflow import forward_watched
 from conslaw_lite.laws import Law, Params
 
 BLOCK_ROWS = 128  # outputs each θ of the check of the chosen blocks reads: a block across two heads, a wrong grouping
@@ -239,15 +240,20 @@ def _bias_law(name: str, linear: nn.Linear, offset: int, m: int) -> list[Pattern
     return [Pattern(("bias", name, offset), 0, key, _bias(f"{name}.bias", offset, m))]
 
 
-def head_patterns(layers: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, int]]) -> list[Pattern]:
+def head_patterns(
+    layers: list[tuple[str, nn.Module]],
+    flows: dict[str, tuple[int, int]],
+    reached: dict[tuple[str, str], tuple[int, int]] | None = None,
+) -> list[Pattern]:
     """Every family of :func:`blocks` and :func:`rotary_pairs` patterns that the layers a forward calls (in order,
-    ``flows``: the ids of the tensor each one reads and of the one it returns) could hold, with each Q/K side's bias as
-    a linear law:
+    ``flows``: the ids of the tensor each one reads and of the one it returns; ``reached``: :func:`reached_columns`)
+    could hold, with each Q/K side's bias as a linear law:
 
     * a ``Linear`` whose rows are s ≥ 2 segments as wide as the next ``Linear``'s inputs (s = 3: q, k, v fused): V/O
       for each segment against the next layer's columns, Q/K for each two;
     * a ``Linear`` whose input another ``Linear`` reads too (q, k, v), or whose output the next reads as it is: V/O
-      against the next ``Linear``, whose inputs may be a multiple of its outputs (grouped V); an MLP's layers, a
+      against the next ``Linear``, whose inputs may be a multiple of its outputs (grouped V), and against the columns
+      of any later ``Linear`` it reaches (heads concatenated before the output projection); an MLP's layers, a
       nonlinearity between them, propose no block (each would cost a screen of a large model and fail);
     * two ``Linear`` layers that read the same tensor, one's outputs a multiple of the other's: Q/K.
 
@@ -259,17 +265,20 @@ def head_patterns(layers: list[tuple[str, nn.Module]], flows: dict[str, tuple[in
     """
     patterns: list[Pattern] = []
     linears = [(n, m) for n, m in layers if type(m) is nn.Linear]
+    module = dict(linears)
     shared = {name for name, _ in linears if sum(flows[n][0] == flows[name][0] for n, _ in linears) > 1}
-    for (a, A), (c, C) in zip(layers, layers[1:]):
-        if type(A) is not nn.Linear or type(C) is not nn.Linear:
-            continue
-        m, wide = min(A.out_features, C.in_features), max(A.out_features, C.in_features)
+    reads = [
+        (a, c, (0, module[c].in_features)) for (a, _), (c, _) in zip(layers, layers[1:]) if {a, c} <= module.keys()
+    ]
+    for a, c, (start, stop) in reads + [(a, c, span) for (a, c), span in (reached or {}).items()]:
+        A, C = module[a], module[c]
+        m, wide = min(A.out_features, stop - start), max(A.out_features, stop - start)
         s = A.out_features // m  # segments of A's rows (1 where C reads a multiple of A's outputs: grouped V)
         if wide % m or (s == 1 and a not in shared and flows[c][0] != flows[a][1]):
             continue
-        reads = Side(c, C, m=C.in_features, columns=True)
+        columns = Side(c, C, start, stop - start, columns=True)
         for seg in range(s):
-            patterns += blocks(Side(a, A, seg * m, m), reads, "rescale")
+            patterns += blocks(Side(a, A, seg * m, m), columns, "rescale")
             for other in range(seg + 1, s):
                 patterns += _query_key(Side(a, A, seg * m, m), Side(a, A, other * m, m))
                 patterns += _bias_law(a, A, seg * m, m) + _bias_law(a, A, other * m, m)
@@ -281,6 +290,63 @@ def head_patterns(layers: list[tuple[str, nn.Module]], flows: dict[str, tuple[in
                 patterns += _bias_law(a, A, 0, A.out_features) + _bias_law(b, B, 0, B.out_features)
     unique = {(p.family, p.size, p.key): p for p in patterns}
     return list(unique.values())
+
+
+def reached_columns(
+    model: nn.Module, x: torch.Tensor, layers: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, int]]
+) -> dict[tuple[str, str], tuple[int, int]]:
+    """For each ``Linear`` A that reads the same tensor as another ``Linear`` (q, k, v), the columns ``(start,
+    stop)`` of each ``Linear`` C that A's output reaches, where they are one run (all of an output projection's, or a
+    head's value concatenated with the others before it, whatever order q, k and v are called in): A's weight moved
+    at random for one forward, the columns of C's input that changed. Only proposes: the check decides.
+
+    Examples
+    ========
+    >>> class Heads(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.v0, self.v1, self.proj = nn.Linear(3, 2), nn.Linear(3, 2), nn.Linear(4, 3)
+    ...     def forward(self, x):
+    ...         return self.proj(torch.cat([self.v0(x), self.v1(x)], -1))
+    >>> net = Heads()
+    >>> flows = {"v0": (1, 2), "v1": (1, 3), "proj": (4, 5)}
+    >>> reached_columns(net, torch.randn(2, 3), list(net.named_children()), flows)
+    {('v0', 'proj'): (0, 2), ('v1', 'proj'): (2, 4)}
+    """
+    linears = [(n, m) for n, m in layers if type(m) is nn.Linear]
+    moved = [(n, m) for n, m in linears if sum(flows[o][0] == flows[n][0] for o, _ in linears) > 1]
+    if not moved:
+        return {}
+    at_rest = _inputs(model, x, linears)
+    spans = {}
+    for a, A in moved:
+        saved = A.weight.detach().clone()
+        with torch.no_grad():
+            A.weight.add_(torch.randn_like(saved) * (saved.abs().mean() + 1))
+        try:
+            after = _inputs(model, x, linears)
+        finally:
+            with torch.no_grad():
+                A.weight.copy_(saved)
+        for c, before in at_rest.items():
+            changed = (after[c] - before).abs().flatten(0, -2).amax(0) > 1e-9 * (before.abs().amax() + 1)
+            columns = changed.nonzero().flatten().tolist()
+            if columns and c != a and columns == list(range(columns[0], columns[-1] + 1)):
+                spans[(a, c)] = (columns[0], columns[-1] + 1)
+    return spans
+
+
+def _inputs(model: nn.Module, x: torch.Tensor, linears: list[tuple[str, nn.Module]]) -> dict[str, torch.Tensor]:
+    """The first input of each of ``linears`` in one forward on ``x``."""
+    names = dict(linears)
+    seen: dict[str, torch.Tensor] = {}
+
+    def record(name: str, args: tuple, _output: object) -> None:  # returns None: the output stays the layer's
+        if name in names and name not in seen:
+            seen[name] = args[0].clone()
+
+    forward_watched(model, x, record)
+    return seen
 
 
 def _query_key(first: Side, second: Side) -> list[Pattern]:

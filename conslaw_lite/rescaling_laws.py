@@ -38,7 +38,16 @@ from conslaw_lite.counting.check import law_residuals
 from conslaw_lite.counting.module_checks import is_batch_norm
 from conslaw_lite.counting.problem import checked_outputs, problem_of
 from conslaw_lite.dataflow import forward_watched
-from conslaw_lite.head_laws import BLOCK_ROWS, CORNER_ROWS, Pattern, choose, head_patterns, layers_of, widest
+from conslaw_lite.head_laws import (
+    BLOCK_ROWS,
+    CORNER_ROWS,
+    Pattern,
+    choose,
+    head_patterns,
+    layers_of,
+    reached_columns,
+    widest,
+)
 from conslaw_lite.laws import Law, Params
 from conslaw_lite.shared_squares import squared
 from conslaw_lite.user_inputs import example_inputs
@@ -241,7 +250,8 @@ proposed pattern failed its check (a unit or block the layers between do not kee
     layers, flows = _called(model, x)
     shapes = _trainable(model)
     trained = [(n, m) for n, m in layers if all(p.requires_grad for p in m.parameters(recurse=False))]
-    proposed = unit_patterns(layers, shapes, flows) + head_patterns(trained, flows)
+    reached = reached_columns(model, x, trained, flows)
+    proposed = unit_patterns(layers, shapes, flows) + head_patterns(trained, flows, reached)
     if not proposed:
         return {}, "no two layers in a row whose units could be rescaled"
     coupled = training_batch_norms(model)

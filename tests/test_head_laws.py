@@ -249,3 +249,59 @@ def test_a_hand_written_llama_block_gets_all_its_laws_norm_gains_against_every_r
     assert any(key.startswith(gain) for key in laws)
     check = check_laws(model, laws, (6, 16))
     assert check.complete and check.independent == count_laws(model, (6, 16)).num_laws == 80
+
+
+class ValueFirst(SeparateAttention):
+    """v_proj called first, then q_proj and k_proj: the output projection follows k_proj, not v_proj."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        v, q, k = (p(x).view(B, T, self.n, -1).transpose(1, 2) for p in (self.v_proj, self.q_proj, self.k_proj))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, d))
+
+
+def test_the_value_projection_is_paired_with_the_output_whatever_order_q_k_v_are_called_in() -> None:
+    torch.manual_seed(0)
+    model = ValueFirst(8, 2).double()
+    laws, _ = rescaling_laws(model, (5, 8))
+    assert any("v_proj.weight[4h:4h+4, :]" in key and "o_proj" in key for key in laws)
+    check = check_laws(model, laws, (5, 8))
+    assert check.complete and check.independent == 48
+
+
+class Head(nn.Module):
+    """One head of "Let's build GPT": its own key, query and value ``Linear`` layers."""
+
+    def __init__(self, d: int, width: int) -> None:
+        super().__init__()
+        self.key, self.query, self.value = (nn.Linear(d, width, bias=False) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[1]
+        scores = self.query(x) @ self.key(x).transpose(-2, -1) * self.key.out_features**-0.5
+        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+        return scores.softmax(-1) @ self.value(x)
+
+
+class ConcatenatedHeads(nn.Module):
+    """Heads in an ``nn.ModuleList``, their outputs concatenated before ``proj``."""
+
+    def __init__(self, d: int = 8, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList(Head(d, d // heads) for _ in range(heads))
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(torch.cat([head(x) for head in self.heads], dim=-1))
+
+
+def test_heads_concatenated_before_the_projection_each_get_their_columns() -> None:
+    """Head h's value reaches only columns 4h:4h+4 of ``proj`` (found by moving its weight for one forward), so its V/O
+    law is against those; with each head's Q/K, the count."""
+    torch.manual_seed(0)
+    model = ConcatenatedHeads().double()
+    laws, _ = rescaling_laws(model, (5, 8))
+    assert any(key.endswith("proj.weight[:, 4+4h:4+4h+4]") and "heads.1.value" in key for key in laws)
+    check = check_laws(model, laws, (5, 8))
+    assert check.complete and check.independent == count_laws(model, (5, 8)).num_laws == 40
