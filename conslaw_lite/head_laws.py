@@ -255,7 +255,8 @@ def head_patterns(
       against the next ``Linear``, whose inputs may be a multiple of its outputs (grouped V), and against the columns
       of any later ``Linear`` it reaches (heads concatenated before the output projection); an MLP's layers, a
       nonlinearity between them, propose no block (each would cost a screen of a large model and fail);
-    * two ``Linear`` layers that read the same tensor, one's outputs a multiple of the other's: Q/K.
+    * two ``Linear`` layers of one module that read the same tensor, one's outputs a multiple of the other's: Q/K (the
+      layers of different heads, or of the experts of a mixture, are not paired).
 
     Examples
     ========
@@ -285,11 +286,15 @@ def head_patterns(
     for x, (a, A) in enumerate(linears):
         for b, B in linears[x + 1 :]:
             wide, narrow = max(A.out_features, B.out_features), min(A.out_features, B.out_features)
-            if flows[a][0] == flows[b][0] and wide % narrow == 0:
+            if flows[a][0] == flows[b][0] and wide % narrow == 0 and _parent(a) == _parent(b):
                 patterns += _query_key(Side(a, A, m=A.out_features), Side(b, B, m=B.out_features))
                 patterns += _bias_law(a, A, 0, A.out_features) + _bias_law(b, B, 0, B.out_features)
     unique = {(p.family, p.size, p.key): p for p in patterns}
     return list(unique.values())
+
+
+def _parent(name: str) -> str:
+    return name.rpartition(".")[0]
 
 
 def reached_columns(
