@@ -155,10 +155,6 @@ def _pairs(first: Callable, second: Callable, groups: tuple, interleaved: bool) 
     return law
 
 
-def _bias(bias: str, offset: int, m: int) -> Law:
-    return lambda p: p[bias][..., offset : offset + m]
-
-
 def _divisors(m: int) -> list[int]:
     return [k for k in range(1, m + 1) if m % k == 0]
 
@@ -237,7 +233,8 @@ def _bias_law(name: str, linear: nn.Linear, offset: int, m: int) -> list[Pattern
     if linear.bias is None:
         return []
     key = f"{name}.bias[{offset}:{offset + m}]" if m != linear.out_features else f"{name}.bias"
-    return [Pattern(("bias", name, offset), 0, key, _bias(f"{name}.bias", offset, m))]
+    law = lambda p: p[f"{name}.bias"][..., offset : offset + m]  # noqa: E731
+    return [Pattern(("bias", name, offset), 0, key, law)]
 
 
 def head_patterns(
@@ -267,7 +264,7 @@ def head_patterns(
     patterns: list[Pattern] = []
     linears = [(n, m) for n, m in layers if type(m) is nn.Linear]
     module = dict(linears)
-    shared = {name for name, _ in linears if sum(flows[n][0] == flows[name][0] for n, _ in linears) > 1}
+    shared = _sharing(linears, flows)
     reads = [
         (a, c, (0, module[c].in_features)) for (a, _), (c, _) in zip(layers, layers[1:]) if {a, c} <= module.keys()
     ]
@@ -291,6 +288,11 @@ def head_patterns(
                 patterns += _bias_law(a, A, 0, A.out_features) + _bias_law(b, B, 0, B.out_features)
     unique = {(p.family, p.size, p.key): p for p in patterns}
     return list(unique.values())
+
+
+def _sharing(linears: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, int]]) -> set[str]:
+    """The ``Linear`` layers that read the same tensor as another one (q, k, v)."""
+    return {name for name, _ in linears if sum(flows[n][0] == flows[name][0] for n, _ in linears) > 1}
 
 
 def _parent(name: str) -> str:
@@ -319,7 +321,8 @@ def reached_columns(
     {('v0', 'proj'): (0, 2), ('v1', 'proj'): (2, 4)}
     """
     linears = [(n, m) for n, m in layers if type(m) is nn.Linear]
-    moved = [(n, m) for n, m in linears if sum(flows[o][0] == flows[n][0] for o, _ in linears) > 1]
+    sharing = _sharing(linears, flows)
+    moved = [(n, m) for n, m in linears if n in sharing]
     if not moved:
         return {}
     at_rest = _inputs(model, x, linears)
