@@ -39,6 +39,7 @@ from conslaw_lite.laws import Law, Params
 
 BLOCK_ROWS = 128  # outputs each θ of the check of the chosen blocks reads: a block across two heads, a wrong grouping
 # or pairing fails on any output that reads the head, and each output costs a jvp of every block's Gram matrices
+FUSED = (2, 3)  # segments of a Linear whose rows fuse projections of one width: keys and values, or q, k and v
 CORNER_ROWS = 32  # outputs each θ of the width screen reads: it only chooses (a block across two heads fails on any
 # output that reads both), the check that follows decides
 
@@ -112,7 +113,7 @@ def _groupings(n_first: int, n_second: int) -> list[tuple[str, torch.Tensor, tor
     if r == 1:
         return [("", alone, alone)]
     in_a_row, every = torch.arange(wide).reshape(n, r), torch.arange(wide).reshape(r, n).T
-    ways = [(f"h in {r}g..{r}g+{r - 1}", in_a_row), (f"h ≡ g mod {n}", every)]
+    ways = [(f"h in {r}g..{r}g+{r - 1}", in_a_row)] + ([(f"h ≡ g mod {n}", every)] if n > 1 else [])
     return [(how, g, alone) if n_first > n_second else (how, alone, g) for how, g in ways]
 
 
@@ -189,7 +190,7 @@ q.bias[2h:2h+2] q.bias[2h:2h+2]ᵀ − k.weight[2g:2g+2, :] k.weight[2g:2g+2, :]
             head = f"for {'g' if n1 != n2 else 'h'} in 0..{n - 1}" + (
                 f" ({k}×{k}, upper triangle): " if k > 1 else ": "
             )
-            family = (kind, first.name, first.offset, second.name, second.offset, how)
+            family = (kind, first.name, first.offset, second.name, second.offset)  # any grouping: the widest passes
             full = _grams(first.blocks(k), second.blocks(k), groups, torch.triu_indices(k, k))
             corners = _grams(first.blocks(k, True), second.blocks(k, True), groups, torch.tensor([[0, 0], [1, 0]]))
             patterns.append(Pattern(family, k, head + key, full, corners))
@@ -223,7 +224,7 @@ def rotary_pairs(first: Side, second: Side) -> list[Pattern]:
                 group = f" summed over the heads that share one ({how})" if how else ""
                 law_text = f"{terms[0]} − {terms[1].replace(' + ', ' − ')}"
                 key = f"for each pair P = {pair} a rotary embedding turns{group}: {law_text}"
-                family = ("rope", first.name, first.offset, second.name, second.offset, how)
+                family = ("rope", first.name, first.offset, second.name, second.offset)
                 law = _pairs(first.blocks(k), second.blocks(k), groups, interleaved)
                 patterns.append(Pattern(family, k, key, law, corners=law))  # m/2 entries: screened whole
     return patterns
@@ -253,7 +254,8 @@ def head_patterns(
       of any later ``Linear`` it reaches (heads concatenated before the output projection); an MLP's layers, a
       nonlinearity between them, propose no block (each would cost a screen of a large model and fail);
     * two ``Linear`` layers of one module that read the same tensor, one's outputs a multiple of the other's: Q/K (the
-      layers of different heads, or of the experts of a mixture, are not paired).
+      layers of different heads, or of the experts of a mixture, are not paired); and one against each of 2 or 3
+      equal segments of the other (a query against keys fused with the values, ``to_kv``).
 
     Examples
     ========
@@ -264,28 +266,29 @@ def head_patterns(
     patterns: list[Pattern] = []
     linears = [(n, m) for n, m in layers if type(m) is nn.Linear]
     module = dict(linears)
-    shared = _sharing(linears, flows)
+    shared, fusable = _sharing(linears, flows), _one_sibling(linears, flows)
     reads = [
         (a, c, (0, module[c].in_features)) for (a, _), (c, _) in zip(layers, layers[1:]) if {a, c} <= module.keys()
     ]
     for a, c, (start, stop) in reads + [(a, c, span) for (a, c), span in (reached or {}).items()]:
         A, C = module[a], module[c]
-        m, wide = min(A.out_features, stop - start), max(A.out_features, stop - start)
-        s = A.out_features // m  # segments of A's rows (1 where C reads a multiple of A's outputs: grouped V)
-        if wide % m or (s == 1 and a not in shared and flows[c][0] != flows[a][1]):
-            continue
         columns = Side(c, C, start, stop - start, columns=True)
-        for seg in range(s):
-            patterns += blocks(Side(a, A, seg * m, m), columns, "rescale")
-            for other in range(seg + 1, s):
-                patterns += _query_key(Side(a, A, seg * m, m), Side(a, A, other * m, m))
-                patterns += _bias_law(a, A, seg * m, m) + _bias_law(a, A, other * m, m)
+        for segments in _layouts(a, A, stop - start, a in shared or flows[c][0] == flows[a][1], a in fusable):
+            for x, (offset, m) in enumerate(segments):
+                patterns += blocks(Side(a, A, offset, m), columns, "rescale")
+                for other, width in segments[x + 1 :]:
+                    patterns += _query_key(Side(a, A, offset, m), Side(a, A, other, width))
+                    patterns += _bias_law(a, A, offset, m) + _bias_law(a, A, other, width)
     for x, (a, A) in enumerate(linears):
         for b, B in linears[x + 1 :]:
             wide, narrow = max(A.out_features, B.out_features), min(A.out_features, B.out_features)
-            if flows[a][0] == flows[b][0] and wide % narrow == 0 and _parent(a) == _parent(b):
+            if flows[a][0] != flows[b][0] or _parent(a) != _parent(b):
+                continue
+            if wide % narrow == 0:
                 patterns += _query_key(Side(a, A, m=A.out_features), Side(b, B, m=B.out_features))
                 patterns += _bias_law(a, A, 0, A.out_features) + _bias_law(b, B, 0, B.out_features)
+            if a in fusable:  # and b: each other's only sibling
+                patterns += _segments((a, A), (b, B)) + _segments((b, B), (a, A))
     unique = {(p.family, p.size, p.key): p for p in patterns}
     return list(unique.values())
 
@@ -293,6 +296,14 @@ def head_patterns(
 def _sharing(linears: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, int]]) -> set[str]:
     """The ``Linear`` layers that read the same tensor as another one (q, k, v)."""
     return {name for name, _ in linears if sum(flows[n][0] == flows[name][0] for n, _ in linears) > 1}
+
+
+def _one_sibling(linears: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, int]]) -> set[str]:
+    """The ``Linear`` layers that read the same tensor as exactly one other ``Linear`` of their module: a query and
+    keys fused with values (``to_q``, ``to_kv``), where separate q, k and v are three."""
+    return {
+        a for a, _ in linears if sum(flows[b][0] == flows[a][0] and _parent(b) == _parent(a) for b, _ in linears) == 2
+    }
 
 
 def _parent(name: str) -> str:
@@ -357,6 +368,38 @@ def _inputs(model: nn.Module, x: torch.Tensor, linears: list[tuple[str, nn.Modul
     return seen
 
 
+def _layouts(a: str, A: nn.Linear, n: int, attends: bool, fusable: bool) -> list[list[tuple[int, int]]]:
+    """Ways A's rows may be segments (offset, width) read by n columns of a later layer: as wide as the columns (s = 3:
+    q, k, v fused), or one (A's rows as they are, the columns a multiple of them: grouped V; only where A reads the
+    same tensor as another layer or the next reads its output as it is, ``attends``); a query of n rows and a key and a
+    value of n/r each (grouped q, k, v fused); a key and a value of equal width fused (``fusable``: A has one sibling,
+    the query), the columns a multiple of them."""
+    rows = A.out_features
+    m = min(rows, n)
+    layouts = [[(seg * m, m) for seg in range(rows // m)]] if max(rows, n) % m == 0 and (rows > n or attends) else []
+    j = (rows - n) // 2
+    if 0 < j < n and rows == n + 2 * j and n % j == 0:
+        layouts.append([(0, n), (n, j), (n + j, j)])
+    if fusable and rows <= n:
+        layouts += [[(i * w, w) for i in range(f)] for f in FUSED if rows % f == 0 and n % (w := rows // f) == 0]
+    return layouts
+
+
+def _segments(whole: tuple[str, nn.Linear], fused: tuple[str, nn.Linear]) -> list[Pattern]:
+    """Q/K between one ``Linear`` and each of the s ∈ ``FUSED`` equal segments of another's rows, where one's width
+    is a multiple of the other's: a separate query against keys fused with the values (``to_kv``), grouped or not;
+    each segment's bias a linear law."""
+    (o, O), (f, F) = whole, fused
+    patterns = []
+    for s in FUSED:
+        m = F.out_features // s
+        if F.out_features % s or (O.out_features % m and m % O.out_features):
+            continue
+        for offset in range(0, F.out_features, m):
+            patterns += _query_key(Side(o, O, m=O.out_features), Side(f, F, offset, m)) + _bias_law(f, F, offset, m)
+    return patterns
+
+
 def _query_key(first: Side, second: Side) -> list[Pattern]:
     return blocks(first, second, "qk") + rotary_pairs(first, second)
 
@@ -379,11 +422,11 @@ def choose(patterns: list[Pattern], passes: Callable[[dict[str, Law]], set[str]]
 
 
 def layers_of(family: tuple) -> tuple:
-    """What a family proposes laws between, whatever the grouping: rotary pairs are a Q/K's laws under RoPE.
+    """What a family proposes laws between: rotary pairs are a Q/K's laws under RoPE.
 
     Examples
     ========
-    >>> layers_of(("rope", "q", 0, "k", 0, "h in 2g..2g+1")) == layers_of(("qk", "q", 0, "k", 0, ""))
+    >>> layers_of(("rope", "q", 0, "k", 0)) == layers_of(("qk", "q", 0, "k", 0))
     True
     """
     return ("qk" if family[0] == "rope" else family[0], *family[1:5])

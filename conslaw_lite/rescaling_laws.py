@@ -220,7 +220,7 @@ def _units_against(
     # entries along the axis per unit: m per channel flattened, or depthwise
     taken = " − ".join(_term(w, axis, len(shapes[w]), n, shapes[w][axis] // n) for (w, axis), _ in reads)
     law = lambda p, kept=kept, read=read: sum(part(p) for part in kept) - sum(part(p) for part in read)  # noqa: E731
-    family = ("rescale", p_name, 0, "+".join(name for name, _ in readers), 0, "")
+    family = ("rescale", p_name, 0, "+".join(name for name, _ in readers), 0)
     return Pattern(family, 1, f"for i in 0..{n - 1}: {terms} − {taken}", law)
 
 

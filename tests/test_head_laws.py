@@ -305,3 +305,60 @@ def test_heads_concatenated_before_the_projection_each_get_their_columns() -> No
     assert any(key.endswith("proj.weight[:, 4+4h:4+4h+4]") and "heads.1.value" in key for key in laws)
     check = check_laws(model, laws, (5, 8))
     assert check.complete and check.independent == count_laws(model, (5, 8)).num_laws == 40
+
+
+class FusedKeyValue(nn.Module):
+    """A query of its own and keys fused with values (``to_q``, ``to_kv``, as lucidrains writes attention), ``n_kv``
+    key/value heads repeated for ``n`` query heads; ``kv_first`` calls ``to_kv`` before ``to_q``."""
+
+    def __init__(self, d: int, n: int, n_kv: int, k: int, bias: bool = False, kv_first: bool = False) -> None:
+        super().__init__()
+        self.n, self.n_kv, self.kv_first = n, n_kv, kv_first
+        self.to_q, self.to_kv = nn.Linear(d, n * k, bias=bias), nn.Linear(d, 2 * n_kv * k, bias=bias)
+        self.to_out = nn.Linear(n * k, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        kv = self.to_kv(x) if self.kv_first else None
+        q = self.to_q(x).view(B, T, self.n, -1).transpose(1, 2)
+        k, v = (self.to_kv(x) if kv is None else kv).chunk(2, dim=-1)
+        k, v = (t.view(B, T, self.n_kv, -1).transpose(1, 2).repeat_interleave(self.n // self.n_kv, 1) for t in (k, v))
+        return self.to_out(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, T, -1))
+
+
+class SplitQKV(nn.Module):
+    """gpt-fast's attention: one ``wqkv`` split into a query of d rows and a key and a value of d/r rows each."""
+
+    def __init__(self, d: int, n: int, n_kv: int) -> None:
+        super().__init__()
+        self.n, self.n_kv, self.k = n, n_kv, d // n
+        self.wqkv, self.wo = nn.Linear(d, (n + 2 * n_kv) * self.k, bias=False), nn.Linear(d, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        q, k, v = self.wqkv(x).split([d, self.n_kv * self.k, self.n_kv * self.k], dim=-1)
+        q = q.view(B, T, self.n, self.k).transpose(1, 2)
+        k, v = (
+            t.view(B, T, self.n_kv, self.k).transpose(1, 2).repeat_interleave(self.n // self.n_kv, 1) for t in (k, v)
+        )
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(y.transpose(1, 2).reshape(B, T, d))
+
+
+@pytest.mark.parametrize(
+    ("build", "d", "expected"),
+    [
+        (lambda: FusedKeyValue(8, 2, 2, 4, bias=True), 8, 48),  # Q/K and V/O per head (10 + 10) and the key bias (8)
+        (lambda: FusedKeyValue(6, 3, 1, 2, kv_first=True), 6, 6),  # 3 queries on one key head of 2: Q/K 3, V/O 3
+        (lambda: SplitQKV(8, 2, 1), 8, 20),  # 2 queries on one key head of 4: Q/K and V/O summed over the group
+    ],
+)
+def test_keys_fused_with_values_or_a_split_of_unequal_segments_get_every_law(build, d: int, expected: int) -> None:
+    """The query is its own layer and keys and values are one (``to_kv``), or one layer is split into segments of
+    unequal widths (q of d rows, k and v of d/r): every law of the count, none twice."""
+    torch.manual_seed(0)
+    model = build().double()
+    laws, outcome = rescaling_laws(model, (5, d))
+    check = check_laws(model, laws, (5, d))
+    entries = sum(law(dict(model.named_parameters())).numel() for law in laws.values())
+    assert check.complete and check.independent == entries == expected == count_laws(model, (5, d)).num_laws

@@ -45,21 +45,40 @@ class LawCheck:
     count: LawCount
 
 
-def _law_entries(laws: Mapping[str, Law], problem: Problem) -> Callable:
-    """θ ↦ every entry of every law, flattened (L,); a law that fails names itself."""
+class LawEntries:
+    """θ ↦ every entry of every law, flattened (L,); a law that fails names itself. :meth:`jacobian` takes ∇h law by
+    law: one reverse pass of all entries at once would pull each of them back through every law's graph, a cost that
+    grows as the square of the number of laws (617 proposed blocks of a Llama block: 80 s, against 7 s for 137).
 
-    def h(theta: torch.Tensor) -> torch.Tensor:
-        p = problem.unflatten(theta)
-        values = []
-        for name, law in laws.items():
-            try:
-                values.append(torch.as_tensor(law(p)).reshape(-1))
-            except (KeyError, IndexError, RuntimeError, TypeError) as err:
-                why = f"{err}{_frozen(err, problem)}"
-                raise ValueError(f"law {name!r} cannot be evaluated on the model's parameters: {why}") from err
-        return torch.cat(values)
+    Examples
+    ========
+    >>> from conslaw_lite.families.toy.block import ToyProduct
+    >>> h = LawEntries({"a²": lambda p: p["a"] ** 2, "b": lambda p: p["b"]}, problem_of(ToyProduct(a=1.0, b=2.0), None))
+    >>> h.jacobian(torch.tensor([1.0, 2.0], dtype=torch.float64)).tolist()
+    [[2.0, 0.0], [0.0, 1.0]]
+    """
 
-    return h
+    def __init__(self, laws: Mapping[str, Law], problem: Problem) -> None:
+        self.laws, self.problem = laws, problem
+
+    def _entries(self, name: str, law: Law, theta: torch.Tensor) -> torch.Tensor:
+        try:
+            return torch.as_tensor(law(self.problem.unflatten(theta))).reshape(-1)
+        except (KeyError, IndexError, RuntimeError, TypeError) as err:
+            why = f"{err}{_frozen(err, self.problem)}"
+            raise ValueError(f"law {name!r} cannot be evaluated on the model's parameters: {why}") from err
+
+    def __call__(self, theta: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self._entries(name, law, theta) for name, law in self.laws.items()])
+
+    def jacobian(self, theta: torch.Tensor) -> torch.Tensor:
+        """∇h (L, D), one law at a time."""
+        return torch.cat(
+            [
+                jacrev(lambda t, name=name, law=law: self._entries(name, law, t))(theta)
+                for name, law in self.laws.items()
+            ]
+        )
 
 
 def _frozen(err: Exception, problem: Problem) -> str:
@@ -130,7 +149,8 @@ class LawGradients:
         self.h, self.theta = h, theta
         most = WHOLE_ENTRIES if whole_entries is None else whole_entries
         held = whole or h(theta).numel() * theta.numel() <= most
-        self.whole = jacrev(h)(theta) if held else None
+        jacobian = h.jacobian if isinstance(h, LawEntries) else jacrev(h)
+        self.whole = jacobian(theta) if held else None
         self.norms = self.whole.norm(dim=1) if held else self._estimated_norms(gen)
 
     def _estimated_norms(self, gen: torch.Generator | None) -> torch.Tensor:
@@ -254,7 +274,7 @@ def law_residuals(
     >>> residuals["a²−b²"] < 1e-12, independent
     (True, 1)
     """
-    h = _law_entries(laws, problem)
+    h = LawEntries(laws, problem)
     residuals = dict.fromkeys(laws, 0.0)
     independent = 0
     for point in range(NUM_POINTS if laws else 0):  # no laws (e.g. a GELU FFN): nothing to check, 0 independent
