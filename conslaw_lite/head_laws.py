@@ -270,7 +270,8 @@ def head_patterns(
     reads = [
         (a, c, (0, module[c].in_features)) for (a, _), (c, _) in zip(layers, layers[1:]) if {a, c} <= module.keys()
     ]
-    for a, c, (start, stop) in reads + [(a, c, span) for (a, c), span in (reached or {}).items()]:
+    spans = [(a, c, span) for (a, c), span in (reached or {}).items() if a in shared and span is not None]
+    for a, c, (start, stop) in reads + spans:
         A, C = module[a], module[c]
         columns = Side(c, C, start, stop - start, columns=True)
         for segments in _layouts(a, A, stop - start, a in shared or flows[c][0] == flows[a][1], a in fusable):
@@ -282,7 +283,7 @@ def head_patterns(
     for x, (a, A) in enumerate(linears):
         for b, B in linears[x + 1 :]:
             wide, narrow = max(A.out_features, B.out_features), min(A.out_features, B.out_features)
-            if flows[a][0] != flows[b][0] or _parent(a) != _parent(b):
+            if _parent(a) != _parent(b) or not (flows[a][0] == flows[b][0] or _apart(a, b, reached)):
                 continue
             if wide % narrow == 0:
                 patterns += _query_key(Side(a, A, m=A.out_features), Side(b, B, m=B.out_features))
@@ -296,6 +297,13 @@ def head_patterns(
 def _sharing(linears: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, int]]) -> set[str]:
     """The ``Linear`` layers that read the same tensor as another one (q, k, v)."""
     return {name for name, _ in linears if sum(flows[n][0] == flows[name][0] for n, _ in linears) > 1}
+
+
+def _apart(a: str, b: str, reached: dict[tuple[str, str], tuple[int, int] | None] | None) -> bool:
+    """Whether both layers were moved by :func:`reached_columns` and neither changed the other's input: a query and a
+    key that read different tensors (cross-attention), where an MLP's second layer reads what its first made."""
+    moved = {x for x, _ in reached or {}}
+    return {a, b} <= moved and (a, b) not in reached and (b, a) not in reached
 
 
 def _one_sibling(linears: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, int]]) -> set[str]:
@@ -312,11 +320,12 @@ def _parent(name: str) -> str:
 
 def reached_columns(
     model: nn.Module, x: torch.Tensor, layers: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, int]]
-) -> dict[tuple[str, str], tuple[int, int]]:
-    """For each ``Linear`` A that reads the same tensor as another ``Linear`` (q, k, v), the columns ``(start,
-    stop)`` of each ``Linear`` C that A's output reaches, where they are one run (all of an output projection's, or a
-    head's value concatenated with the others before it, whatever order q, k and v are called in): A's weight moved
-    at random for one forward, the columns of C's input that changed. Only proposes: the check decides.
+) -> dict[tuple[str, str], tuple[int, int] | None]:
+    """For each ``Linear`` A that reads the same tensor as another ``Linear`` (q, k, v), or has two or more others in
+    its module (to_q, to_kv, to_out of a cross-attention), the columns ``(start, stop)`` of each ``Linear`` C that A's
+    output reaches, where they are one run (all of an output projection's, or a head's value concatenated with the
+    others before it, whatever order q, k and v are called in), else None: A's weight moved at random for one forward,
+    the columns of C's input that changed. ``(A, A)`` (no columns) says A was moved. Only proposes: the check decides.
 
     Examples
     ========
@@ -329,15 +338,16 @@ def reached_columns(
     >>> net = Heads()
     >>> flows = {"v0": (1, 2), "v1": (1, 3), "proj": (4, 5)}
     >>> reached_columns(net, torch.randn(2, 3), list(net.named_children()), flows)
-    {('v0', 'proj'): (0, 2), ('v1', 'proj'): (2, 4)}
+    {('v0', 'v0'): None, ('v0', 'proj'): (0, 2), ('v1', 'v1'): None, ('v1', 'proj'): (2, 4), ('proj', 'proj'): None}
     """
     linears = [(n, m) for n, m in layers if type(m) is nn.Linear]
     sharing = _sharing(linears, flows)
-    moved = [(n, m) for n, m in linears if n in sharing]
+    siblings = {n: sum(_parent(o) == _parent(n) for o, _ in linears) - 1 for n, _ in linears}
+    moved = [(n, m) for n, m in linears if n in sharing or siblings[n] >= 2]
     if not moved:
         return {}
     at_rest = _inputs(model, x, linears)
-    spans = {}
+    spans: dict[tuple[str, str], tuple[int, int] | None] = {}
     for a, A in moved:
         saved = A.weight.detach().clone()
         with torch.no_grad():
@@ -347,11 +357,13 @@ def reached_columns(
         finally:
             with torch.no_grad():
                 A.weight.copy_(saved)
+        spans[(a, a)] = None
         for c, before in at_rest.items():
             changed = (after[c] - before).abs().flatten(0, -2).amax(0) > 1e-9 * (before.abs().amax() + 1)
             columns = changed.nonzero().flatten().tolist()
-            if columns and c != a and columns == list(range(columns[0], columns[-1] + 1)):
-                spans[(a, c)] = (columns[0], columns[-1] + 1)
+            if columns and c != a:
+                run = columns == list(range(columns[0], columns[-1] + 1))
+                spans[(a, c)] = (columns[0], columns[-1] + 1) if run else None
     return spans
 
 

@@ -362,3 +362,45 @@ def test_keys_fused_with_values_or_a_split_of_unequal_segments_get_every_law(bui
     check = check_laws(model, laws, (5, d))
     entries = sum(law(dict(model.named_parameters())).numel() for law in laws.values())
     assert check.complete and check.independent == entries == expected == count_laws(model, (5, d)).num_laws
+
+
+class CrossAttention(nn.Module):
+    """Queries from one tensor, keys and values from another (``to_q``, ``to_k``, ``to_v``, ``to_out``)."""
+
+    def __init__(self, d: int, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.to_q, self.to_k, self.to_v = (nn.Linear(d, d, bias=False) for _ in range(3))
+        self.to_out = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        def heads(t: torch.Tensor) -> torch.Tensor:
+            return t.view(t.shape[0], t.shape[1], self.n, -1).transpose(1, 2)
+
+        q, k, v = heads(self.to_q(x)), heads(self.to_k(context)), heads(self.to_v(context))
+        y = F.scaled_dot_product_attention(q, k, v)
+        return self.to_out(y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1))
+
+
+class Perceiver(nn.Module):
+    """Learned latents attending to the input, then a linear head."""
+
+    def __init__(self, d: int = 8, latents: int = 3) -> None:
+        super().__init__()
+        self.latents = nn.Parameter(torch.randn(latents, d))
+        self.cross, self.head = CrossAttention(d, 2), nn.Linear(d, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.cross(self.latents.expand(x.shape[0], -1, -1), x).mean(1))
+
+
+def test_a_query_and_a_key_that_read_different_tensors_are_paired_where_neither_reads_the_other() -> None:
+    """Cross-attention: to_q reads the latents, to_k the input; moving either leaves the other's input as it was, so
+    they are paired (20 Q/K laws beside the 20 of V/O and 8 units of the head), as no MLP's two layers would be."""
+    torch.manual_seed(0)
+    model = Perceiver().double()
+    laws, _ = rescaling_laws(model, (5, 8))
+    assert any(key.startswith("for h in 0..1 (4×4, upper triangle): cross.to_q.weight[4h:4h+4, :]") for key in laws)
+    check = check_laws(model, laws, (5, 8))
+    entries = sum(law(dict(model.named_parameters())).numel() for law in laws.values())
+    assert check.max_residual < 1e-9 and check.independent == entries == 48
