@@ -18,9 +18,11 @@ gate ``a ⊙ b`` the units (k = 1).
 
 Nothing names the head width, the grouping or the pairing here, so each family of blocks (a pair of row segments for
 Q/K, a segment against the next layer's columns for V/O) is proposed at every width k dividing it, each way of
-grouping and pairing. A block inside a head is a subgroup of the head's symmetry and passes; one across two heads does
-not, so the widest block that passes is the head. The width is chosen on one corner entry and one diagonal entry per
-block (:func:`choose`, a screen of ``CORNER_ROWS`` outputs), rotary pairs only where no block of the same Q/K passed;
+grouping and pairing; where the segments of one projection are q, k and v, as runs of equal or unequal widths, or
+interleaved head by head (GPT-NeoX, Megatron), each layout is proposed too. A block inside a head is a subgroup of
+the head's symmetry and passes; one across two heads does not, so the widest block that passes is the head. The
+width is chosen on one corner entry and one diagonal entry per block (:func:`choose`, a screen of ``CORNER_ROWS``
+outputs), rotary pairs only where no block of the same Q/K passed;
 the chosen patterns are then checked entry by entry on ``BLOCK_ROWS`` outputs, beside the rescaled units
 (:func:`~conslaw_lite.rescaling_laws.rescaling_laws`), which stay where the wider block fails, and :func:`widest`
 keeps the widest of each family that passed.
@@ -75,17 +77,28 @@ def _columns(weight: str, index: torch.Tensor) -> Callable[[Params], torch.Tenso
 @dataclass(frozen=True)
 class Side:
     """One side of a law: ``m`` rows of ``layer`` (named ``name``) from ``offset``, weight and bias, or (``columns``)
-    its m input columns."""
+    its m input columns. ``step``: the rows are heads of ``width`` interleaved with others, ``per`` heads in a row
+    every ``step`` rows (a per-head q, k, v layout: ``per = 1``, ``step = 3·width``); 0: one run, any block width."""
 
     name: str
     layer: nn.Linear
     offset: int = 0
     m: int = 0
     columns: bool = False
+    step: int = 0
+    per: int = 1
+    width: int = 0
+
+    def index(self, k: int) -> torch.Tensor:
+        """The rows (or columns) of the side's blocks of k: (m/k, k)."""
+        if not self.step:
+            return self.offset + torch.arange(self.m).reshape(-1, k)
+        b = torch.arange(self.m // k)[:, None]
+        return self.offset + (b // self.per) * self.step + (b % self.per) * k + torch.arange(k)
 
     def blocks(self, k: int, corners: bool = False) -> Callable[[Params], torch.Tensor]:
         """``p ↦ (…, m/k, k, ·)``: the side's blocks of k (``corners``: of each block's first and last only)."""
-        index = self.offset + torch.arange(self.m).reshape(-1, k)
+        index = self.index(k)
         index = index[:, [0, -1]] if corners else index
         if self.columns:
             return _columns(f"{self.name}.weight", index)
@@ -94,14 +107,56 @@ class Side:
 
     def term(self, k: int, var: str) -> str:
         """Block ``var`` of width k, as the law's key writes it: ``R R ᵀ`` for rows (bias appended), ``Cᵀ C``."""
-        start = f"{self.offset}+{k}{var}" if self.offset else f"{k}{var}"
-        index = (f"{self.offset}+{var}" if self.offset else var) if k == 1 else f"{start}:{start}+{k}"
+        index = self.rows(k, var)
         if self.columns:
             return f"{self.name}.weight[:, {index}]ᵀ {self.name}.weight[:, {index}]"
         term = f"{self.name}.weight[{index}, :] {self.name}.weight[{index}, :]ᵀ"
         if self.layer.bias is not None:
             term += f" + {self.name}.bias[{index}] {self.name}.bias[{index}]ᵀ"
         return term
+
+    def rows(self, k: int, var: str) -> str:
+        """Block ``var``'s rows (or columns), as the key writes them: ``4h:4h+4``, ``12h+4:12h+8``."""
+        if self.step:
+            at = f"{self.step}{var}" if self.per == 1 else f"{self.step}⌊{var}/{self.per}⌋+{k}({var} mod {self.per})"
+            start = f"{self.offset}+{at}" if self.offset else at
+        else:
+            start = f"{self.offset}+{k}{var}" if self.offset else f"{k}{var}"
+        if k == 1 and not self.step:
+            return f"{self.offset}+{var}" if self.offset else var
+        return f"{start}:{start}+{k}"
+
+    def fits(self, k: int) -> bool:
+        """Whether blocks of k are the side's: any divisor of a run, only its heads' width where interleaved."""
+        return self.m % k == 0 and self.width in (0, k)
+
+    def family(self) -> tuple:
+        return (self.name, self.offset) if not self.step else (self.name, self.offset, self.step, self.per)
+
+    def whole_rows(self) -> bool:
+        """Whether the side is all of its layer's rows (its units are then :func:`unit_patterns`')."""
+        return self.offset == 0 and self.m == self.layer.out_features
+
+    def pair_term(self) -> str:
+        """A rotary pair P of rows, as the law's key writes it."""
+        bias = f" + ‖{self.name}.bias[P]‖²" if self.layer.bias is not None else ""
+        return f"‖{self.name}.weight[P, :]‖²{bias}" + (
+            f" (P in rows {self.rows(self.width, 'h')})" if self.step else ""
+        )
+
+    def bias_law(self) -> list[Pattern]:
+        """The side's bias, a linear law where the side is a key (any other side fails its check)."""
+        name, linear, offset, m = self.name, self.layer, self.offset, self.m
+        if linear.bias is None:
+            return []
+        if self.step:
+            index = self.index(self.width).flatten()
+            key = f"for h in 0..{m // self.width - 1}: {name}.bias[{self.rows(self.width, 'h')}]"
+            law = lambda p: p[f"{name}.bias"][..., index]  # noqa: E731
+        else:
+            key = f"{name}.bias[{offset}:{offset + m}]" if m != linear.out_features else f"{name}.bias"
+            law = lambda p: p[f"{name}.bias"][..., offset : offset + m]  # noqa: E731
+        return [Pattern(("bias", *self.family()), 0, key, law, corners=law)]  # screened whole: a few entries
 
 
 def _groupings(n_first: int, n_second: int) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
@@ -160,6 +215,10 @@ def _divisors(m: int) -> list[int]:
     return [k for k in range(1, m + 1) if m % k == 0]
 
 
+def _widths(first: Side, second: Side) -> list[int]:
+    return [k for k in _divisors(min(first.m, second.m)) if first.fits(k) and second.fits(k)]
+
+
 def _sum(how: str, var: str) -> str:
     return f"Σ_{{{how}}} " if how and var == "h" else ""
 
@@ -178,8 +237,8 @@ def blocks(first: Side, second: Side, kind: str) -> list[Pattern]:
 q.bias[2h:2h+2] q.bias[2h:2h+2]ᵀ − k.weight[2g:2g+2, :] k.weight[2g:2g+2, :]ᵀ'
     """
     patterns = []
-    for k in _divisors(min(first.m, second.m)):
-        if k == 1 and kind == "rescale" and first.offset == 0 and first.m == first.layer.out_features:
+    for k in _widths(first, second):
+        if k == 1 and kind == "rescale" and first.whole_rows():
             continue
         n1, n2 = first.m // k, second.m // k
         for how, *groups in _groupings(n1, n2):
@@ -190,7 +249,7 @@ q.bias[2h:2h+2] q.bias[2h:2h+2]ᵀ − k.weight[2g:2g+2, :] k.weight[2g:2g+2, :]
             head = f"for {'g' if n1 != n2 else 'h'} in 0..{n - 1}" + (
                 f" ({k}×{k}, upper triangle): " if k > 1 else ": "
             )
-            family = (kind, first.name, first.offset, second.name, second.offset)  # any grouping: the widest passes
+            family = (kind, *first.family(), *second.family())  # any grouping: the widest passes
             full = _grams(first.blocks(k), second.blocks(k), groups, torch.triu_indices(k, k))
             corners = _grams(first.blocks(k, True), second.blocks(k, True), groups, torch.tensor([[0, 0], [1, 0]]))
             patterns.append(Pattern(family, k, head + key, full, corners))
@@ -210,32 +269,22 @@ def rotary_pairs(first: Side, second: Side) -> list[Pattern]:
 'for each pair P = {j, j+2} of a head of 4 a rotary embedding turns: ‖q.weight[P, :]‖² − ‖k.weight[P, :]‖²']
     """
     patterns = []
-    for k in _divisors(min(first.m, second.m)):
+    for k in _widths(first, second):
         n1, n2 = first.m // k, second.m // k
         for interleaved in (True, False):
-            if k % 2 or (interleaved and k > 2 and n1 == n2) or (not interleaved and k == 2):
+            same_at_two = interleaved and k > 2 and n1 == n2 and first.fits(2) and second.fits(2)
+            if k % 2 or same_at_two or (not interleaved and k == 2):
                 continue  # an odd width has no pairs; without groups, 2j and 2j+1 are the same at any width
             for how, *groups in _groupings(n1, n2):
                 pair = "{2j, 2j+1}" if interleaved else f"{{j, j+{k // 2}}} of a head of {k}"
-                terms = [
-                    f"‖{s.name}.weight[P, :]‖²" + (f" + ‖{s.name}.bias[P]‖²" if s.layer.bias is not None else "")
-                    for s in (first, second)
-                ]
+                terms = [first.pair_term(), second.pair_term()]
                 group = f" summed over the heads that share one ({how})" if how else ""
                 law_text = f"{terms[0]} − {terms[1].replace(' + ', ' − ')}"
                 key = f"for each pair P = {pair} a rotary embedding turns{group}: {law_text}"
-                family = ("rope", first.name, first.offset, second.name, second.offset)
+                family = ("rope", *first.family(), *second.family())
                 law = _pairs(first.blocks(k), second.blocks(k), groups, interleaved)
                 patterns.append(Pattern(family, k, key, law, corners=law))  # m/2 entries: screened whole
     return patterns
-
-
-def _bias_law(name: str, linear: nn.Linear, offset: int, m: int) -> list[Pattern]:
-    if linear.bias is None:
-        return []
-    key = f"{name}.bias[{offset}:{offset + m}]" if m != linear.out_features else f"{name}.bias"
-    law = lambda p: p[f"{name}.bias"][..., offset : offset + m]  # noqa: E731
-    return [Pattern(("bias", name, offset), 0, key, law)]
 
 
 def head_patterns(
@@ -274,20 +323,23 @@ def head_patterns(
     for a, c, (start, stop) in reads + spans:
         A, C = module[a], module[c]
         columns = Side(c, C, start, stop - start, columns=True)
-        for segments in _layouts(a, A, stop - start, a in shared or flows[c][0] == flows[a][1], a in fusable):
-            for x, (offset, m) in enumerate(segments):
-                patterns += blocks(Side(a, A, offset, m), columns, "rescale")
-                for other, width in segments[x + 1 :]:
-                    patterns += _query_key(Side(a, A, offset, m), Side(a, A, other, width))
-                    patterns += _bias_law(a, A, offset, m) + _bias_law(a, A, other, width)
+        for sides in _layouts(a, A, stop - start, a in shared or flows[c][0] == flows[a][1], a in fusable):
+            if sides[0].step:  # q, k, v interleaved, in this order: one Q/K, one V/O, one key bias
+                q, k, v = sides
+                patterns += blocks(v, columns, "rescale") + _query_key(q, k) + k.bias_law()
+                continue
+            for x, side in enumerate(sides):
+                patterns += blocks(side, columns, "rescale")
+                for other in sides[x + 1 :]:
+                    patterns += _query_key(side, other) + side.bias_law() + other.bias_law()
     for x, (a, A) in enumerate(linears):
         for b, B in linears[x + 1 :]:
             wide, narrow = max(A.out_features, B.out_features), min(A.out_features, B.out_features)
             if _parent(a) != _parent(b) or not (flows[a][0] == flows[b][0] or _apart(a, b, reached)):
                 continue
             if wide % narrow == 0:
-                patterns += _query_key(Side(a, A, m=A.out_features), Side(b, B, m=B.out_features))
-                patterns += _bias_law(a, A, 0, A.out_features) + _bias_law(b, B, 0, B.out_features)
+                first, second = Side(a, A, m=A.out_features), Side(b, B, m=B.out_features)
+                patterns += _query_key(first, second) + first.bias_law() + second.bias_law()
             if a in fusable:  # and b: each other's only sibling
                 patterns += _segments((a, A), (b, B)) + _segments((b, B), (a, A))
     unique = {(p.family, p.size, p.key): p for p in patterns}
@@ -348,10 +400,12 @@ def reached_columns(
         return {}
     at_rest = _inputs(model, x, linears)
     spans: dict[tuple[str, str], tuple[int, int] | None] = {}
+    gen = torch.Generator(x.device).manual_seed(0)  # the caller's random state untouched
     for a, A in moved:
         saved = A.weight.detach().clone()
+        move = torch.randn(saved.shape, generator=gen, device=saved.device).to(saved.dtype)
         with torch.no_grad():
-            A.weight.add_(torch.randn_like(saved) * (saved.abs().mean() + 1))
+            A.weight.add_(move * (saved.abs().mean() + 1))
         try:
             after = _inputs(model, x, linears)
         finally:
@@ -380,20 +434,35 @@ def _inputs(model: nn.Module, x: torch.Tensor, linears: list[tuple[str, nn.Modul
     return seen
 
 
-def _layouts(a: str, A: nn.Linear, n: int, attends: bool, fusable: bool) -> list[list[tuple[int, int]]]:
-    """Ways A's rows may be segments (offset, width) read by n columns of a later layer: as wide as the columns (s = 3:
-    q, k, v fused), or one (A's rows as they are, the columns a multiple of them: grouped V; only where A reads the
-    same tensor as another layer or the next reads its output as it is, ``attends``); a query of n rows and a key and a
-    value of n/r each (grouped q, k, v fused); a key and a value of equal width fused (``fusable``: A has one sibling,
-    the query), the columns a multiple of them."""
+def _layouts(a: str, A: nn.Linear, n: int, attends: bool, fusable: bool) -> list[list[Side]]:
+    """Ways A's rows may be segments read by n columns of a later layer: as wide as the columns (s = 3: q, k, v
+    fused), or one (A's rows as they are, the columns a multiple of them: grouped V; only where A reads the same tensor
+    as another layer or the next reads its output as it is, ``attends``); a query of n rows and a key and a value of
+    n/r each (grouped q, k, v fused); a key and a value of equal width fused (``fusable``: A has one sibling, the
+    query), the columns a multiple of them; and q, k, v interleaved (:func:`_interleaved`)."""
     rows = A.out_features
     m = min(rows, n)
-    layouts = [[(seg * m, m) for seg in range(rows // m)]] if max(rows, n) % m == 0 and (rows > n or attends) else []
+    runs = [[(seg * m, m) for seg in range(rows // m)]] if max(rows, n) % m == 0 and (rows > n or attends) else []
     j = (rows - n) // 2
     if 0 < j < n and rows == n + 2 * j and n % j == 0:
-        layouts.append([(0, n), (n, j), (n + j, j)])
+        runs.append([(0, n), (n, j), (n + j, j)])
     if fusable and rows <= n:
-        layouts += [[(i * w, w) for i in range(f)] for f in FUSED if rows % f == 0 and n % (w := rows // f) == 0]
+        runs += [[(i * w, w) for i in range(f)] for f in FUSED if rows % f == 0 and n % (w := rows // f) == 0]
+    return [[Side(a, A, offset, width) for offset, width in run] for run in runs] + _interleaved(a, A, n)
+
+
+def _interleaved(a: str, A: nn.Linear, n: int) -> list[list[Side]]:
+    """q, k and v interleaved in A's rows, for a query of n rows: per group of the G key heads of width k, its r query
+    heads, its key, its value (GPT-NeoX: r = 1, each head's q, k, v; Megatron's grouped layout), at each k and G."""
+    layouts = []
+    for k in _divisors(n)[1:]:  # heads of one coordinate each would be units, proposed as such
+        for G in _divisors(n // k):
+            r = n // (k * G)
+            if A.out_features != n + 2 * G * k or G == 1:
+                continue  # not this layout, or one group: q, k, v in one run each, proposed as such
+            step = (r + 2) * k
+            q = Side(a, A, 0, n, step=step, per=r, width=k)
+            layouts.append([q] + [Side(a, A, o * k, G * k, step=step, width=k) for o in (r, r + 1)])
     return layouts
 
 
@@ -408,7 +477,8 @@ def _segments(whole: tuple[str, nn.Linear], fused: tuple[str, nn.Linear]) -> lis
         if F.out_features % s or (O.out_features % m and m % O.out_features):
             continue
         for offset in range(0, F.out_features, m):
-            patterns += _query_key(Side(o, O, m=O.out_features), Side(f, F, offset, m)) + _bias_law(f, F, offset, m)
+            segment = Side(f, F, offset, m)
+            patterns += _query_key(Side(o, O, m=O.out_features), segment) + segment.bias_law()
     return patterns
 
 
@@ -441,7 +511,7 @@ def layers_of(family: tuple) -> tuple:
     >>> layers_of(("rope", "q", 0, "k", 0)) == layers_of(("qk", "q", 0, "k", 0))
     True
     """
-    return ("qk" if family[0] == "rope" else family[0], *family[1:5])
+    return ("qk" if family[0] == "rope" else family[0], *family[1:])
 
 
 def widest(patterns: list[Pattern]) -> list[Pattern]:

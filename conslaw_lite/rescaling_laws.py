@@ -49,6 +49,7 @@ from conslaw_lite.head_laws import (
     widest,
 )
 from conslaw_lite.laws import Law, Params
+from conslaw_lite.parameter_heads import parameter_head_patterns
 from conslaw_lite.shared_squares import squared
 from conslaw_lite.user_inputs import example_inputs
 
@@ -252,6 +253,7 @@ proposed pattern failed its check (a unit or block the layers between do not kee
     trained = [(n, m) for n, m in layers if all(p.requires_grad for p in m.parameters(recurse=False))]
     reached = reached_columns(model, x, trained, flows)
     proposed = unit_patterns(layers, shapes, flows) + head_patterns(trained, flows, reached)
+    proposed += parameter_head_patterns(trained)
     if not proposed:
         return {}, "no two layers in a row whose units could be rescaled"
     coupled = training_batch_norms(model)

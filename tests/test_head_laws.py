@@ -345,17 +345,41 @@ class SplitQKV(nn.Module):
         return self.wo(y.transpose(1, 2).reshape(B, T, d))
 
 
+class InterleavedQKV(nn.Module):
+    """One ``qkv`` whose rows are, per group of G key heads, its r query heads, its key, its value: GPT-NeoX's per-head
+    q, k, v (G = n), Megatron's grouped layout (G < n); a rotary embedding on q and k if asked."""
+
+    def __init__(self, d: int, n: int, G: int, rotary: bool = False) -> None:
+        super().__init__()
+        self.n, self.G, self.k, self.rotary = n, G, d // n, rotary
+        self.qkv, self.out = nn.Linear(d, (n + 2 * G) * self.k), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        r = self.n // self.G
+        q, k, v = self.qkv(x).view(B, T, self.G, (r + 2) * self.k).split([r * self.k, self.k, self.k], dim=-1)
+        q = q.reshape(B, T, self.n, self.k).transpose(1, 2)
+        k, v = (t.transpose(1, 2).repeat_interleave(r, 1) for t in (k, v))
+        if self.rotary:
+            q, k = rope(q), rope(k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(B, T, d))
+
+
 @pytest.mark.parametrize(
     ("build", "d", "expected"),
     [
         (lambda: FusedKeyValue(8, 2, 2, 4, bias=True), 8, 48),  # Q/K and V/O per head (10 + 10) and the key bias (8)
         (lambda: FusedKeyValue(6, 3, 1, 2, kv_first=True), 6, 6),  # 3 queries on one key head of 2: Q/K 3, V/O 3
         (lambda: SplitQKV(8, 2, 1), 8, 20),  # 2 queries on one key head of 4: Q/K and V/O summed over the group
+        (lambda: InterleavedQKV(8, 2, 2), 8, 48),  # GPT-NeoX: Q/K and V/O per head (10 + 10), key bias (8)
+        (lambda: InterleavedQKV(8, 4, 2), 8, 16),  # Megatron, 4 query heads of 2 on 2 groups: 3 + 3 + 2 a group
+        (lambda: InterleavedQKV(16, 4, 4, rotary=True), 16, 48),  # RoPE: 2 pairs and 10 V/O a head, no key bias
     ],
 )
-def test_keys_fused_with_values_or_a_split_of_unequal_segments_get_every_law(build, d: int, expected: int) -> None:
-    """The query is its own layer and keys and values are one (``to_kv``), or one layer is split into segments of
-    unequal widths (q of d rows, k and v of d/r): every law of the count, none twice."""
+def test_each_layout_of_q_k_and_v_in_linear_layers_gets_every_law(build, d: int, expected: int) -> None:
+    """The query its own layer and keys and values one (``to_kv``); one layer split into segments of unequal widths
+    (q of d rows, k and v of d/r); q, k and v interleaved head by head: every law of the count, none twice."""
     torch.manual_seed(0)
     model = build().double()
     laws, outcome = rescaling_laws(model, (5, d))

@@ -1,0 +1,147 @@
+"""Attention heads held in 3-D parameters, as TransformerLens and einsum attention write them: their laws, proposed.
+
+A module may keep each projection as one parameter of shape (n, d, k), head h mapping the stream to its k
+coordinates (``q = einsum("btd,hdk->bhtk", x, W_Q) + b_Q``), and its output as (n, k, d). Chapter 4's laws are
+then those of the k coordinate vectors of each head: with ``V_P[h]`` the k vectors of parameter P at head h (the
+columns of ``W_Q[h]``, each with its bias ``b_Q[h, c]`` appended; the rows of ``W_O[h]``),
+
+    V_Q[h] V_Q[h]ᵀ − V_K[h] V_K[h]ᵀ        V_V[h] V_V[h]ᵀ − V_O[h] V_O[h]ᵀ
+
+(k × k, upper triangle), summed over the query heads of a group where fewer key heads are shared, and the key bias
+``b_K`` alone. Which parameter is which, and along which axis its heads' coordinates lie, is not known here: every two
+3-D parameters of one module are proposed against each other along each axis of equal width, each with the bias of
+its name (``b_Q`` for ``W_Q``) or, without one, with none and with each bias of its shape, and under a rotary
+embedding each pair of coordinates it turns (:func:`~conslaw_lite.head_laws.rotary_pairs`). The check decides
+(:func:`~conslaw_lite.rescaling_laws.rescaling_laws`), as for ``nn.Linear`` heads (:mod:`conslaw_lite.head_laws`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from conslaw_lite.head_laws import Pattern, blocks, rotary_pairs
+from conslaw_lite.laws import Params
+
+
+@dataclass(frozen=True)
+class ParameterSide:
+    """One side of a law: the heads of 3-D parameter ``name`` (n, a, b), their coordinates along ``axis`` (1: a,
+    2: b), each with ``bias`` (n, width) appended where there is one.
+
+    Examples
+    ========
+    >>> side = ParameterSide("W_Q", (2, 8, 4), 2, "b_Q")
+    >>> side.m, side.term(4, "h")
+    (8, 'W_Q[h]ᵀ W_Q[h] + b_Q[h] b_Q[h]ᵀ')
+    >>> side.blocks(4)({"W_Q": torch.zeros(2, 8, 4), "b_Q": torch.ones(2, 4)}).shape  # per head: 4 vectors of 8 + 1
+    torch.Size([2, 4, 9])
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    axis: int
+    bias: str | None = None
+
+    @property
+    def width(self) -> int:
+        return self.shape[self.axis]
+
+    @property
+    def m(self) -> int:
+        return self.shape[0] * self.width
+
+    def fits(self, k: int) -> bool:
+        return k == self.width
+
+    def whole_rows(self) -> bool:
+        return False
+
+    def blocks(self, k: int, corners: bool = False) -> Callable[[Params], torch.Tensor]:
+        """``p ↦ (…, n, k, ·)``: each head's coordinate vectors, bias appended (``corners``: the first and last)."""
+        pick = [0, -1] if corners else slice(None)
+
+        def vectors(p: Params) -> torch.Tensor:
+            P = p[self.name]
+            V = P if self.axis == 1 else P.transpose(-1, -2)
+            if self.bias is not None:
+                V = torch.cat([V, p[self.bias][..., None]], dim=-1)
+            return V[..., pick, :]
+
+        return vectors
+
+    def term(self, k: int, var: str) -> str:
+        """Head ``var``'s Gram matrix of coordinate vectors, as the law's key writes it."""
+        P = f"{self.name}[{var}]"
+        term = f"{P}ᵀ {P}" if self.axis == 2 else f"{P} {P}ᵀ"
+        return term + (f" + {self.bias}[{var}] {self.bias}[{var}]ᵀ" if self.bias else "")
+
+    def pair_term(self) -> str:
+        """A rotary pair P of the head's coordinates, as the law's key writes it."""
+        index = "[:, P]" if self.axis == 2 else "[P, :]"
+        return f"‖{self.name}[h]{index}‖²" + (f" + ‖{self.bias}[h][P]‖²" if self.bias else "")
+
+    def family(self) -> tuple:
+        return (self.name, self.axis, self.bias)
+
+    def bias_law(self) -> list[Pattern]:
+        """The bias alone, a law where the side is a key (any other side fails its check)."""
+        if self.bias is None:
+            return []
+        law = lambda p, bias=self.bias: p[bias]  # noqa: E731
+        return [Pattern(("bias", self.bias), 0, self.bias, law, corners=law)]
+
+
+def _stem(name: str) -> str:
+    """A parameter's name without what says weight or bias: ``W_Q`` and ``b_Q`` give ``q``."""
+    return re.sub(r"^(weight|bias|w|b)_?|_?(weight|bias|w|b)$", "", name.rpartition(".")[2].lower())
+
+
+def _biases(weight: str, shape: tuple[int, ...], axis: int, biases: dict, weights: dict) -> list[str | None]:
+    """The biases a side of ``weight`` may carry: the one of its name, else none or any of shape (heads, width) that
+    is not another weight's (``b_K`` is ``W_K``'s)."""
+    fitting = [b for b, s in biases.items() if s == (shape[0], shape[axis])]
+    named = [b for b in fitting if _stem(b) == _stem(weight)]
+    others = {_stem(w) for w in weights}
+    return named or [None, *(b for b in fitting if _stem(b) not in others)]
+
+
+def parameter_head_patterns(layers: list[tuple[str, nn.Module]]) -> list[Pattern]:
+    """For each module of ``layers`` with two or more trainable 3-D parameters of their own: every two against each
+    other (module docstring), and each 2-D bias alone.
+
+    Examples
+    ========
+    >>> attention = nn.Module()
+    >>> for name, shape in [("W_Q", (2, 8, 4)), ("W_K", (2, 8, 4)), ("b_K", (2, 4))]:
+    ...     attention.register_parameter(name, nn.Parameter(torch.zeros(shape)))
+    >>> [p.key for p in parameter_head_patterns([("attn", attention)]) if "(4×4" in p.key]  # the heads along axis 2
+    ['for h in 0..1 (4×4, upper triangle): attn.W_Q[h]ᵀ attn.W_Q[h] − attn.W_K[h]ᵀ attn.W_K[h] − attn.b_K[h] \
+attn.b_K[h]ᵀ']
+    """
+    patterns: list[Pattern] = []
+    for path, module in layers:
+        prefix = f"{path}." if path else ""
+        own = {prefix + n: tuple(p.shape) for n, p in module.named_parameters(recurse=False) if p.requires_grad}
+        weights = {n: s for n, s in own.items() if len(s) == 3}
+        if len(weights) < 2:
+            continue
+        biases = {n: s for n, s in own.items() if len(s) == 2}
+        sides = [
+            ParameterSide(w, s, axis, b)
+            for w, s in weights.items()
+            for axis in (1, 2)
+            for b in _biases(w, s, axis, biases, weights)
+        ]
+        for x, first in enumerate(sides):
+            for second in sides[x + 1 :]:
+                n1, n2 = first.shape[0], second.shape[0]
+                if first.name != second.name and first.width == second.width and max(n1, n2) % min(n1, n2) == 0:
+                    patterns += blocks(first, second, "qk") + rotary_pairs(first, second)
+        patterns += [p for side in sides for p in side.bias_law()]
+    unique = {(p.family, p.size, p.key): p for p in patterns}
+    return list(unique.values())
