@@ -88,3 +88,77 @@ def test_a_monitor_watches_the_heads_of_an_einsum_transformer() -> None:
         assert any(key.startswith(f"for h in 0..3 (8×8, upper triangle): {block}.attn.W_Q[h]ᵀ") for key in laws)
         assert any(key.startswith(f"for h in 0..3 (8×8, upper triangle): {block}.attn.W_V[h]ᵀ") for key in laws)
     assert "1.attn.b_K" in laws
+
+
+class BatchedExperts(nn.Module):
+    """A dense mixture of E experts held in 3-D parameters, ``w1`` (E, d, h) with ``b1`` (E, h) and ``w2`` (E, h, d),
+    called with ``einsum``, weighted by a softmax router."""
+
+    def __init__(self, d: int, h: int, E: int, act) -> None:
+        super().__init__()
+        self.router, self.act = nn.Linear(d, E, bias=False), act
+        self.w1, self.b1 = nn.Parameter(torch.randn(E, d, h) / math.sqrt(d)), nn.Parameter(torch.randn(E, h) / 4)
+        self.w2 = nn.Parameter(torch.randn(E, h, d) / math.sqrt(h))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.act(torch.einsum("bd,edh->beh", x, self.w1) + self.b1)
+        out = torch.einsum("beh,ehd->bed", hidden, self.w2)
+        return (self.router(x).softmax(-1)[..., None] * out).sum(1)
+
+
+@pytest.mark.parametrize(("act", "expected"), [(F.relu, 15), (F.gelu, 0)])
+def test_experts_held_in_three_dimensional_parameters_get_the_laws_of_their_units(act, expected: int) -> None:
+    """ReLU experts: each unit i of expert e, ``‖w1[e][:, i]‖² + b1[e, i]² − ‖w2[e][i, :]‖²`` (3 experts × 5 units),
+    blocks of one coordinate of the experts' widths; GELU experts have none, and none is kept."""
+    torch.manual_seed(0)
+    model = BatchedExperts(6, 5, 3, act).double()
+    laws, _ = rescaling_laws(model, (6,))
+    entries = sum(law(dict(model.named_parameters())).numel() for law in laws.values())
+    assert entries == expected
+    if expected:
+        check = check_laws(model, laws, (6,))
+        assert check.max_residual < 1e-9 and check.independent == expected < check.count.num_laws
+
+
+class MatrixAttention(nn.Module):
+    """Attention as a course writes it, with matrices of its own: ``q = x @ Wq + bq``, ..., ``y @ Wo``; ``kv`` columns
+    of K and V for d of Q (grouped-query attention where kv < d)."""
+
+    def __init__(self, d: int, n: int, kv: int, bias: bool) -> None:
+        super().__init__()
+        self.n, self.r = n, d // kv
+        self.Wq, self.Wo = (
+            nn.Parameter(torch.randn(d, d) / math.sqrt(d)),
+            nn.Parameter(torch.randn(d, d) / math.sqrt(d)),
+        )
+        self.Wk, self.Wv = nn.Parameter(torch.randn(d, kv) / math.sqrt(d)), nn.Parameter(torch.randn(d, kv))
+        if bias:
+            self.bq, self.bk = nn.Parameter(torch.randn(d) / 4), nn.Parameter(torch.randn(kv) / 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        q, k, v = x @ self.Wq, x @ self.Wk, x @ self.Wv
+        if hasattr(self, "bq"):
+            q, k = q + self.bq, k + self.bk
+        q, k, v = (t.view(B, T, -1, d // self.n).transpose(1, 2) for t in (q, k, v))
+        k, v = k.repeat_interleave(self.r, 1), v.repeat_interleave(self.r, 1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).reshape(B, T, d) @ self.Wo
+
+
+@pytest.mark.parametrize(
+    ("kv", "bias", "expected"),
+    [(8, True, 48), (4, False, 20)],  # 2 heads of 4: Q/K, V/O and the key bias; 2 query heads on one key head
+)
+def test_heads_in_matrices_of_a_module_get_every_law_at_the_width_their_check_finds(
+    kv: int, bias: bool, expected
+) -> None:
+    """A matrix is one head whose blocks of k columns (or rows) are proposed at every k: the widest that passes is a
+    head, as for ``nn.Linear`` projections."""
+    torch.manual_seed(0)
+    model = MatrixAttention(8, 2, kv, bias).double()
+    laws, _ = rescaling_laws(model, (5, 8))
+    assert any(key.startswith("for ") and "Wq[:, 4h:4h+4]ᵀ Wq[:, 4h:4h+4]" in key for key in laws)
+    check = check_laws(model, laws, (5, 8))
+    entries = sum(law(dict(model.named_parameters())).numel() for law in laws.values())
+    assert check.complete and check.independent == entries == expected == count_laws(model, (5, 8)).num_laws
