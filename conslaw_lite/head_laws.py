@@ -41,6 +41,9 @@ from conslaw_lite.laws import Law, Params
 
 BLOCK_ROWS = 128  # outputs each θ of the check of the chosen blocks reads: a block across two heads, a wrong grouping
 # or pairing fails on any output that reads the head, and each output costs a jvp of every block's Gram matrices
+MOST_SIBLINGS = 4  # other Linears in the module of a query and a key that read different tensors (to_q, to_k, to_v,
+# to_out): a deep MLP's layers are one module's too, and where its signal vanishes, moving one seems not to reach
+# the next (a 60-layer ReLU MLP: its first layer's bias then passed the check)
 FUSED = (2, 3)  # segments of a Linear whose rows fuse projections of one width: keys and values, or q, k and v
 CORNER_ROWS = 32  # outputs each θ of the width screen reads: it only chooses (a block across two heads fails on any
 # output that reads both), the check that follows decides
@@ -290,7 +293,7 @@ def rotary_pairs(first: Side, second: Side) -> list[Pattern]:
 def head_patterns(
     layers: list[tuple[str, nn.Module]],
     flows: dict[str, tuple[int, int]],
-    reached: dict[tuple[str, str], tuple[int, int]] | None = None,
+    reached: dict[tuple[str, str], tuple[int, int] | None] | None = None,
 ) -> list[Pattern]:
     """Every family of :func:`blocks` and :func:`rotary_pairs` patterns that the layers a forward calls (in order,
     ``flows``: the ids of the tensor each one reads and of the one it returns; ``reached``: :func:`reached_columns`)
@@ -319,7 +322,8 @@ def head_patterns(
     reads = [
         (a, c, (0, module[c].in_features)) for (a, _), (c, _) in zip(layers, layers[1:]) if {a, c} <= module.keys()
     ]
-    spans = [(a, c, span) for (a, c), span in (reached or {}).items() if a in shared and span is not None]
+    reached = reached or {}
+    spans = [(a, c, span) for (a, c), span in reached.items() if a in shared and span is not None]
     for a, c, (start, stop) in reads + spans:
         A, C = module[a], module[c]
         columns = Side(c, C, start, stop - start, columns=True)
@@ -332,10 +336,11 @@ def head_patterns(
                 patterns += blocks(side, columns, "rescale")
                 for other in sides[x + 1 :]:
                     patterns += _query_key(side, other) + side.bias_law() + other.bias_law()
+    moved = {a for a, _ in reached}
     for x, (a, A) in enumerate(linears):
         for b, B in linears[x + 1 :]:
             wide, narrow = max(A.out_features, B.out_features), min(A.out_features, B.out_features)
-            if _parent(a) != _parent(b) or not (flows[a][0] == flows[b][0] or _apart(a, b, reached)):
+            if _parent(a) != _parent(b) or not (flows[a][0] == flows[b][0] or _apart(a, b, reached, moved)):
                 continue
             if wide % narrow == 0:
                 first, second = Side(a, A, m=A.out_features), Side(b, B, m=B.out_features)
@@ -351,10 +356,10 @@ def _sharing(linears: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, i
     return {name for name, _ in linears if sum(flows[n][0] == flows[name][0] for n, _ in linears) > 1}
 
 
-def _apart(a: str, b: str, reached: dict[tuple[str, str], tuple[int, int] | None] | None) -> bool:
-    """Whether both layers were moved by :func:`reached_columns` and neither changed the other's input: a query and a
-    key that read different tensors (cross-attention), where an MLP's second layer reads what its first made."""
-    moved = {x for x, _ in reached or {}}
+def _apart(a: str, b: str, reached: dict[tuple[str, str], tuple[int, int] | None], moved: set[str]) -> bool:
+    """Whether both layers were ``moved`` by :func:`reached_columns` and neither changed the other's input
+    (``reached``): a query and a key that read different tensors (cross-attention), where an MLP's second layer reads
+    what its first made."""
     return {a, b} <= moved and (a, b) not in reached and (b, a) not in reached
 
 
@@ -373,11 +378,12 @@ def _parent(name: str) -> str:
 def reached_columns(
     model: nn.Module, x: torch.Tensor, layers: list[tuple[str, nn.Module]], flows: dict[str, tuple[int, int]]
 ) -> dict[tuple[str, str], tuple[int, int] | None]:
-    """For each ``Linear`` A that reads the same tensor as another ``Linear`` (q, k, v), or has two or more others in
-    its module (to_q, to_kv, to_out of a cross-attention), the columns ``(start, stop)`` of each ``Linear`` C that A's
-    output reaches, where they are one run (all of an output projection's, or a head's value concatenated with the
-    others before it, whatever order q, k and v are called in), else None: A's weight moved at random for one forward,
-    the columns of C's input that changed. ``(A, A)`` (no columns) says A was moved. Only proposes: the check decides.
+    """For each ``Linear`` A that reads the same tensor as another ``Linear`` (q, k, v), or has two to
+    ``MOST_SIBLINGS`` others in its module (to_q, to_kv, to_out of a cross-attention), the columns ``(start, stop)``
+    of each ``Linear`` C that A's output reaches, where they are one run (all of an output projection's, or a head's
+    value concatenated with the others before it, whatever order q, k and v are called in), else None: A's weight
+    moved at random for one forward, the columns of C's input that changed. ``(A, A)`` (no columns) says A was moved.
+    Only proposes: the check decides.
 
     Examples
     ========
@@ -395,7 +401,7 @@ def reached_columns(
     linears = [(n, m) for n, m in layers if type(m) is nn.Linear]
     sharing = _sharing(linears, flows)
     siblings = {n: sum(_parent(o) == _parent(n) for o, _ in linears) - 1 for n, _ in linears}
-    moved = [(n, m) for n, m in linears if n in sharing or siblings[n] >= 2]
+    moved = [(n, m) for n, m in linears if n in sharing or 2 <= siblings[n] <= MOST_SIBLINGS]
     if not moved:
         return {}
     at_rest = _inputs(model, x, linears)

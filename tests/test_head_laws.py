@@ -428,3 +428,13 @@ def test_a_query_and_a_key_that_read_different_tensors_are_paired_where_neither_
     check = check_laws(model, laws, (5, 8))
     entries = sum(law(dict(model.named_parameters())).numel() for law in laws.values())
     assert check.max_residual < 1e-9 and check.independent == entries == 48
+
+
+def test_a_deep_mlp_in_one_module_keeps_its_units_and_pairs_no_two_layers() -> None:
+    """Sixty ReLU layers in one ``nn.Sequential``: where the signal vanishes, moving a layer seems not to reach the
+    later ones, so their layers must not be paired as a query and a key (the first layer's bias then passed the check,
+    its gradients vanishing too); only the units, 32 a layer, are kept."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(60) for m in (nn.Linear(32, 32), nn.ReLU())], nn.Linear(32, 4))
+    laws, outcome = rescaling_laws(model, (32,))
+    assert outcome.startswith("1920 laws of rescaled units checked;") and all(key.startswith("for i") for key in laws)
