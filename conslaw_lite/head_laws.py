@@ -330,12 +330,12 @@ def head_patterns(
         for sides in _layouts(a, A, stop - start, a in shared or flows[c][0] == flows[a][1], a in fusable):
             if sides[0].step:  # q, k, v interleaved, in this order: one Q/K, one V/O, one key bias
                 q, k, v = sides
-                patterns += blocks(v, columns, "rescale") + _query_key(q, k) + k.bias_law()
+                patterns += blocks(v, columns, "rescale") + query_key(q, k) + k.bias_law()
                 continue
             for x, side in enumerate(sides):
                 patterns += blocks(side, columns, "rescale")
                 for other in sides[x + 1 :]:
-                    patterns += _query_key(side, other) + side.bias_law() + other.bias_law()
+                    patterns += query_key(side, other) + side.bias_law() + other.bias_law()
     moved = {a for a, _ in reached}
     for x, (a, A) in enumerate(linears):
         for b, B in linears[x + 1 :]:
@@ -344,7 +344,7 @@ def head_patterns(
                 continue
             if wide % narrow == 0:
                 first, second = Side(a, A, m=A.out_features), Side(b, B, m=B.out_features)
-                patterns += _query_key(first, second) + first.bias_law() + second.bias_law()
+                patterns += query_key(first, second) + first.bias_law() + second.bias_law()
             if a in fusable:  # and b: each other's only sibling
                 patterns += _segments((a, A), (b, B)) + _segments((b, B), (a, A))
     unique = {(p.family, p.size, p.key): p for p in patterns}
@@ -484,11 +484,20 @@ def _segments(whole: tuple[str, nn.Linear], fused: tuple[str, nn.Linear]) -> lis
             continue
         for offset in range(0, F.out_features, m):
             segment = Side(f, F, offset, m)
-            patterns += _query_key(Side(o, O, m=O.out_features), segment) + segment.bias_law()
+            patterns += query_key(Side(o, O, m=O.out_features), segment) + segment.bias_law()
     return patterns
 
 
-def _query_key(first: Side, second: Side) -> list[Pattern]:
+def query_key(first: Side, second: Side) -> list[Pattern]:
+    """The Q/K patterns of two sides (:class:`Side`, or any side with its methods): their blocks at every width, and
+    the rotary pairs that remain of them under a rotary embedding.
+
+    Examples
+    ========
+    >>> q, k = Side("q", nn.Linear(4, 2, bias=False), m=2), Side("k", nn.Linear(4, 2, bias=False), m=2)
+    >>> sorted({p.family[0] for p in query_key(q, k)})
+    ['qk', 'rope']
+    """
     return blocks(first, second, "qk") + rotary_pairs(first, second)
 
 

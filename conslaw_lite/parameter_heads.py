@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from conslaw_lite.head_laws import Pattern, blocks, rotary_pairs
+from conslaw_lite.head_laws import Pattern, query_key
 from conslaw_lite.laws import Params
 
 
@@ -178,7 +178,7 @@ def _against_each_other(weights: dict[str, tuple[int, ...]], own: dict[str, tupl
     for x, first in enumerate(sides):
         for second in sides[x + 1 :]:
             if first.name != second.name and _comparable(first, second):
-                patterns += blocks(first, second, "qk") + rotary_pairs(first, second)
+                patterns += query_key(first, second)
     return patterns
 
 
