@@ -16,8 +16,9 @@ the model is cut into *parts* (:mod:`conslaw_lite.model_parts`), and each part i
 * a part over ``SEARCH_MAX_PARAMS`` = 3,072 parameters (a monitor starts before training: ``find_laws``
   takes about a minute there) gets the laws of its rescaled units instead (:mod:`conslaw_lite.rescaling_laws`:
   ``‖P_i‖² − ‖C_{:, i}‖²`` for each two layers its forward calls one after the other, each kept only where its
-  check passes, and the k × k laws of the heads of an attention written with ``nn.Linear`` layers
-  (:mod:`conslaw_lite.head_laws`); in about a second, whatever D: a LeNet, an MNIST MLP of 109,386 parameters), not
+  check passes, the k × k laws of the heads of an attention written with ``nn.Linear`` layers
+  (:mod:`conslaw_lite.head_laws`), and the linear laws of a shift that a softmax or a norm ignores
+  (:mod:`conslaw_lite.shift_laws`); in about a second, whatever D: a LeNet, an MNIST MLP of 109,386 parameters), not
   counted, so the outcome says other laws may exist. Where none passes, or ``find_laws`` refuses the part, it is
   searched again in pieces: an ``nn.Sequential`` in windows from one layer with parameters to the next (the laws
   across each hidden layer), any other module child by child.
@@ -66,7 +67,7 @@ from torch.func import vjp
 
 from conslaw_lite.config import evaluating, model_device
 from conslaw_lite.counting import RESIDUAL_TOL
-from conslaw_lite.counting.check import LawGradients
+from conslaw_lite.counting.check import LawGradients, law_reads
 from conslaw_lite.counting.embedding_rows import EMBEDDINGS
 from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.module_checks import is_batch_norm
@@ -555,7 +556,9 @@ def _model_residuals(model: nn.Module, parts: list[Part], x: torch.Tensor, seed:
         values = problem.unflatten(theta)
         for part in parts:
             P = columns[part.path]
-            grad_h = LawGradients(_entries(part.laws, values, names[part.path]), theta[P], whole=False, gen=gen)
+            read, sizes = names[part.path], [values[n].numel() for n in names[part.path]]
+            h = _entries(part.laws, values, read)
+            grad_h = LawGradients(h, theta[P], False, gen, sizes=sizes, reads=law_reads(part.laws, values, read))
             worst[part.path] = max(worst[part.path], float(grad_h.cosines(g[:, P])[0].max()))
     return worst
 

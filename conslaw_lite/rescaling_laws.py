@@ -8,6 +8,9 @@ output unchanged. That one-parameter symmetry gives the law
 
     h_i(θ) = ‖P_i‖² − ‖C_{:, i}‖²        (the sums of squares of every entry of unit i in P and in C).
 
+A layer whose outputs the model reads only through a softmax or a LayerNorm over them also has the linear laws of a
+shift common to all its units (:mod:`conslaw_lite.shift_laws`); they are proposed and checked here too.
+
 :func:`~conslaw_lite.find_laws.find_laws` finds these (and every other quadratic law) and certifies the list
 against the count, up to ``MAX_PARAMS`` = 8,192 parameters; past a monitor's ``SEARCH_MAX_PARAMS`` its search
 would take longer than a monitor waits before training. Here, whatever D, each pair of consecutive layers in the
@@ -51,6 +54,7 @@ from conslaw_lite.head_laws import (
 from conslaw_lite.laws import Law, Params
 from conslaw_lite.parameter_heads import parameter_head_patterns
 from conslaw_lite.shared_squares import squared
+from conslaw_lite.shift_laws import shift_patterns
 from conslaw_lite.user_inputs import example_inputs
 
 CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -254,8 +258,6 @@ proposed pattern failed its check (a unit or block the layers between do not kee
     reached = reached_columns(model, x, trained, flows)
     proposed = unit_patterns(layers, shapes, flows) + head_patterns(trained, flows, reached)
     proposed += parameter_head_patterns(trained)
-    if not proposed:
-        return {}, "no two layers in a row whose units could be rescaled"
     coupled = training_batch_norms(model)
     with evaluating(model):
         for norm in coupled:
@@ -264,9 +266,16 @@ proposed pattern failed its check (a unit or block the layers between do not kee
         for norm in training_batch_norms(problem.module):  # the float64 copy: no running statistics to update
             norm.track_running_stats = False
         probe = x[:1].double() if x.is_floating_point() else x[:1]  # the problem computes in float64
-        one = 0 if coupled else checked_outputs(problem, problem.flatten(dict(model.named_parameters())), probe).numel()
+        theta = problem.flatten(dict(model.named_parameters()))
+        one = 0 if coupled else checked_outputs(problem, theta, probe).numel()
         samples = COUPLED_SAMPLES if coupled else min(8, max(2, math.ceil(CHECK_ROWS / max(one, 1))))
         given = None if inputs is None else inputs[:samples]
+        units = [
+            (name, kept) for name, module in trained if (kept := [u for u in producer(name, module) if u[0] in shapes])
+        ]
+        proposed += shift_patterns(problem, theta, x[:samples] if coupled else probe, units)
+        if not proposed:
+            return {}, "no two layers in a row whose units could be rescaled, no layer whose outputs' shift is ignored"
 
         def passing(laws: dict[str, Law], rows: int) -> set[str]:
             residuals, _ = law_residuals(
@@ -288,10 +297,13 @@ def _outcome(model: nn.Module, proposed: list[Pattern], kept: list[Pattern], cou
     with torch.no_grad():
         p = dict(model.named_parameters())
         units = sum(q.law(p).numel() for q in kept if q.size == 1)
-        blocks = sum(q.law(p).numel() for q in kept if q.size != 1)
+        shifts = sum(q.law(p).numel() for q in kept if q.family[0] == "shift")
+        blocks = sum(q.law(p).numel() for q in kept if q.size != 1 and q.family[0] != "shift")
     outcome = f"{units} laws of rescaled units"
     if blocks:
         outcome += f" and {blocks} of blocks of units (an attention's heads: k × k laws, key biases)"
+    if shifts:
+        outcome += f" and {shifts} linear laws of shifts a softmax or a norm ignores"
     outcome += " checked"
     if coupled:
         outcome += f" on batches of {COUPLED_SAMPLES} (its BatchNorms train with batch statistics)"

@@ -13,6 +13,7 @@ from torch.func import jvp
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.counting import GAP, check_laws, count_laws, lie_rank
+from conslaw_lite.counting.check import RESIDUAL_TOL
 from conslaw_lite.counting.covering import covering_patterns
 from conslaw_lite.counting.exact_ops import exact_derivatives
 from conslaw_lite.counting.strata import forced_patterns
@@ -147,6 +148,35 @@ def test_check_accepts_toy_law_and_rejects_a_non_law() -> None:
     bad = check_laws(toy, {"a²+b²": lambda p: p["a"] ** 2 + p["b"] ** 2}, (1,))
     assert not bad.complete
     assert bad.residuals["a²+b²"] > 0.1
+
+
+class Faint(nn.Module):
+    """A linear net 3-3-3 whose hidden layer is scaled by ``faint``, beside a skip ``Linear``: at 10⁻¹⁰ its
+    gradients are 10⁻¹⁰ of the skip's."""
+
+    def __init__(self, faint: float) -> None:
+        super().__init__()
+        self.faint = faint
+        self.first, self.second, self.skip = (nn.Linear(3, 3, bias=False) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(self.faint * self.first(x)) + self.skip(x)
+
+
+@pytest.mark.parametrize("faint", [1.0, 1e-10])
+def test_a_wrong_law_on_layers_whose_gradients_vanish_fails_the_check(faint: float) -> None:
+    model = Faint(faint)
+    count = count_laws(model, (3,))
+
+    def gram(p: dict[str, torch.Tensor]) -> torch.Tensor:
+        W1, W2 = p["first.weight"], p["second.weight"]
+        return W1 @ W1.T - W2.T @ W2
+
+    right = check_laws(model, {"W₁W₁ᵀ − W₂ᵀW₂": gram}, (3,), count=count)
+    assert right.complete and right.independent == count.num_laws == 6
+    wrong = check_laws(model, {"‖W₁‖²": lambda p: p["first.weight"].square().sum()}, (3,), count=count)
+    # its cosine with ∇f over all of θ is 10⁻¹¹ at faint = 10⁻¹⁰: below RESIDUAL_TOL, it would pass
+    assert wrong.max_residual > 100 * RESIDUAL_TOL
 
 
 def test_check_matrix_law_counts_independent_entries() -> None:
@@ -464,8 +494,10 @@ def test_a_kink_of_the_weights_inside_a_torch_function_is_no_count(eps: float) -
     linear, rows above are scale-invariant. Near a θ whose rows are all longer than ε, each row's ‖w‖² is a law."""
     normalized = lambda p, x: x @ F.normalize(p["W"], dim=1, eps=eps).T @ p["V"].T  # noqa: E731
     gen = torch.Generator().manual_seed(0)
-    params = {"W": torch.randn(4, 3, generator=gen, dtype=torch.float64), "V": torch.randn(2, 4, generator=gen,
-                                                                                          dtype=torch.float64)}
+    params = {
+        "W": torch.randn(4, 3, generator=gen, dtype=torch.float64),
+        "V": torch.randn(2, 4, generator=gen, dtype=torch.float64),
+    }
     assert bool((params["W"].norm(dim=1) > 0.5).all())
     for seed in range(3):
         count = count_laws(normalized, (3,), params=params, seed=seed)

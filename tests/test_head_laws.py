@@ -203,7 +203,7 @@ def test_a_monitor_watches_the_heads_of_a_tiny_nanogpt_and_their_drift_falls_as_
     monitor = Monitor(TinyGPT().double(), inputs=ids)
     (part,) = monitor.own.parts
     assert " and 320 of blocks of units (an attention's heads" in part.outcome
-    heads = {key: law for key, law in part.laws.items() if "attn" in key and "ln_1" not in key}
+    heads = {key: law for key, law in part.laws.items() if "attn" in key and "ln_1" not in key and "Σ_e" not in key}
     assert len(heads) == 6
     report = measure(model_setup(TinyGPT, inputs=ids, samples=16), [1e-5, 2e-5], steps=3, laws=heads)
     assert abs(report.slope_lr - 2) < 0.05 and all(p.identity_error < 1e-12 for p in report.points)

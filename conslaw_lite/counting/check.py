@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -17,7 +18,11 @@ from conslaw_lite.laws import Law, Params
 from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.time_limit import check_time
 
-RESIDUAL_TOL = 1e-9  # a law's relative residual |⟨∇h, ∇f_i⟩| / (‖∇h‖‖∇f_i‖) at round-off
+RESIDUAL_TOL = 1e-9  # a law's relative residual |⟨∇h, ∇f_i⟩| / (‖∇h‖‖∇f_i|_h‖) at round-off
+SUPPORT_FLOOR = 1e-4  # ‖∇f_i|_h‖ taken as at least this much of ‖∇f_i‖: where the gradients of the tensors h reads
+# vanish (an attention's key bias, which the softmax ignores), they are round-off of the rest's, 3.5·10⁻¹⁷ of ‖∇f_i‖
+# for a key bias, so the cosine of a law there stays 10⁻¹² or less; a wrong law passes only where its tensors get less
+# than 10⁻¹³ of ‖∇f_i‖, against 10⁻⁹ with ‖∇f_i‖ itself
 WHOLE_ENTRIES = 2**25  # law entries × D up to which ∇h is held whole (256 MiB of float64)
 NORM_PROBES = 16  # Gaussian directions that estimate ‖∇h‖ where ∇h is not held (LawGradients): each is a jvp of h
 # over all of θ (64 took 57 of the 84 s of a timm resnet10t's monitor, D = 4.9 M)
@@ -71,6 +76,10 @@ class LawEntries:
     def __call__(self, theta: torch.Tensor) -> torch.Tensor:
         return torch.cat([self._entries(name, law, theta) for name, law in self.laws.items()])
 
+    def reads(self, theta: torch.Tensor) -> torch.Tensor:
+        """``(L, T)``: :func:`law_reads` of θ's tensors (T: the model's parameters, in its order)."""
+        return law_reads(self.laws, self.problem.unflatten(theta), list(self.problem.shapes))
+
     def jacobian(self, theta: torch.Tensor) -> torch.Tensor:
         """∇h (L, D), one law at a time."""
         return torch.cat(
@@ -79,6 +88,29 @@ class LawEntries:
                 for name, law in self.laws.items()
             ]
         )
+
+
+def law_reads(laws: Mapping[str, Law], params: Mapping[str, torch.Tensor], names: list[str]) -> torch.Tensor:
+    """``(L, T)``: 1 where law entry l reads tensor ``names[t]`` of ``params``, else 0; each entry reads what its law
+    does, which one backward pass of the law alone finds (the tensors that get a gradient), whatever the size of θ.
+
+    Examples
+    ========
+    >>> laws = {"a² − b²": lambda p: p["a"] ** 2 - p["b"] ** 2, "c": lambda p: p["c"]}
+    >>> params = {n: torch.ones(2, dtype=torch.float64) for n in "abc"}
+    >>> law_reads(laws, params, ["a", "b", "c"]).tolist()  # two entries a law
+    [[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]
+    """
+    leaves = {name: t.detach().requires_grad_() for name, t in params.items()}
+    read = [leaves[name] for name in names]
+    rows = []
+    with torch.enable_grad():
+        for law in laws.values():
+            out = torch.as_tensor(law(leaves)).reshape(-1)
+            grads = torch.autograd.grad(out.sum(), read, allow_unused=True) if out.requires_grad else [None] * len(read)
+            row = torch.tensor([g is not None for g in grads], dtype=torch.float64)
+            rows.append(row.expand(out.numel(), -1))
+    return torch.cat(rows) if rows else torch.zeros(0, len(names), dtype=torch.float64)
 
 
 def _frozen(err: Exception, problem: Problem) -> str:
@@ -96,23 +128,48 @@ def _law_sizes(laws: Mapping[str, Law], problem: Problem, theta: torch.Tensor):
     return [torch.as_tensor(law(p)).numel() for law in laws.values()]
 
 
-def cosine_residuals(grad_h: torch.Tensor, grad_f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per law entry (rows of ``grad_h``), ``max_i |⟨∇h, ∇f_i⟩| / (‖∇h‖ ‖∇f_i‖)`` over the rows of ``grad_f``, and
+def cosine_residuals(
+    grad_h: torch.Tensor, grad_f: torch.Tensor, sizes: list[int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per law entry h (rows of ``grad_h``), ``max_i |⟨∇h, ∇f_i⟩| / (‖∇h‖ ‖∇f_i|_h‖)`` over the rows of ``grad_f``, and
     which entries vary (``‖∇h‖ > CUT · max``: a constant entry carries no law, its residual is 0).
+
+    ``∇f_i|_h`` is ∇f_i on the tensors h reads (θ cut in tensors of ``sizes``; default one), at least
+    ``SUPPORT_FLOOR ‖∇f_i‖``: the scale of the round-off of ``⟨∇h, ∇f_i⟩``. Against ‖∇f_i‖ itself, a wrong law on
+    layers whose gradients vanish (the first of a deep MLP's) would pass, its cosine as small as they are.
 
     Examples
     ========
-    >>> grad_h = torch.tensor([[1.0, -1.0], [0.0, 0.0]])  # h₁ = a − b; h₂ constant
-    >>> cosine_residuals(grad_h, torch.tensor([[1.0, 1.0], [2.0, 0.0]]))[0].tolist()
+    >>> grad_h = torch.tensor([[1.0, -1.0, 0.0], [0.0, 0.0, 0.0]])  # h₁ = a − b; h₂ constant
+    >>> grad_f = torch.tensor([[1.0, 1.0, 0.0], [2.0, 0.0, 0.0]])
+    >>> cosine_residuals(grad_h, grad_f)[0].tolist()
     [0.7071067690849304, 0.0]
+    >>> vanishing = torch.tensor([[1e-3, 0.0, 1.0]])  # ∇f on a 1000 times below ∇f on c
+    >>> round(cosine_residuals(grad_h, vanishing, sizes=[2, 1])[0][0].item(), 6)  # (a, b) and c: a − b's cosine, 1/√2
+    0.707107
+    >>> round(cosine_residuals(grad_h, vanishing)[0][0].item(), 6)  # θ one tensor: as small as ∇f on (a, b)
+    0.000707
     """
-    return _cosines(grad_h @ grad_f.T, grad_h.norm(dim=1), grad_f.norm(dim=1))
+    sizes = [grad_h.shape[1]] if sizes is None else sizes
+    return _cosines(grad_h @ grad_f.T, grad_h.norm(dim=1), _norms_on_reads(_reads(grad_h, sizes), grad_f, sizes))
+
+
+def _reads(grad_h: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    """``(L, T)``: 1 where entry l's gradient is nonzero on tensor t (θ cut in tensors of ``sizes``), else 0."""
+    return torch.stack([part.ne(0).any(dim=1) for part in grad_h.split(sizes, dim=1)], dim=1).to(grad_h.dtype)
+
+
+def _norms_on_reads(reads: torch.Tensor, rows: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    """``(L, rows)``: ``‖g_i|_l‖``, row i's norm on the tensors entry l reads, at least ``SUPPORT_FLOOR ‖g_i‖``."""
+    per_tensor = torch.stack([torch.linalg.vector_norm(part, dim=1) for part in rows.split(sizes, dim=1)], 1).square()
+    return torch.maximum((reads @ per_tensor.T).sqrt(), SUPPORT_FLOOR * per_tensor.sum(dim=1).sqrt())
 
 
 def _cosines(inner: torch.Tensor, norms_h: torch.Tensor, norms_f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`cosine_residuals` from the products ``⟨∇h, ∇f_i⟩`` (L, rows) and the norms of both."""
+    """:func:`cosine_residuals` from the products ``⟨∇h, ∇f_i⟩`` (L, rows), the norms of ∇h (L) and those of ∇f_i on
+    what each entry reads (L, rows)."""
     varying = norms_h > CUT * norms_h.max().clamp_min(torch.finfo(torch.float64).tiny)  # constants carry no law
-    cosines = inner.abs() / (norms_h[:, None] * norms_f[None, :]).clamp_min(1e-300)
+    cosines = inner.abs() / (norms_h[:, None] * norms_f).clamp_min(1e-300)
     return torch.where(varying, cosines.max(dim=1).values, torch.zeros_like(norms_h)), varying
 
 
@@ -122,7 +179,9 @@ class LawGradients:
     ``NORM_PROBES`` Gaussian directions z, ``‖∇h‖² ≈ mean ⟨∇h, z⟩²`` (a χ² of 16 degrees over 16: the norm within a
     factor 3 either way but with probability below 10⁻⁵ per entry, which moves a cosine that much, never a law's from
     round-off, 10⁻¹⁵, to the tolerance). A screen of the 2,048 rescaled units of an MLP 784-1024-1024-10
-    (D = 1,863,690) would otherwise hold 30 GB of ∇h, or take 2,048 pullbacks of length D.
+    (D = 1,863,690) would otherwise hold 30 GB of ∇h, or take 2,048 pullbacks of length D. Which of θ's tensors
+    each entry reads (:attr:`reads`, for the norms of :func:`cosine_residuals`) is read off ∇h where it is held, and
+    is what its law reads (:func:`law_reads`) where not.
 
     Examples
     ========
@@ -136,6 +195,8 @@ class LawGradients:
     >>> first = torch.eye(3, dtype=torch.float64)[:1]  # the direction of θ₀
     >>> bool(((1 / 3 < ratio) & (ratio < 3)).all()), never.inner(first).flatten().tolist()
     (True, [2.0, 0.0])
+    >>> LawGradients(h, theta, sizes=[2, 1]).reads.tolist()  # θ as (a, b) and c: h₁ reads (a, b), h₂ reads c
+    [[1.0, 0.0], [0.0, 1.0]]
     """
 
     def __init__(
@@ -145,13 +206,26 @@ class LawGradients:
         whole: bool = True,
         gen: torch.Generator | None = None,
         whole_entries: int | None = None,
+        sizes: list[int] | None = None,
+        reads: torch.Tensor | None = None,
     ) -> None:
+        """``sizes``: θ's tensors, on those of which each entry reads its cosine's ‖∇f_i‖ is taken (default: θ one
+        tensor); ``reads``: which (:func:`law_reads`), where ∇h is not held (default: a :class:`LawEntries`' own,
+        else every tensor)."""
         self.h, self.theta = h, theta
+        self.sizes = [theta.numel()] if sizes is None else sizes
         most = WHOLE_ENTRIES if whole_entries is None else whole_entries
         held = whole or h(theta).numel() * theta.numel() <= most
         jacobian = h.jacobian if isinstance(h, LawEntries) else jacrev(h)
         self.whole = jacobian(theta) if held else None
         self.norms = self.whole.norm(dim=1) if held else self._estimated_norms(gen)
+        if held:
+            self.reads = _reads(self.whole, self.sizes)
+        elif reads is None and isinstance(h, LawEntries):
+            self.reads = h.reads(theta)
+        else:
+            self.reads = torch.ones(len(self.norms), len(self.sizes), dtype=theta.dtype) if reads is None else reads
+        self.reads = self.reads.to(theta.device)
 
     def _estimated_norms(self, gen: torch.Generator | None) -> torch.Tensor:
         z = torch.randn(NORM_PROBES, self.theta.numel(), generator=gen, dtype=self.theta.dtype).to(self.theta.device)
@@ -168,7 +242,7 @@ class LawGradients:
 
     def cosines(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """:func:`cosine_residuals` of these ∇h and ``rows``."""
-        return _cosines(self.inner(rows), self.norms, rows.norm(dim=1))
+        return _cosines(self.inner(rows), self.norms, _norms_on_reads(self.reads, rows, self.sizes))
 
 
 def _at_once(theta: torch.Tensor, saved: int = 0) -> int:
@@ -275,6 +349,7 @@ def law_residuals(
     (True, 1)
     """
     h = LawEntries(laws, problem)
+    sizes = [math.prod(shape) for shape in problem.shapes.values()]
     residuals = dict.fromkeys(laws, 0.0)
     independent = 0
     for point in range(NUM_POINTS if laws else 0):  # no laws (e.g. a GELU FFN): nothing to check, 0 independent
@@ -284,7 +359,7 @@ def law_residuals(
         # pieces that only other scales reach (a cap) are taken from random θ' of many decades, as the count does
         x = sample_inputs(input_shape, inputs, num_samples, gen, spread=False)
         checked_outputs(problem, theta, x)
-        grad_h = LawGradients(h, theta, whole=rank, gen=gen)
+        grad_h = LawGradients(h, theta, whole=rank, gen=gen, sizes=sizes)
         per_entry = torch.zeros_like(grad_h.norms)
         f = outputs_over_pieces(problem, theta, x, gen, num_samples) if pieces else problem.outputs(x)
         for grad_f in gradient_rows(f, theta, max_rows, gen):
