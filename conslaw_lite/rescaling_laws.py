@@ -153,23 +153,24 @@ def _called(model: nn.Module, x: torch.Tensor) -> tuple[list[tuple[str, nn.Modul
     return [(n, modules[n]) for n in dict.fromkeys(order) if order.count(n) == 1], flows
 
 
-def _unit_sums(name: str, axis: int, ndim: int, n: int) -> Callable[[Params], torch.Tensor]:
+def _unit_sums(name: str, axis: int, ndim: int, n: int, part: slice = slice(None)) -> Callable[[Params], torch.Tensor]:
     """``p ↦ (‖t_0‖², …, ‖t_{n−1}‖²)``: the squares of tensor ``name`` summed per unit, the units along ``axis`` (in
-    blocks of equal size when the axis is longer than n), over any leading axes a stack of θ adds."""
+    blocks of equal size when the axis is longer than n; ``part``: the entries along it that hold them), over any
+    leading axes a stack of θ adds."""
 
     def sums(p: Params) -> torch.Tensor:
         t = squared(p[name])
         lead = t.dim() - ndim
-        t = t.movedim(lead + axis, lead)
+        t = t.movedim(lead + axis, lead)[(slice(None),) * lead + (part,)]
         return t.reshape(*t.shape[:lead], n, -1).sum(-1)
 
     return sums
 
 
-def _term(name: str, axis: int, ndim: int, n: int, m: int) -> str:
+def _term(name: str, axis: int, ndim: int, n: int, m: int, index: str = "i") -> str:
     if ndim == 1:
-        return f"{name}[i]²"
-    index = "i" if m == 1 else f"{m}i:{m}i+{m}"
+        return f"{name}[{index}]²"
+    index = index if m == 1 else f"{m}i:{m}i+{m}"
     slices = [":"] * ndim
     slices[axis] = index
     return f"‖{name}[{', '.join(slices)}]‖²"
@@ -204,28 +205,49 @@ def unit_patterns(
         for made in layers:
             readers = [layer for layer in layers if flows[layer[0]][0] == flows[made[0]][1]]
             groups += [(made, readers)] if len(readers) > 1 else []
-    return [pattern for made, readers in groups if (pattern := _units_against(made, readers, shapes)) is not None]
+    return [pattern for made, readers in groups for pattern in _units_against(made, readers, shapes)]
 
 
 def _units_against(
     made: tuple[str, nn.Module], readers: list[tuple[str, nn.Module]], shapes: dict[str, torch.Size]
-) -> Pattern | None:
-    """The pattern ``‖P_i‖² − Σ_C ‖C_{:, i}‖²`` of a producer against the layers that read it; ``None`` where one of
-    them is no consumer or reads no whole number of entries per unit."""
+) -> list[Pattern]:
+    """The pattern ``‖P_i‖² − Σ_C ‖C_{:, i}‖²`` of a producer against the layers that read it; none where one of
+    them is no consumer or reads no whole number of entries per unit. A producer of twice the units its one reader
+    reads (a GLU's gate and linear branch fused, ``gate_up``, interleaved row by row) gets the pattern of the even and
+    of the odd rows: the linear branch's passes. (Cut in halves, they are a fused projection's segments, which
+    :mod:`conslaw_lite.head_laws` proposes.)"""
     p_name, p_module = made
     units, reads = producer(p_name, p_module), [consumer(c_name, c_module) for c_name, c_module in readers]
     if not units or not all(t in shapes for t, _ in units) or any(r is None or r[0][0] not in shapes for r in reads):
-        return None
+        return []
     n = shapes[units[0][0]][units[0][1]]
+    if len(reads) == 1 and reads[0][1] * 2 == n and shapes[reads[0][0][0]][reads[0][0][1]] == n // 2:
+        parts = [(slice(0, None, 2), "2i"), (slice(1, None, 2), "2i+1")]  # the reader's unit i: P's unit 2i or 2i + 1
+        return [_pattern(p_name, units, readers, reads, shapes, n // 2, part, index) for part, index in parts]
     if any(inputs % n or shapes[weight][axis] % n for (weight, axis), inputs in reads):
-        return None
-    kept = [_unit_sums(t, axis, len(shapes[t]), n) for t, axis in units]
+        return []
+    return [_pattern(p_name, units, readers, reads, shapes, n)]
+
+
+def _pattern(
+    p_name: str,
+    units: list[Unit],
+    readers: list[tuple[str, nn.Module]],
+    reads: list[tuple[Unit, int]],
+    shapes: dict[str, torch.Size],
+    n: int,
+    part: slice = slice(None),
+    index: str = "i",
+) -> Pattern:
+    """``‖P_i‖² − Σ_C ‖C_{:, i}‖²`` for the n units P holds in ``part`` of its unit axis (named ``index`` in i)."""
+    kept = [_unit_sums(t, axis, len(shapes[t]), n, part) for t, axis in units]
     read = [_unit_sums(weight, axis, len(shapes[weight]), n) for (weight, axis), _ in reads]
-    terms = " + ".join(_term(t, axis, len(shapes[t]), n, 1) for t, axis in units)
+    terms = " + ".join(_term(t, axis, len(shapes[t]), n, 1, index) for t, axis in units)
     # entries along the axis per unit: m per channel flattened, or depthwise
     taken = " − ".join(_term(w, axis, len(shapes[w]), n, shapes[w][axis] // n) for (w, axis), _ in reads)
     law = lambda p, kept=kept, read=read: sum(part(p) for part in kept) - sum(part(p) for part in read)  # noqa: E731
-    family = ("rescale", p_name, 0, "+".join(name for name, _ in readers), 0)
+    # the family of head_laws' blocks of the same rows against the same columns (whose widest passing block is kept)
+    family = ("rescale", p_name, 0 if part == slice(None) else index, "+".join(name for name, _ in readers), 0)
     return Pattern(family, 1, f"for i in 0..{n - 1}: {terms} − {taken}", law)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from conslaw_lite import Monitor, check_laws
@@ -233,3 +234,36 @@ def test_a_depthwise_convolution_reads_each_channel_through_its_own_filters() ->
     ]
     check = check_laws(block, laws, (2, 5, 5))
     assert check.max_residual < 1e-9 and check.independent == 12
+
+
+class FusedGLU(nn.Module):
+    """A SwiGLU whose gate and linear branch are one ``Linear`` (Phi-3's ``gate_up_proj``), cut in halves or
+    interleaved row by row."""
+
+    def __init__(self, d: int, hidden: int, interleaved: bool) -> None:
+        super().__init__()
+        self.interleaved = interleaved
+        self.gate_up, self.down = nn.Linear(d, 2 * hidden), nn.Linear(hidden, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        both = self.gate_up(x)
+        gate, up = both.unflatten(-1, (-1, 2)).unbind(-1) if self.interleaved else both.chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
+
+
+@pytest.mark.parametrize(
+    ("interleaved", "key"),
+    [
+        (False, "for h in 0..4: gate_up.weight[5+h, :] gate_up.weight[5+h, :]ᵀ + gate_up.bias[5+h] "
+         "gate_up.bias[5+h]ᵀ − down.weight[:, h]ᵀ down.weight[:, h]"),  # a segment of a fused projection (head_laws)
+        (True, "for i in 0..4: ‖gate_up.weight[2i+1, :]‖² + gate_up.bias[2i+1]² − ‖down.weight[:, i]‖²"),
+    ],
+)  # fmt: skip
+def test_a_glu_whose_gate_and_linear_branch_are_one_linear_gets_the_laws_of_its_units(interleaved, key: str) -> None:
+    torch.manual_seed(0)
+    model = FusedGLU(4, 5, interleaved).double()
+    laws, outcome = rescaling_laws(model, (4,))
+    assert list(laws) == [key]
+    assert outcome.startswith("5 laws of rescaled units checked")  # the gate's half fails, and the other layout
+    check = check_laws(model, laws, (4,))
+    assert check.complete and check.independent == check.num_laws == 5
