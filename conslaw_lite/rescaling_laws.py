@@ -88,6 +88,28 @@ def producer(name: str, module: nn.Module) -> list[Unit]:
     return []
 
 
+def shift_units(name: str, module: nn.Module, shapes: dict[str, torch.Size]) -> list[list[Unit]]:
+    """The units of ``module`` whose common shift :mod:`conslaw_lite.shift_laws` proposes: its :func:`producer`'s, or,
+    in a module of one's own, each of its matrices along either axis (``x @ W`` or ``W @ x``) and each of its vectors
+    alone; trainable ones only.
+
+    Examples
+    ========
+    >>> shapes = {"r.weight": torch.Size([3, 4]), "m.W": torch.Size([4, 3]), "m.b": torch.Size([3])}
+    >>> shift_units("r", nn.Linear(4, 3, bias=False), shapes)
+    [[('r.weight', 0)]]
+    >>> own = nn.Module()
+    >>> own.W, own.b = nn.Parameter(torch.ones(4, 3)), nn.Parameter(torch.ones(3))
+    >>> shift_units("m", own, shapes)
+    [[('m.W', 0)], [('m.W', 1)], [('m.b', 0)]]
+    """
+    units = [u for u in producer(name, module) if u[0] in shapes]
+    if units or producer(name, module):
+        return [units] if units else []
+    own = [f"{name}.{t}" if name else t for t, _ in module.named_parameters(recurse=False)]
+    return [[(t, axis)] for t in own if t in shapes and len(shapes[t]) <= 2 for axis in range(len(shapes[t]))]
+
+
 def _elementwise(own: dict[str, torch.Tensor]) -> bool:
     """Whether a layer's own parameters are a gain and maybe a shift, one entry per feature (a norm's affine map,
     of torch or of one's own: the check decides whether its units rescale)."""
@@ -292,9 +314,7 @@ proposed pattern failed its check (a unit or block the layers between do not kee
         one = 0 if coupled else checked_outputs(problem, theta, probe).numel()
         samples = COUPLED_SAMPLES if coupled else min(8, max(2, math.ceil(CHECK_ROWS / max(one, 1))))
         given = None if inputs is None else inputs[:samples]
-        units = [
-            (name, kept) for name, module in trained if (kept := [u for u in producer(name, module) if u[0] in shapes])
-        ]
+        units = [(name, kept) for name, module in trained for kept in shift_units(name, module, shapes)]
         proposed += shift_patterns(problem, theta, x[:samples] if coupled else probe, units)
         if not proposed:
             return {}, "no two layers in a row whose units could be rescaled, no layer whose outputs' shift is ignored"
@@ -309,8 +329,15 @@ proposed pattern failed its check (a unit or block the layers between do not kee
         screened = {p.key: p.law for p in chosen if p.corners is not None}  # blocks of units: chosen by their corners
         passed = passing({p.key: p.law for p in chosen if p.corners is None}, CHECK_ROWS)
         passed |= passing(screened, BLOCK_ROWS) if screened else set()
-    kept = widest([p for p in chosen if p.key in passed])
+    kept = _without_biases_twice(widest([p for p in chosen if p.key in passed]))
     return {p.key: p.law for p in kept}, _outcome(model, proposed, kept, bool(coupled))
+
+
+def _without_biases_twice(kept: list[Pattern]) -> list[Pattern]:
+    """``kept`` but the shift of a vector whose every entry is a kept law (a key bias held in a parameter of its
+    own: the sum of its entries would be watched twice)."""
+    laws = {p.family[1] for p in kept if p.family[0] == "bias"}
+    return [p for p in kept if not (p.family[0] == "shift" and all(t in laws for t, _ in p.family[2:]))]
 
 
 def _outcome(model: nn.Module, proposed: list[Pattern], kept: list[Pattern], coupled: bool) -> str:

@@ -87,7 +87,7 @@ def shift_patterns(
             if _ignored(moved(shift), lambda anywhere=anywhere: moved(anywhere), floor):
                 key = " and ".join(_term(t, axis, len(problem.shapes[t])) for t, axis in units)
                 law = shift_law(units, problem.shapes)
-                patterns.append(Pattern(("shift", name), 0, key, law, corners=law))
+                patterns.append(Pattern(("shift", name, *units), 0, key, law, corners=law))
     return patterns
 
 
