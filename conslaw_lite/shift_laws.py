@@ -9,9 +9,11 @@ vector v is added to every unit's weights and one number c to every unit's bias:
     h(θ) = Σ_e P_e        (each input's weight summed over the units: one law an input, and the biases' sum).
 
 A unit is what :func:`~conslaw_lite.rescaling_laws.producer` says: a ``Linear``'s row and bias entry, a convolution's
-output channel, an embedding's column (a token's row then moves by one number). A layer's shift is proposed where
-moving it along a random such direction leaves the model's outputs as they were, in float64 on the check's inputs;
-the check of :mod:`conslaw_lite.rescaling_laws` then decides, as for every proposed law.
+output channel, an embedding's column (a token's row then moves by one number); in a module of one's own, a matrix's
+row or column, or a vector's entry (:func:`~conslaw_lite.rescaling_laws.shift_units`). A layer's shift is proposed
+where moving it along a random such direction leaves the model's outputs as they were, in float64 on the check's
+inputs, and a random move of it of the same size does not (where the signal vanishes, neither moves them); the check
+of :mod:`conslaw_lite.rescaling_laws` then decides, as for every proposed law.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from conslaw_lite.laws import Law, Params
 
 Unit = tuple[str, int]  # a tensor's name and the axis along which its entries belong to the units
 
-UNMOVED = 1e-9  # largest change of an output, relative to the largest output, that a shift may leave
+UNMOVED = 1e-9  # largest change of the outputs that a shift may leave, relative to the largest output and to what
+# a random move of the layer changes
 
 
 def shift_law(units: list[Unit], shapes: dict[str, torch.Size]) -> Law:
