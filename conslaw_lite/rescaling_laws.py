@@ -103,8 +103,9 @@ def shift_units(name: str, module: nn.Module, shapes: dict[str, torch.Size]) -> 
     >>> shift_units("m", own, shapes)
     [[('m.W', 0)], [('m.W', 1)], [('m.b', 0)]]
     """
-    units = [u for u in producer(name, module) if u[0] in shapes]
-    if units or producer(name, module):
+    made = producer(name, module)
+    if made:
+        units = [u for u in made if u[0] in shapes]
         return [units] if units else []
     own = [f"{name}.{t}" if name else t for t, _ in module.named_parameters(recurse=False)]
     return [[(t, axis)] for t in own if t in shapes and len(shapes[t]) <= 2 for axis in range(len(shapes[t]))]

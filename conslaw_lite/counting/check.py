@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -349,7 +348,6 @@ def law_residuals(
     (True, 1)
     """
     h = LawEntries(laws, problem)
-    sizes = [math.prod(shape) for shape in problem.shapes.values()]
     residuals = dict.fromkeys(laws, 0.0)
     independent = 0
     for point in range(NUM_POINTS if laws else 0):  # no laws (e.g. a GELU FFN): nothing to check, 0 independent
@@ -359,7 +357,7 @@ def law_residuals(
         # pieces that only other scales reach (a cap) are taken from random θ' of many decades, as the count does
         x = sample_inputs(input_shape, inputs, num_samples, gen, spread=False)
         checked_outputs(problem, theta, x)
-        grad_h = LawGradients(h, theta, whole=rank, gen=gen, sizes=sizes)
+        grad_h = LawGradients(h, theta, whole=rank, gen=gen, sizes=problem.sizes)
         per_entry = torch.zeros_like(grad_h.norms)
         f = outputs_over_pieces(problem, theta, x, gen, num_samples) if pieces else problem.outputs(x)
         for grad_f in gradient_rows(f, theta, max_rows, gen):

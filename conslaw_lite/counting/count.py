@@ -285,11 +285,10 @@ def _rank_or_reason(problem: Problem, d: _Draw, seed: int, k: int, run: _Run = _
             f"{mismatch:.1e} (relative): an op torch differentiates wrongly, see conslaw_lite.counting.exact_ops"
         )
     report = None if run.bar is None else run.bar.point(k, d.n_out)
-    sizes = [math.prod(s) for s in problem.shapes.values()]
     if run.complement:
-        rank = complement_rank(d.f, d.theta, d.n_out, d.gen, sizes, report, run.buffers)
+        rank = complement_rank(d.f, d.theta, d.n_out, d.gen, problem.sizes, report, run.buffers)
     else:
-        rank = lie_rank(d.f, d.theta, d.n_out, d.gen, sizes, run.keep_stack, report)
+        rank = lie_rank(d.f, d.theta, d.n_out, d.gen, problem.sizes, run.keep_stack, report)
     return replace(rank, noise=mismatch)
 
 

@@ -63,12 +63,16 @@ class Problem:
         return x.to(self.device)
 
     @property
+    def sizes(self) -> list[int]:
+        """The number of entries of each parameter tensor, in θ's order."""
+        return [math.prod(s) for s in self.shapes.values()]
+
+    @property
     def num_params(self) -> int:
-        return sum(math.prod(s) for s in self.shapes.values())
+        return sum(self.sizes)
 
     def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
-        sizes = [math.prod(s) for s in self.shapes.values()]
-        parts = torch.split(theta, sizes)
+        parts = torch.split(theta, self.sizes)
         return {n: p.reshape(s) for (n, s), p in zip(self.shapes.items(), parts)}
 
     def flatten(self, values: Params) -> torch.Tensor:
@@ -100,7 +104,7 @@ class Problem:
 
     def split(self, flat: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
         """A flat (D,) vector cut into its parameter tensors' coordinates, with their names."""
-        return list(zip(self.shapes, torch.split(flat, [math.prod(s) for s in self.shapes.values()])))
+        return list(zip(self.shapes, torch.split(flat, self.sizes)))
 
     def outputs(self, inputs: torch.Tensor, weights: torch.Tensor | None = None) -> Field:
         """θ ↦ every output on ``inputs``, flattened (S·out,); input s's outputs times ``weights[s]`` if given."""
