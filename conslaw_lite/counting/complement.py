@@ -195,12 +195,16 @@ class Gradients:
             yield start, self.sample(uniform.sub_(0.5))
 
     def write(self, out: torch.Tensor) -> torch.Tensor:
-        """A, written into ``out`` (D × D)."""
-        if self.stored is not None and out is not self.stored:
-            return out.copy_(self.stored)
+        """A, computed row by row into ``out`` (D × D)."""
         for start, rows in self.batches(self.report):
             out[start : start + len(rows)] = rows
         return out
+
+    def plus_product(self, B: torch.Tensor, C: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``A + B C``, written into ``out`` (D × D): one pass over a stored A, not a copy and then a product."""
+        if self.stored is not None:
+            return torch.addmm(self.stored, B, C, out=out)
+        return self.write(out).addmm_(B, C)
 
     def __matmul__(self, y: torch.Tensor) -> torch.Tensor:
         """``A y``."""
@@ -225,7 +229,7 @@ class _Depth1:
             p = min(p, D)
             B = torch.randn(D, p, generator=gen, dtype=torch.float64).to(device) / math.sqrt(D)
             C = torch.randn(p, D, generator=gen, dtype=torch.float64).to(device) / math.sqrt(D)
-            A.write(factors).addmm_(B, C)  # factors: the memory its LU is computed in
+            A.plus_product(B, C, factors)  # factors: the memory its LU is computed in
             check_time()
             if report is not None:
                 report(1, 0, f"LU of the {D:,} gradients")
