@@ -12,7 +12,9 @@ columns of ``W_Q[h]``, each with its bias ``b_Q[h, c]`` appended; the rows of ``
 3-D parameters of one module are proposed against each other along each axis of equal width, each with the bias of
 its name (``b_Q`` for ``W_Q``) or, without one, with none and with each bias of its shape, and under a rotary
 embedding each pair of coordinates it turns (:func:`~conslaw_lite.head_laws.rotary_pairs`). Blocks of fewer
-coordinates are proposed too, down to one: the units of a mixture's experts held in one parameter. A matrix
+coordinates are proposed too, down to one: the units of a mixture's experts held in one parameter; and where one
+parameter is twice as wide as another, each of its halves against it (:func:`halves`: a fused GLU's linear branch,
+``gate, up = (x @ w13).chunk(2, -1)``). A matrix
 (``q = x @ Wq``) is one head of all its columns, whose blocks are proposed at every width, as ``nn.Linear``
 projections' are: the widest that passes is a head. The check decides
 (:func:`~conslaw_lite.rescaling_laws.rescaling_laws`), as for ``nn.Linear`` heads (:mod:`conslaw_lite.head_laws`).
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -52,10 +54,12 @@ class ParameterSide:
     shape: tuple[int, ...]
     axis: int
     bias: str | None = None
+    part: tuple[int, int] | None = None  # (start, step): half the axis, one branch of a fused GLU (:func:`halves`)
 
     @property
     def width(self) -> int:
-        return self.shape[self.axis - 3 + len(self.shape)]
+        full = self.shape[self.axis - 3 + len(self.shape)]
+        return full if self.part is None else full // 2
 
     @property
     def heads(self) -> int:
@@ -66,7 +70,7 @@ class ParameterSide:
         return self.heads * self.width
 
     def fits(self, k: int) -> bool:
-        return self.width % k == 0
+        return self.width % k == 0 and (self.part is None or k == 1)  # a branch's units, not heads
 
     def whole_rows(self) -> bool:
         return False
@@ -81,6 +85,9 @@ class ParameterSide:
             if self.bias is not None:
                 b = p[self.bias] if len(self.shape) == 3 else p[self.bias].unsqueeze(-2)
                 V = torch.cat([V, b[..., None]], dim=-1)
+            if self.part is not None:
+                start, step = self.part
+                V = V[..., start : start + step * self.width : step, :]
             return V.unflatten(-2, (-1, k)).flatten(-4, -3)[..., pick, :]
 
         return vectors
@@ -95,10 +102,22 @@ class ParameterSide:
         else:
             head, start = f"[⌊{var}/{blocks}⌋]", f"{k}({var} mod {blocks})"
             at = f"{var} mod {blocks}" if k == 1 else f"{start}:{start}+{k}"
+        at = self._in_part(at)
         P = f"{self.name}{head}" + (f"[:, {at}]" if at and self.axis == 2 else f"[{at}, :]" if at else "")
         term = f"{P}ᵀ {P}" if self.axis == 2 else f"{P} {P}ᵀ"
         b = f"{self.bias}{head}" + (f"[{at}]" if at else "")
         return term + (f" + {b} {b}ᵀ" if self.bias else "")
+
+    def _in_part(self, at: str) -> str:
+        """Coordinate ``at`` of the branch as an index of the whole axis: ``i`` of the second half is ``i+h``."""
+        if self.part is None:
+            return at
+        start, step = self.part
+        if not at:
+            return str(start)
+        inner = at if " " not in at else f"({at})"
+        scaled = inner if step == 1 else f"2{inner}"
+        return f"{scaled}+{start}" if start else scaled
 
     def pair_term(self) -> str:
         """A rotary pair P of the head's coordinates, as the law's key writes it."""
@@ -107,7 +126,7 @@ class ParameterSide:
         return f"‖{self.name}{head}{index}‖²" + (f" + ‖{self.bias}{head}[P]‖²" if self.bias else "")
 
     def family(self) -> tuple:
-        return (self.name, self.axis, self.bias)
+        return (self.name, self.axis, self.bias, self.part)
 
     def bias_law(self) -> list[Pattern]:
         """The bias alone, a law where the side is a key (any other side fails its check)."""
@@ -179,7 +198,28 @@ def _against_each_other(weights: dict[str, tuple[int, ...]], own: dict[str, tupl
         for second in sides[x + 1 :]:
             if first.name != second.name and _comparable(first, second):
                 patterns += query_key(first, second)
+            if first.name != second.name:
+                patterns += [p for branch, other in halves(first, second) for p in query_key(branch, other)]
     return patterns
+
+
+def halves(first: ParameterSide, second: ParameterSide) -> list[tuple[ParameterSide, ParameterSide]]:
+    """Where one side is twice as wide as the other, with as many heads: each half of it (cut in two, or its even and
+    its odd coordinates) against the other. A fused GLU (``gate, up = (x @ W13).chunk(2, -1)``) keeps the units of
+    its linear branch, ``‖W13[:, h+i]‖² − ‖W2[i, :]‖²``, not of the whole of W13.
+
+    Examples
+    ========
+    >>> up, down = ParameterSide("W13", (4, 6), 2), ParameterSide("W2", (3, 4), 1)
+    >>> [(branch.part, branch.term(1, "i")) for branch, _ in halves(up, down)]
+    [((0, 1), 'W13[:, i]ᵀ W13[:, i]'), ((3, 1), 'W13[:, i+3]ᵀ W13[:, i+3]'), ((0, 2), 'W13[:, 2i]ᵀ W13[:, 2i]'), \
+((1, 2), 'W13[:, 2i+1]ᵀ W13[:, 2i+1]')]
+    """
+    (wide, narrow) = (first, second) if first.width >= second.width else (second, first)
+    if wide.part is not None or wide.width != 2 * narrow.width or wide.heads != narrow.heads:
+        return []
+    w = narrow.width
+    return [(replace(wide, part=part), narrow) for part in ((0, 1), (w, 1), (0, 2), (1, 2))]
 
 
 def _comparable(first: ParameterSide, second: ParameterSide) -> bool:

@@ -120,6 +120,53 @@ def test_experts_held_in_three_dimensional_parameters_get_the_laws_of_their_unit
     assert check.complete and check.independent == expected == check.count.num_laws
 
 
+class FusedExperts(nn.Module):
+    """SwiGLU experts whose gate and linear branch are one parameter, ``w13`` (E, d, 2h), cut in halves
+    (``chunk(2, -1)``) or interleaved; ``E = 0``: one SwiGLU of matrices, ``x @ w13`` (d, 2h)."""
+
+    def __init__(self, d: int, h: int, E: int, interleaved: bool) -> None:
+        super().__init__()
+        self.interleaved, lead = interleaved, (E,) if E else ()
+        self.w13 = nn.Parameter(torch.randn(*lead, d, 2 * h) / math.sqrt(d))
+        self.w2 = nn.Parameter(torch.randn(*lead, h, d) / math.sqrt(h))
+        self.router = nn.Linear(d, E, bias=False) if E else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.router is None:
+            both = x @ self.w13
+        else:
+            both = torch.einsum("bd,edh->beh", x, self.w13)
+        gate, up = (both[..., ::2], both[..., 1::2]) if self.interleaved else both.chunk(2, -1)
+        if self.router is None:
+            return (F.silu(gate) * up) @ self.w2
+        out = torch.einsum("beh,ehd->bed", F.silu(gate) * up, self.w2)
+        return (self.router(x).softmax(-1)[..., None] * out).sum(1)
+
+
+@pytest.mark.parametrize(
+    ("E", "interleaved", "unit"),
+    [
+        (0, False, "for h in 0..2: w13[:, h+3]ᵀ w13[:, h+3] − w2[h, :] w2[h, :]ᵀ"),
+        (0, True, "for h in 0..2: w13[:, 2h+1]ᵀ w13[:, 2h+1] − w2[h, :] w2[h, :]ᵀ"),
+        (2, False, "for h in 0..5: w13[⌊h/3⌋][:, (h mod 3)+3]ᵀ w13[⌊h/3⌋][:, (h mod 3)+3] − w2[⌊h/3⌋][h mod 3, :] "
+                   "w2[⌊h/3⌋][h mod 3, :]ᵀ"),
+        (2, True, "for h in 0..5: w13[⌊h/3⌋][:, 2(h mod 3)+1]ᵀ w13[⌊h/3⌋][:, 2(h mod 3)+1] − w2[⌊h/3⌋][h mod 3, :] "
+                  "w2[⌊h/3⌋][h mod 3, :]ᵀ"),
+    ],
+)  # fmt: skip
+def test_a_glu_whose_gate_and_linear_branch_are_one_parameter_gets_the_laws_of_its_units(
+    E: int, interleaved: bool, unit: str
+) -> None:
+    """Each unit of the linear branch, ``‖w13[:, h+i]‖² − ‖w2[i, :]‖²`` (the second half) or ``‖w13[:, 2i+1]‖² − ...``
+    (interleaved), per expert; the gate's half fails its check. With a router: its shift too. All of the count's N."""
+    torch.manual_seed(0)
+    model = FusedExperts(4, 3, E, interleaved).double()
+    laws, _ = rescaling_laws(model, (4,))
+    assert unit in laws
+    check = check_laws(model, laws, (4,))
+    assert check.complete and check.independent == check.count.num_laws == max(E, 1) * 3 + (4 if E else 0)
+
+
 class MatrixAttention(nn.Module):
     """Attention as a course writes it, with matrices of its own: ``q = x @ Wq + bq``, ..., ``y @ Wo``; ``kv`` columns
     of K and V for d of Q (grouped-query attention where kv < d)."""
