@@ -97,7 +97,7 @@ class UserModule:
         x = _run(self.path, f"{INPUTS}({n})", lambda: self.make_inputs(n))
         if not isinstance(x, torch.Tensor) or x.dim() < 1 or len(x) < n:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"--module: {self.path}: {INPUTS}({n}) must return a tensor of ≥ {n} inputs, got {got}")
+            raise ValueError(f"{self.path}: {INPUTS}({n}) must return a tensor of ≥ {n} inputs, got {got}")
         return x
 
 
@@ -139,7 +139,7 @@ def load_module(spec: str) -> UserModule:
     >>> load_module(f"{path}:missing")
     Traceback (most recent call last):
     ...
-    ValueError: --module: ... has no function or nn.Module 'missing'
+    ValueError: ... has no function or nn.Module 'missing'
     >>> _ = path.write_text("def build():\n    raise OSError('no weights file')\n")
     >>> load_module(f"{path}:build")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -150,26 +150,27 @@ def load_module(spec: str) -> UserModule:
     if not sep and spec.endswith(".py"):
         path_text, factory_name = spec, ""
     elif not sep or not path_text or not factory_name:
-        raise ValueError(f"--module must be FILE.py:FACTORY (or FILE.py, whose model is taken), got {spec!r}")
+        raise ValueError(f"a module file is given as FILE.py:FACTORY (or FILE.py, whose model is taken), got {spec!r}")
     path = Path(path_text)
     if path.is_dir():
-        raise ValueError(f"--module: {path} is a directory; give the file: FILE.py:FACTORY")
+        raise ValueError(f"{path} is a directory; give the file: FILE.py:FACTORY")
     if not path.is_file():
         inner, _, _ = path_text.partition(":")
         if inner != path_text and Path(inner).is_file():  # FILE.py:NAME:more: one name after the file
-            raise ValueError(f"--module: one name after {inner}: FILE.py:FACTORY, got {spec!r}")
-        raise ValueError(f"--module: file not found: {path}")
+            raise ValueError(f"one name after {inner}: FILE.py:FACTORY, got {spec!r}")
+        raise ValueError(f"module file not found: {path}")
     source = _import(path)
     factory_name = factory_name or _built_model(source, path)
     factory = getattr(source, factory_name, None)
     if isinstance(factory, nn.Module):  # built in the file (``model = Net()``): that module itself
         model = factory
     elif callable(factory):
+        _check_no_arguments(factory, factory_name, path)
         model = _run(path, f"{factory_name}()", factory, _defined_at(factory))
     else:
-        raise ValueError(f"--module: {path} has no function or nn.Module {factory_name!r}")
+        raise ValueError(f"{path} has no function or nn.Module {factory_name!r}")
     if not isinstance(model, nn.Module):
-        raise TypeError(f"--module: {factory_name}() returned {type(model).__name__!r}, not an nn.Module")
+        raise TypeError(f"{path}: {factory_name}() returned {type(model).__name__!r}, not an nn.Module")
     make_inputs = getattr(source, INPUTS, None)
     return UserModule(model, path, make_inputs if callable(make_inputs) else None)
 
@@ -187,14 +188,14 @@ def _built_model(source: ModuleType, path: Path) -> str:
     ]  # fmt: skip
     found = f"builds {', '.join(built)}" if built else "builds no nn.Module at its top level"
     found += f" (it defines {', '.join(classes)})" if classes and not built else ""
-    raise ValueError(f"--module: {path} {found}: name the model, or the function that builds it, as FILE.py:NAME")
+    raise ValueError(f"{path} {found}: name the model, or the function that builds it, as FILE.py:NAME")
 
 
 def _import(path: Path) -> ModuleType:
     """The file as a module; its folder goes first on ``sys.path``, as ``python FILE.py`` puts it (its own imports)."""
     module_spec = importlib.util.spec_from_file_location(f"_certify_{path.stem}", path)
     if module_spec is None or module_spec.loader is None:
-        raise ValueError(f"--module: cannot import {path} (is it a .py file?)")
+        raise ValueError(f"cannot import {path} (is it a .py file?)")
     folder = str(path.resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
@@ -212,6 +213,19 @@ def _run(path: Path, what: str, call: Callable, line: int = 0):
     except (Exception, SystemExit) as err:  # the user's code: neither bad input to the CLI nor a bug of ours
         where = user_line(err, path) or (f"{path}:{line}" if line else str(path))
         raise UserCodeError(f"{where}: {_first_line(err)}" + (f" (in {what})" if what else "")) from err
+
+
+def _check_no_arguments(factory: Callable, name: str, path: Path) -> None:
+    """A ``ValueError`` where ``name()`` cannot be called with no arguments: it is called as it stands."""
+    try:
+        inspect.signature(factory).bind()
+    except TypeError:
+        raise ValueError(
+            f"{path}:{_defined_at(factory)}: {name} needs arguments, and it is called with none: name a function "
+            f"that takes none (def make(): return {name}(...))"
+        ) from None
+    except ValueError:  # no signature Python can read (a builtin): the call itself will say
+        pass
 
 
 def _defined_at(factory: Callable) -> int:

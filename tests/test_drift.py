@@ -224,6 +224,35 @@ def test_cli_drifts_a_module_file_on_the_laws_it_finds(
     assert capsys.readouterr().err == f"error: {path}:1: SyntaxError: invalid syntax\n"
 
 
+def test_cli_drift_of_a_module_file_keeps_its_prints_off_the_json_and_names_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file that prints (on import, in its factory, in forward) leaves ``--json``'s stdout valid JSON; a typo in
+    its forward is bad input named at its line (it was a traceback, exit 3); a step size ≤ 0 is said before any
+    search."""
+    path = tmp_path / "loud.py"
+    path.write_text(
+        "from torch import nn\n\nprint('imported')\n\n"
+        "class Loud(nn.Sequential):\n    def forward(self, x):\n        print('forward')\n"
+        "        return super().forward(x)\n\n"
+        "def build():\n    print('built')\n    return Loud(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))\n"
+    )
+    assert main(["drift", f"{path}:build", "--lr", "1e-4", "2e-4", "--input-shape", "2", "--steps", "2", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["steps"] == 2 and "built" in err and "forward" in err
+    path.write_text(
+        "from torch import nn\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(2, 2)\n\n    def forward(self, x):\n        return self.fc3(x)\n\n"
+        "def build():\n    return Net()\n"
+    )
+    assert main(["drift", f"{path}:build", "--lr", "1e-4", "--input-shape", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}:9: the model fails on inputs of shape (2,) (AttributeError: ")
+    assert len(err.splitlines()) == 1
+    assert main(["drift", f"{path}:build", "--lr", "1e-4", "-0.01", "--input-shape", "2"]) == 2
+    assert "--lr takes step sizes τ > 0, got 0.0001 -0.01" in capsys.readouterr().err
+
+
 def test_cli_drifts_a_module_past_find_laws_on_its_rescaled_units(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,6 +14,8 @@ the step), 3 an internal error, 4 the module file raised, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import sys
 from collections.abc import Callable
 
@@ -102,33 +104,44 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--steps must be at least 1, got {args.steps}")
     if args.seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
+    if not all(math.isfinite(lr) and lr > 0 for lr in args.lr):
+        raise ValueError(f"--lr takes step sizes τ > 0, got {' '.join(f'{lr:g}' for lr in args.lr)}")
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():  # the file's prints
+        text, code = _report(args)
+    print(text)
+    return code
+
+
+def _report(args: argparse.Namespace) -> tuple[str, int]:
+    """The table or JSON of the measurement (or the alarm's sweep) that ``args`` asks for, and the exit code."""
     batch = batch_size(args.optimizer, args.batch, args.samples)
     options = size_options(args)
-    laws = None
+    laws, locate = None, str
     if args.arch.partition(":")[0].endswith(".py"):
-        setup, laws = own_module(args, batch)
+        setup, laws, locate = own_module(args, batch)
     else:
         if args.input_shape is not None or args.vocab is not None or args.input_dtype != "float64":
             raise ValueError("--input-shape, --input-dtype and --vocab are for FILE.py; an arch knows its inputs")
         check_sizes(args.arch, options)
         setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
-    if args.alarm:
-        return run_alarm(args, setup, laws)
-    report = measure(
-        setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,
-        seeds=args.seeds, name=args.arch, batch=batch, device=default_device(args.device), dtype=DTYPES[args.dtype],
-        laws=laws,
-    )
-    print(json_text(report.to_dict()) if args.json else format_report(report))
-    if report.diverged:  # measure warned, one line on stderr
-        return PARTIAL
-    return 0
+    try:
+        if args.alarm:
+            return run_alarm(args, setup, laws), 0
+        report = measure(
+            setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,
+            seeds=args.seeds, name=args.arch, batch=batch, device=default_device(args.device),
+            dtype=DTYPES[args.dtype], laws=laws,
+        )  # fmt: skip
+    except ValueError as err:  # a module file's: named with the line of the file it surfaced at
+        raise ValueError(locate(err)) from err
+    text = json_text(report.to_dict()) if args.json else format_report(report)
+    return text, PARTIAL if report.diverged else 0  # measure warned of the diverged τ, one line on stderr
 
 
-def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict[str, Law]]:
-    """``FILE.py[:FACTORY]``: its setup (:func:`conslaw_lite.drift.model_setup`, the file loaded anew for each seed)
-    and the laws :func:`~conslaw_lite.find_laws.find_laws` finds for it (over its ``MAX_PARAMS``: those of its rescaled
-    units, :mod:`conslaw_lite.rescaling_laws`), said on stderr."""
+def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict[str, Law], Callable]:
+    """``FILE.py[:FACTORY]``: its setup (:func:`conslaw_lite.drift.model_setup`, the file loaded anew for each seed),
+    the laws :func:`~conslaw_lite.find_laws.find_laws` finds for it (over its ``MAX_PARAMS``: those of its rescaled
+    units, :mod:`conslaw_lite.rescaling_laws`), said on stderr, and what names an error with the file's line."""
     given = [size_flag(size) for size in given_sizes(size_options(args))]
     if given:
         raise ValueError(f"{args.arch} builds its model at its sizes: leave out {', '.join(given)}")
@@ -141,12 +154,16 @@ def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict
     if inputs is None and shape is None:
         raise ValueError(f"{args.arch} needs --input-shape, e.g. --input-shape 3,4 (or a function inputs(n) in it)")
     D = sum(p.numel() for p in user.model.parameters() if p.requires_grad)
-    if D > MAX_PARAMS:  # past find_laws: the laws of its rescaled units, checked, not counted
-        laws, found = rescaling_laws(user.model, shape if inputs is None else None, inputs=searched_on)
-        found += f" (D = {D:,} is over the {MAX_PARAMS:,} find_laws counts)"
-    else:
-        found = find_laws(user.model, shape if inputs is None else None, inputs=searched_on)
-        laws = found.laws
+    locate = lambda err: user.located(err, tokens=vocab is not None)  # noqa: E731
+    try:
+        if D > MAX_PARAMS:  # past find_laws: the laws of its rescaled units, checked, not counted
+            laws, found = rescaling_laws(user.model, shape if inputs is None else None, inputs=searched_on)
+            found += f" (D = {D:,} is over the {MAX_PARAMS:,} find_laws counts)"
+        else:
+            found = find_laws(user.model, shape if inputs is None else None, inputs=searched_on)
+            laws = found.laws
+    except ValueError as err:
+        raise ValueError(locate(err)) from err
     if not laws:
         raise ValueError(f"{args.arch} has no laws whose drift to measure: {found}")
     print(f"laws of {args.arch}: {found}", file=sys.stderr)
@@ -154,7 +171,7 @@ def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict
         lambda: load_module(args.arch).model, shape if inputs is None else None, inputs=inputs, samples=args.samples,
         batch=batch,
     )  # fmt: skip
-    return setup, laws
+    return setup, laws, locate
 
 
 def format_report(report: DriftReport) -> str:
@@ -197,8 +214,9 @@ def format_report(report: DriftReport) -> str:
 
 
 
-def run_alarm(args: argparse.Namespace, setup: Callable, laws: dict[str, Law] | None = None) -> int:
-    """``--alarm``: :func:`conslaw_lite.early_warning.sweep` over ``--lr`` for each seed, printed per τ.
+def run_alarm(args: argparse.Namespace, setup: Callable, laws: dict[str, Law] | None = None) -> str:
+    """``--alarm``: :func:`conslaw_lite.early_warning.sweep` over ``--lr`` for each seed, a row per τ (the table, or
+    JSON with ``--json``).
 
     Examples
     ========
@@ -224,10 +242,8 @@ def run_alarm(args: argparse.Namespace, setup: Callable, laws: dict[str, Law] | 
     if args.json:
         rows = [{"lr": p.lr, "seed": seed, "warned_at": p.warned_at, "loss_warned_at": p.loss_warned_at,
                  "diverged_at": p.diverged_at, "lead": p.lead} for seed, p in runs]
-        print(json_text({"arch": args.arch, "steps": args.steps, "divergence": DIVERGENCE, "alarm": rows}))
-    else:
-        print(format_alarm(args.arch, args.steps, batch_size(args.optimizer, args.batch, args.samples), runs))
-    return 0
+        return json_text({"arch": args.arch, "steps": args.steps, "divergence": DIVERGENCE, "alarm": rows})
+    return format_alarm(args.arch, args.steps, batch_size(args.optimizer, args.batch, args.samples), runs)
 
 
 def format_alarm(arch: str, steps: int, batch: int | None, runs: list[tuple[int, SweepPoint]]) -> str:

@@ -20,6 +20,7 @@ from torch.utils._pytree import tree_map_only
 
 from conslaw_lite.counting.module_checks import check_dtypes
 from conslaw_lite.laws import Params, float64_form
+from conslaw_lite.time_limit import OutOfTime
 from conslaw_lite.wrapped_modules import unwrapped
 
 Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
@@ -289,9 +290,9 @@ def checked_outputs(problem: Problem, theta: torch.Tensor, inputs: torch.Tensor,
     """f(θ) on ``inputs``, after checking it is a floating, differentiable tensor (and finite, with ``finite``)."""
     try:
         out = problem.apply(problem.unflatten(theta), inputs)
-    except OutputLayoutError:
+    except (OutputLayoutError, OutOfTime):
         raise
-    except (RuntimeError, ValueError, IndexError, TypeError) as err:
+    except Exception as err:  # the user's forward: a typo's AttributeError, an assert, a KeyError, as much as torch's
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         failed = f"{type(err).__name__}: {first_line}"
         hint = ""
