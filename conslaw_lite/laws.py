@@ -283,9 +283,17 @@ def altered(module: nn.Module, registered: type) -> str | None:
 
 def _foreign_hooks(module: nn.Module, home: str) -> bool:
     """Forward hooks on ``module`` from outside the package ``home`` whose block it is part of (transformers records
-    outputs with hooks of its own, installed at the first forward; a user's hook is another matter)."""
+    outputs with hooks of its own, installed at the first forward; a user's hook is another matter), but for those
+    marked ``OUTPUT_KEPT`` (a monitor's refusal of a call that breaks its laws)."""
     hooks = [*module._forward_hooks.values(), *module._forward_pre_hooks.values()]
-    return any(str(getattr(getattr(h, "func", h), "__module__", "")).partition(".")[0] != home for h in hooks)
+    return any(
+        str(getattr(getattr(h, "func", h), "__module__", "")).partition(".")[0] != home
+        for h in hooks
+        if not getattr(h, OUTPUT_KEPT, False)
+    )
+
+
+OUTPUT_KEPT = "conslaw_lite_output_kept"  # an attribute of a hook of this package that changes no output
 
 
 _SAME = frozenset({"__init__", "__repr__", "extra_repr"})  # methods a subclass may redefine without changing f
@@ -314,9 +322,20 @@ def float64_form(module: nn.Module) -> nn.Module:
     >>> f64.weight.dtype, net.weight.dtype, [n for n, _ in f64.named_parameters()]
     (torch.float64, torch.float32, ['weight', 'bias'])
     """
-    _load_families()
-    form = next((convert(module) for matches, convert in _COUNTABLE if matches(module)), None)
+    form = registered_form(module)
     return _norm_eps_resolved(module, copy.deepcopy(module).to(torch.float64) if form is None else form)
+
+
+def registered_form(module: nn.Module) -> nn.Module | None:
+    """The float64 form a family registered for ``module`` (:func:`register_countable`), or None: no family claims it.
+
+    Examples
+    ========
+    >>> registered_form(nn.Linear(2, 2)) is None
+    True
+    """
+    _load_families()
+    return next((convert(module) for matches, convert in _COUNTABLE if matches(module)), None)
 
 
 NORMS = (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)

@@ -20,6 +20,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from conslaw_lite.config import evaluating
+from conslaw_lite.laws import registered_form
 from conslaw_lite.model_parts import lacks_forward
 
 
@@ -116,6 +117,18 @@ def read_outside(model: nn.Module, paths: Sequence[str], x: torch.Tensor | None 
     why = tied_outside(model, paths)
     if x is None:
         return why
+    try:
+        found = _reads_in(model, paths, x)
+    except TypeError:  # a module that takes more than one tensor (transformers' attention): its form of one tensor
+        form = registered_form(model)
+        if form is None:
+            raise
+        found = _reads_in(form, paths, x.to(torch.float64) if x.is_floating_point() else x)
+    return why | {path: text for path, text in found.items() if path not in why}
+
+
+def _reads_in(model: nn.Module, paths: Sequence[str], x: torch.Tensor) -> dict[str, str]:
+    """Per block path, its parameter that ``model(x)`` reads outside the block's forward (the first one)."""
     owner = {}
     for path in paths:
         for name, p in model.get_submodule(path).named_parameters():
@@ -128,4 +141,4 @@ def read_outside(model: nn.Module, paths: Sequence[str], x: torch.Tensor | None 
             if not lacks_forward(model, err):
                 raise
             _children_on(model, x)
-    return why | {path: text for path, text in reads.found.items() if path not in why}
+    return reads.found

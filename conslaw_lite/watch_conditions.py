@@ -16,7 +16,7 @@ from torch import nn
 
 from conslaw_lite.counting.module_checks import describe_layer, is_batch_norm, is_mode_dependent
 from conslaw_lite.law_stacks import Recorder
-from conslaw_lite.laws import BlockLaws, Group, Law, find_blocks
+from conslaw_lite.laws import OUTPUT_KEPT, BlockLaws, Group, Law, find_blocks
 
 
 def mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, str]]:
@@ -187,4 +187,5 @@ def refuse_calls(model: nn.Module, blocks: list[BlockLaws], owner: object) -> No
             if reason:
                 raise ValueError(f"Monitor: {reason}")
 
+    setattr(hook, OUTPUT_KEPT, True)  # it raises or lets the call be: the laws of the blocks stay theirs
     weakref.finalize(owner, model.register_forward_pre_hook(hook, with_kwargs=True).remove)

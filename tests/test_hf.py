@@ -181,6 +181,35 @@ def test_a_call_that_adds_the_load_balancing_loss_to_a_watched_top1_router_is_re
     model(input_ids=ids, labels=ids, output_router_logits=True)  # watched as ΣW_e alone: no refusal
 
 
+def test_the_monitors_own_refusal_hook_leaves_the_laws_of_a_top1_mixture_as_they_were() -> None:
+    """The hook that refuses a call adding the load-balancing loss is the monitor's, and changes no output: it was read
+    as a user's hook on the model, and the final norm's coupling with lm_head was left out."""
+    model = tiny_model("qwen3_moe", ArchOptions(dim=4, hidden=2, experts=3, top_k=1), norm_topk_prob=True)
+    before = set(law_functions(model))
+    monitor = Monitor(model)
+    assert set(law_functions(model)) == before and any("lm_head" in key for key in before)
+    assert monitor.epsilon("network").shape == (1,)
+
+
+def test_a_monitor_given_an_input_shape_runs_transformers_layers_as_the_counter_does() -> None:
+    """An attention or a decoder layer takes positions beside its hidden states: the check of what is read outside a
+    block runs its form of one tensor, as the counter does (it called the layer with the states alone: TypeError)."""
+    model = tiny_model("llama", ArchOptions(dim=8, heads=2, head_dim=4, hidden=4, out=12))
+    layer = model.model.layers[0]
+    for module, kinds in ((layer.self_attn, {"gqa-rope"}), (layer, {"network", "gqa-rope", "swiglu"})):
+        assert kinds <= {g.key for g in Monitor(module, input_shape=(5, 8)).groups}
+
+
+def test_a_monitor_searches_a_tied_language_model_given_its_inputs() -> None:
+    """With ``inputs=``, the parts outside the blocks are searched with the blocks held as buffers; the exact float64
+    stand-ins of transformers' RMSNorm took a held gain as a parameter and failed (TypeError)."""
+    model = tiny_model("qwen3", ArchOptions(dim=8, heads=2, head_dim=4, hidden=4, out=12), tie_word_embeddings=True)
+    ids = torch.randint(0, 12, (8, 4), generator=torch.Generator().manual_seed(0))
+    monitor = Monitor(model, inputs=ids)
+    assert monitor.own is not None and monitor.own.searched
+    assert {"network", "gqa-rope-qknorm-shared", "swiglu"} <= {g.key for g in monitor.groups}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "arch, tied, N", [("qwen3", False, 39), ("qwen3", True, 31), ("qwen3_moe", False, 50), ("qwen2", False, 39)]

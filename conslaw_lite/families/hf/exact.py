@@ -59,6 +59,24 @@ class ExactRotary(nn.Module):
         return angle.cos(), angle.sin()
 
 
+def adopt(owner: nn.Module, name: str, value: torch.Tensor) -> None:
+    """``owner.name = value``, a parameter where ``value`` is one, else a buffer: a block that own_laws holds fixed
+    keeps its weights as buffers (:func:`~conslaw_lite.model_parts.part_module`), and its stand-in holds them too.
+
+    Examples
+    ========
+    >>> norm = nn.RMSNorm(2)
+    >>> adopt(norm, "weight", torch.ones(2))
+    >>> [n for n, _ in norm.named_parameters()], [n for n, _ in norm.named_buffers()]
+    ([], ['weight'])
+    """
+    if isinstance(value, nn.Parameter):
+        setattr(owner, name, value)
+        return
+    owner._parameters.pop(name, None)
+    owner.register_buffer(name, value)
+
+
 class ExactRouter(nn.Module):
     """Qwen3-MoE's router in the input's dtype: ``p = softmax(W x)``, the top k of p, divided by their sum
     when ``norm_topk_prob``. Returns ``(logits, weights, indices)`` like transformers' ``Qwen3MoeTopKRouter``.
@@ -75,7 +93,7 @@ class ExactRouter(nn.Module):
 
     def __init__(self, router: nn.Module) -> None:
         super().__init__()
-        self.weight = router.weight  # (n_E, d): row e is the gate row W_e
+        adopt(self, "weight", router.weight)  # (n_E, d): row e is the gate row W_e
         self.top_k, self.norm_topk_prob = router.top_k, router.norm_topk_prob
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # x: (N, d)
@@ -102,7 +120,9 @@ class DenseExperts(nn.Module):
 
     def __init__(self, experts: nn.Module) -> None:
         super().__init__()
-        self.gate_up_proj, self.down_proj, self.act_fn = experts.gate_up_proj, experts.down_proj, experts.act_fn
+        adopt(self, "gate_up_proj", experts.gate_up_proj)
+        adopt(self, "down_proj", experts.down_proj)
+        self.act_fn = experts.act_fn
         self.config = experts.config  # what the finders read (hidden_act)
 
     def forward(self, x: torch.Tensor, index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:  # x: (N, d)
@@ -179,7 +199,7 @@ def _replacement(module: nn.Module) -> nn.Module | None:
     name = class_name(module)
     if name in NORMS:
         norm = nn.RMSNorm(module.weight.shape, eps=module.variance_epsilon, dtype=module.weight.dtype)
-        norm.weight = module.weight  # the same Parameter: same name, same value
+        adopt(norm, "weight", module.weight)  # the same Parameter: same name, same value
         return norm
     if name in ROTARIES:
         return ExactRotary.of(module.config)
