@@ -25,9 +25,10 @@ from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.counting import LawCount, check_laws, count_laws
-from conslaw_lite.find_laws import find_laws
+from conslaw_lite.find_laws import FoundLaws, find_laws
 from conslaw_lite.laws import law_functions
 from conslaw_lite.seeding import seeded
+from conslaw_lite.time_limit import OutOfTime
 from conslaw_lite.user_module import INPUTS, load_module
 
 
@@ -104,7 +105,12 @@ def certify(arch: str, options: ArchOptions, *, laws: bool = False) -> Certifica
 
 
 def _found(model: nn.Module, input_shape: tuple[int, ...] | None, seed: int, count: LawCount, inputs=None) -> dict:
-    return find_laws(model, input_shape, inputs=inputs, seed=seed, count=count).to_dict()
+    """The laws found, as a dict; none where a time limit around the certificate ends before their search begins (the
+    count stands)."""
+    try:
+        return find_laws(model, input_shape, inputs=inputs, seed=seed, count=count).to_dict()
+    except OutOfTime as stop:
+        return FoundLaws.not_searched(count, str(stop)).to_dict()
 
 
 def certify_module(
@@ -158,8 +164,8 @@ def certify_module(
     try:
         at = dict(user.model.named_parameters()) if at_own else None
         count = count_laws(user.model, shape, inputs=inputs, seed=seed, device=device, progress=progress, at=at)
+        known = _known(user.model, shape, inputs, seed, count)  # before the search: a time limit stops the search
         found = _found(user.model, shape, seed, count, inputs) if laws else None
-        known = _known(user.model, shape, inputs, seed, count)
     except ValueError as err:  # bad input, named with the line of the user's file it surfaced at
         raise ValueError(user.located(err, tokens=vocab is not None)) from err
     return Certificate.of(spec, count, found, note=_frozen(user.model), **known)

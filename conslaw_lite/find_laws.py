@@ -93,7 +93,7 @@ from conslaw_lite.null_space import gap
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
 from conslaw_lite.search_plans import layout_searches
 from conslaw_lite.slice_laws import Units, pair_laws, tally, unit_laws
-from conslaw_lite.time_limit import OutOfTime, time_limit
+from conslaw_lite.time_limit import OutOfTime, past_limits, time_limit
 
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
@@ -136,6 +136,21 @@ class FoundLaws:
     seconds: float
     stopped: str = ""  # why the search stopped before its end: its time limit (seconds=), or "" when it did not
 
+    @classmethod
+    def not_searched(cls, count: LawCount, stopped: str, degree: int = 2) -> FoundLaws:
+        """No law: a time limit around the search (``stopped`` says which) ended before it began. The count stands.
+
+        Examples
+        ========
+        >>> from conslaw_lite.families.toy.block import ToyProduct
+        >>> count = count_laws(ToyProduct(a=1.0, b=2.0), (1,))
+        >>> print(FoundLaws.not_searched(count, "stopped at its time limit of 1 s").message)
+        found 0 of N = 1: the search stopped at its time limit of 1 s, before it began
+        """
+        check = LawCheck(0.0, {}, 0, count.num_laws, False, count)
+        stopped = f"{stopped}, before it began"
+        return cls({}, (), 0, count, check, False, True, "", "", math.nan, math.nan, degree, math.nan, stopped)
+
     @property
     def gap(self) -> float:
         """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
@@ -157,6 +172,8 @@ class FoundLaws:
         if self.complete:
             return f"{found}; N = {n}: the list is complete"
         head = f"found {self.num_found} of N = {n}: "
+        if stop and not self.basis and not self.searched:
+            return head + stop
         if stop:
             return head + f"{stop} before it found the other {missing}"
         if self.searched != "all of θ":  # blocks of θ only: a law across more of it is not excluded
@@ -256,12 +273,13 @@ def find_laws(
             samples = Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
             search = block_laws(samples, [list(range(D))], degree, "all of θ")
             basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
-    laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
-    numbered = {str(n): law for n, law in enumerate(laws)}
-    each = check_laws(model, numbered, input_shape, inputs=inputs, params=params, seed=seed, count=count)
-    passing = [law for n, law in enumerate(laws) if each.residuals[str(n)] <= RESIDUAL_TOL]
-    grouped = group_laws(passing)
-    check = check_laws(model, grouped, input_shape, inputs=inputs, params=params, seed=seed, count=count)
+    with past_limits():  # what the search found is checked, however it stopped (an outer limit too)
+        laws = _rounded(model, problem, basis, input_shape, inputs, params, seed, count)
+        numbered = {str(n): law for n, law in enumerate(laws)}
+        each = check_laws(model, numbered, input_shape, inputs=inputs, params=params, seed=seed, count=count)
+        passing = [law for n, law in enumerate(laws) if each.residuals[str(n)] <= RESIDUAL_TOL]
+        grouped = group_laws(passing)
+        check = check_laws(model, grouped, input_shape, inputs=inputs, params=params, seed=seed, count=count)
     reason = _verdict(search, len(laws) - len(passing), len(laws), each.max_residual, check, count)
     return FoundLaws(
         laws=grouped,

@@ -6,7 +6,8 @@ training cannot wait that long, and a user should not have to guess whether to. 
 the clock between their steps (a chunk of brackets, the gradients or the LU of the complement, a block's samples)
 with :func:`check_time`, never inside one, and do not start a step that their last steps say would end past it: they
 stop within one step of the limit, raising :class:`OutOfTime`.
-Limits nest: an inner one never extends an outer one. :func:`said_if_long` prints one line when a wait grows long,
+Limits nest: an inner one never extends an outer one; only :func:`past_limits` lifts them, for the checks of laws a
+stopped search found. :func:`said_if_long` prints one line when a wait grows long,
 so that a search that runs is not taken for one that hangs: on stderr, as a progress bar is, since when it comes
 depends on the machine.
 """
@@ -49,6 +50,24 @@ def time_limit(seconds: float | None, since: float | None = None) -> Iterator[No
     if not seconds >= 0:
         raise ValueError(f"seconds must be a number ≥ 0 (or None: no limit), got {seconds!r}")
     token = _LIMIT.set(min(_LIMIT.get(), ((time.monotonic() if since is None else since) + seconds, seconds)))
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
+@contextmanager
+def past_limits() -> Iterator[None]:
+    """Within it no limit applies: the checks of the laws a stopped search found run to their end
+    (:func:`~conslaw_lite.find_laws.find_laws`). A law is never returned unchecked, and a check cut short would throw
+    away what the search found in the seconds it had.
+
+    Examples
+    ========
+    >>> with time_limit(0.0), past_limits():
+    ...     check_time()
+    """
+    token = _LIMIT.set((math.inf, math.inf))
     try:
         yield
     finally:

@@ -651,3 +651,27 @@ def test_fresh_theta_drop_the_null_vectors_that_too_few_theta_leave(one_thread):
         both = torch.tensor(dense(enough) + dense(kept), dtype=torch.float64)
         assert int(torch.linalg.matrix_rank(both, rtol=1e-6)) == 4
         assert max(search.residuals(samples, search.as_dicts(kept))) < 1e-6  # they hold on all 12 θ
+
+
+def test_the_laws_a_search_found_are_checked_even_past_an_outer_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A monitor's own_laws (or certify --seconds) runs find_laws inside a time limit of its own. The checks of what
+    the search found ran under it, raised OutOfTime once it had passed, and the monitor dropped every law found."""
+    import time
+
+    from conslaw_lite.time_limit import time_left, time_limit
+
+    module = importlib.import_module("conslaw_lite.find_laws")  # the package's find_laws is the function
+    search = module._search_blocks
+
+    def search_then_wait(*args, **kwargs):
+        found = search(*args, **kwargs)
+        time.sleep(max(0.0, time_left()) + 0.01)  # the outer limit has passed when the checks begin
+        return found
+
+    monkeypatch.setattr(module, "_search_blocks", search_then_wait)
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    count = count_laws(mlp, (3,))
+    with time_limit(2.0):
+        found = find_laws(mlp, (3,), count=count)
+    assert found.complete and found.num_found == count.num_laws == 4

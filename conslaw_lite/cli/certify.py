@@ -78,7 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--seconds", type=float, metavar="S", help="stop the count (and the search) after S seconds: inconclusive"
+        "--seconds", type=float, metavar="S",
+        help="stop the count (and the search) after S seconds: inconclusive; the laws a stopped search found are "
+        "checked after it",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--laws", action="store_true", help="also find the laws themselves (degree ≤ 2) and print them")
