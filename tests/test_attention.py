@@ -180,6 +180,19 @@ def test_torch_multihead_attention_is_complete(bias: bool) -> None:
     assert check.complete and check.num_laws == 2 * 2 * 3 + (2 * 2 if bias else 0)
 
 
+def test_a_zero_key_leaves_the_key_bias_unconserved() -> None:
+    """``add_zero_attn`` appends a key of zeros, whose score b_k does not shift: its laws were watched, and moved at
+    first order (check residuals 0.3 to 0.4). The Q/K and V/O laws stay (a zero key and value transform to zero)."""
+    torch.manual_seed(0)
+    model = SelfAttention(nn.MultiheadAttention(4, 2, batch_first=True, add_zero_attn=True)).double()
+    with torch.no_grad():
+        model.mha.in_proj_bias.normal_(0, 0.5)
+    laws = law_functions(model)
+    assert sorted(laws) == sorted(f"mha:head{i}:{name}" for i in range(2) for name in ["Q^TQ-K^TK", "V^TV-O^TO"])
+    check = check_laws(model, laws, (3, 4))
+    assert check.complete and check.num_laws == 2 * 2 * 3
+
+
 def test_torch_multihead_attention_with_separate_weights() -> None:
     torch.manual_seed(0)
     mha = nn.MultiheadAttention(4, 2, kdim=3, vdim=3, batch_first=True).double()

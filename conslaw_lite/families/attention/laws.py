@@ -137,7 +137,8 @@ class AttentionSpec:
 
     ``O`` names the output weight (d, n·k), head i being its columns i·k:(i+1)·k; (n·k, d) with head i in its rows
     where ``O_transposed`` (transformers' ``Conv1D``).
-    ``gamma_q``/``gamma_k`` name the QK-norm gains: shape (n, k), or (k,) when ``shared_gains``.
+    ``gamma_q``/``gamma_k`` name the QK-norm gains: shape (n, k), or (k,) when ``shared_gains``. ``zero_key``: a key
+    of zeros joins every sequence (``add_zero_attn``), whose score the key bias does not shift: b_k is no law.
     """
 
     n: int
@@ -152,6 +153,7 @@ class AttentionSpec:
     shared_gains: bool = False
     norm_eps: float = 0.0
     O_transposed: bool = False
+    zero_key: bool = False
 
 
 # A head function maps (θ, heads) to the stacked values of those heads, (m, ...): a head's matrix (m, rows, k)
@@ -281,7 +283,7 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
         qk_names, qk = ("QᵀQ−KᵀK", "QᵀQ"), _gram_pair(Q, K)
     if spec.gamma_q is None:
         per_head.append((qk_names, qk, (True, False)))
-        if spec.K.bias is not None and spec.pe != "rope":  # with RoPE the key bias turns with p: no shift
+        if spec.K.bias is not None and spec.pe != "rope" and not spec.zero_key:  # RoPE turns b_k with p: no shift
             per_head.append((("b_k",), lambda p, heads: spec.K.bias_of(p, heads, k), (True,)))
     else:
         if not spec.shared_gains:
@@ -354,7 +356,7 @@ def torch_spec_of(module: nn.MultiheadAttention, prefix: str = "") -> AttentionS
         Q, K, V = (Projection(f"{prefix}in_proj_weight", s * E, bias, s * E) for s in range(3))
     else:  # separate weights, but the bias stays packed
         Q, K, V = (Projection(f"{prefix}{c}_proj_weight", 0, bias, s * E) for s, c in enumerate("qkv"))
-    return AttentionSpec(n=n, k=E // n, Q=Q, K=K, V=V, O=f"{prefix}out_proj.weight")
+    return AttentionSpec(n=n, k=E // n, Q=Q, K=K, V=V, O=f"{prefix}out_proj.weight", zero_key=module.add_zero_attn)
 
 
 def timm_spec_of(module: nn.Module, prefix: str = "") -> AttentionSpec:
