@@ -28,6 +28,7 @@ from typing import Literal
 
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 
 from conslaw_lite.wrapped_modules import unwrapped
 
@@ -273,6 +274,12 @@ def altered(module: nn.Module, registered: type) -> str | None:
             mine = kind.__name__
             own = f"register_laws({mine}) gives it laws of its own"
             return f"{mine}, derived from {registered.__name__}, redefines {', '.join(redefined)} ({own})"
+    parametrized = [name or "itself" for name, m in module.named_modules() if parametrize.is_parametrized(m)]
+    if parametrized:
+        return (
+            f"a parametrization on {', '.join(parametrized)} (weight_norm, spectral_norm, ...): its weights are "
+            "functions of other parameters, whose laws are others"
+        )
     home = registered.__module__.partition(".")[0]
     hooked = [name or "itself" for name, m in module.named_modules() if _foreign_hooks(m, home)]
     if hooked:
@@ -370,7 +377,7 @@ def _norm_eps_resolved(module: nn.Module, form: nn.Module) -> nn.Module:
         if norm.eps is None:
             own = [p.dtype for p in module.get_submodule(name).parameters()] or floats or [torch.get_default_dtype()]
             norm.eps = torch.finfo(own[0]).eps
-        if 0 < norm.eps < MIN_EPS:
+        if counted_eps(norm.eps) != norm.eps:
             warnings.warn(
                 f"`{name or '(the model)'}` ({type(norm).__name__}) has ε = {norm.eps:.3g} > 0: counted at ε = "
                 f"{MIN_EPS:g}, where float64 tells it from 0 (the laws are the same for every ε > 0, and an ε this "
@@ -379,6 +386,17 @@ def _norm_eps_resolved(module: nn.Module, form: nn.Module) -> nn.Module:
             )
             norm.eps = MIN_EPS
     return form
+
+
+def counted_eps(eps: float) -> float:
+    """A norm's ε as the counter takes it, whichever way the norm is written: ``MIN_EPS`` where 0 < ε < ``MIN_EPS``.
+
+    Examples
+    ========
+    >>> counted_eps(1e-12), counted_eps(1e-5), counted_eps(0.0)
+    (1e-07, 1e-05, 0.0)
+    """
+    return MIN_EPS if 0 < eps < MIN_EPS else eps
 
 
 def supported_types() -> list[str]:

@@ -221,6 +221,19 @@ def test_add_bias_kv_is_left_out_with_a_warning() -> None:
     assert [block.path for block in blocks] == ["1.mha"]
 
 
+def test_a_parametrized_weight_leaves_the_block_out_with_a_warning() -> None:
+    """weight_norm on out_proj: its weight is a function of two other parameters, and the registered V/O laws read a
+    name the model no longer has as a parameter (the monitor raised a KeyError)."""
+    from torch.nn.utils.parametrizations import weight_norm
+
+    normed = SelfAttention(nn.MultiheadAttention(4, 2, batch_first=True))
+    weight_norm(normed.mha.out_proj)
+    model = nn.Sequential(normed, SelfAttention(nn.MultiheadAttention(4, 2, batch_first=True)))
+    with pytest.warns(UserWarning, match="a parametrization on out_proj"):
+        blocks = find_blocks(model)
+    assert [block.path for block in blocks] == ["1.mha"]
+
+
 def test_timm_vit_lists_every_head_of_every_block(timm: ModuleType) -> None:
     torch.manual_seed(0)
     vit = timm.models.vision_transformer.VisionTransformer(

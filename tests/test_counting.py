@@ -1142,17 +1142,51 @@ def test_a_norm_of_eps_below_round_off_is_counted_at_an_eps_float64_resolves(eps
     assert count.conclusive and count.num_laws == 5
 
 
-class FunctionalNorm(nn.Module):
-    """x ↦ W₂ (g ∘ rms_norm(W₁x)) with ε = 10⁻¹⁶ in the call, where no attribute says so: g_i² − ‖W₂[:, i]‖² per unit,
-    and W₁'s scale only at ε = 0."""
+class HandRms(nn.Module):
+    """x ↦ W₂ (g ∘ rms(W₁x)) with ε = 10⁻¹⁶ written out, where no attribute, name or call says so: g_i² − ‖W₂[:, i]‖²
+    per unit, and W₁'s scale only at ε = 0. ``functional``: ``F.rms_norm(..., eps=ε)``, the same function."""
 
-    def __init__(self) -> None:
+    def __init__(self, functional: bool = False, eps: float = 1e-16) -> None:
         super().__init__()
         self.fc1, self.fc2 = nn.Linear(4, 5, bias=False), nn.Linear(5, 2, bias=False)
         self.g = nn.Parameter(torch.ones(5))
+        self.functional, self.tiny = functional, eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(F.rms_norm(self.fc1(x), (5,), weight=self.g, eps=1e-16))
+        h = self.fc1(x)
+        if self.functional:
+            return self.fc2(F.rms_norm(h, (5,), weight=self.g, eps=self.tiny))
+        return self.fc2(self.g * h / torch.sqrt((h * h).mean(-1, keepdim=True) + self.tiny))
+
+
+@pytest.mark.parametrize("eps", [None, 1e-12, 1e-16])
+def test_a_functional_norm_of_eps_below_round_off_is_counted_as_its_module(eps: float | None) -> None:
+    """F.rms_norm(..., eps=10⁻¹²) is nn.RMSNorm(eps=10⁻¹²): both are counted at ε = 10⁻⁷ (N = 5); the call was counted
+    as it stood, where float64 takes ε for 0 (N = 6 conclusive at 10⁻¹², or the gap guard's refusal)."""
+    torch.manual_seed(0)
+    count = count_laws(HandRms(functional=True, eps=eps).double(), (4,))
+    assert count.conclusive and count.num_laws == 5
+
+
+def test_f_layer_norm_of_eps_below_round_off_is_counted_as_nn_layer_norm() -> None:
+    """The count replaces F.layer_norm by its exact formula, which took ε = 10⁻¹² as given: N = 5, against 4 for
+    nn.LayerNorm(eps=10⁻¹²), the same function."""
+
+    class Functional(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(3, 5), nn.Linear(5, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc2(torch.relu(F.layer_norm(self.fc1(x), (5,), eps=1e-12)))
+
+    torch.manual_seed(0)
+    functional = Functional().double()
+    module = nn.Sequential(functional.fc1, nn.LayerNorm(5, eps=1e-12, elementwise_affine=False), nn.ReLU(),
+                           functional.fc2)  # fmt: skip
+    with pytest.warns(UserWarning, match="counted at ε = 1e-07"):
+        expected = count_laws(module, (3,))
+    assert count_laws(functional, (3,)).num_laws == expected.num_laws == 4
 
 
 def test_a_direction_apart_from_round_off_but_under_the_gap_leaves_no_count() -> None:
@@ -1161,7 +1195,7 @@ def test_a_direction_apart_from_round_off_but_under_the_gap_leaves_no_count() ->
     0 the two θ disagree."""
     for seed in (0, 1):
         torch.manual_seed(seed)
-        count = count_laws(FunctionalNorm().double(), (4,), seed=seed)
+        count = count_laws(HandRms().double(), (4,), seed=seed)
         assert not count.conclusive and ("two gaps: N = 6" in count.reason or "θ disagree" in count.reason)
 
 

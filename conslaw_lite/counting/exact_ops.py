@@ -52,6 +52,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from conslaw_lite.counting.unrolled_rnn import rnn_relu, rnn_relu_cell
+from conslaw_lite.laws import counted_eps
 
 
 def _normalize(x: torch.Tensor, dims: tuple[int, ...], eps: float) -> torch.Tensor:
@@ -82,6 +83,7 @@ def layer_norm(
     True
     """
     dims = tuple(range(-len(normalized_shape), 0))
+    eps = counted_eps(eps)  # F.layer_norm written in a forward: ε as nn.LayerNorm's is counted
     return _affine(_normalize(input, dims, eps), weight, bias, tuple(normalized_shape))
 
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 from torch.func import functional_call, jvp
+from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map_only
 
 from conslaw_lite.counting.module_checks import check_dtypes
-from conslaw_lite.laws import Params, float64_form
+from conslaw_lite.laws import Params, counted_eps, float64_form
 from conslaw_lite.time_limit import OutOfTime
 from conslaw_lite.wrapped_modules import unwrapped
 
@@ -132,7 +133,7 @@ def problem_of(model: Model, params: Params | None) -> Problem:
             raise TypeError("a model given as a function f(params, x) needs params={name: tensor}")
 
         def apply(p: Params, x: torch.Tensor) -> torch.Tensor:
-            with GradOffIsConstant():
+            with GradOffIsConstant(), FunctionalEpsRaised():
                 return one_output(model(p, x), len(x))
 
         check_dtypes(params)
@@ -152,7 +153,7 @@ def _module_apply(module: nn.Module) -> Callable[[Params, torch.Tensor], object]
     """``(params, x) ↦`` the module's output with those parameters, one row per input."""
 
     def apply(p: Params, x: torch.Tensor) -> object:
-        with GradOffIsConstant():
+        with GradOffIsConstant(), FunctionalEpsRaised():
             return one_output(functional_call(module, dict(p), (x,)), len(x))
 
     return apply
@@ -189,6 +190,38 @@ class GradOffIsConstant(TorchFunctionMode):
         if not self.grad_on_entry or torch.is_grad_enabled():
             return out
         return tree_map_only(torch.Tensor, torch.Tensor.detach, out)
+
+
+EPS_AT = {F.layer_norm: 4, F.rms_norm: 3, F.group_norm: 4}  # the position of ε among each functional norm's arguments
+
+
+class FunctionalEpsRaised(TorchFunctionMode):
+    """A functional norm (``F.layer_norm``, ``F.rms_norm``, ``F.group_norm``) called with ε in (0, ``MIN_EPS``), or
+    ``F.rms_norm`` with ε = None (then the machine epsilon of float64), is counted at ``MIN_EPS``
+    (:func:`~conslaw_lite.laws.counted_eps`), as its module is (:func:`~conslaw_lite.laws.float64_form`) and as the
+    exact ``layer_norm`` that replaces ``F.layer_norm`` in the count does: the laws are the same for every ε > 0, and
+    an ε float64 cannot tell from 0 gave the count of ε = 0, a law more, when the norm was written as a function.
+
+    Examples
+    ========
+    >>> x = torch.tensor([[1.0, -1.0]], dtype=torch.float64) * 1e-5
+    >>> with FunctionalEpsRaised():
+    ...     round(float(F.layer_norm(x, (2,), eps=1e-12)[0, 0]), 4)  # at ε = 10⁻⁷: 10⁻⁵ / √(10⁻¹⁰ + 10⁻⁷)
+    0.0316
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        at = EPS_AT.get(func)
+        if at is not None:
+            given = len(args) > at
+            eps = args[at] if given else kwargs.get("eps", None if func is F.rms_norm else 1e-5)
+            eps = counted_eps(torch.finfo(torch.float64).eps if eps is None else eps)
+            if given:
+                args = (*args[:at], eps, *args[at + 1 :])
+            else:
+                kwargs["eps"] = eps
+        return func(*args, **kwargs)
 
 
 class OutputLayoutError(ValueError):
