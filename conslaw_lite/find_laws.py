@@ -449,7 +449,8 @@ def _search_blocks(
                 samples = Samples.draw(problem, input_shape, inputs, seed, whole, degree)
                 found.add(block_laws(samples, whole, degree, ""))
                 notes[label] += [f"{len(whole)} layers and pairs of them whole"] if n else []
-            if n == 0 and target is not None and problem.num_params <= SQUARES_FIRST and squares_first():
+            quadratic = degree == 2  # the squares, the stream's Gram laws: stages of quadratic laws only
+            if n == 0 and quadratic and target is not None and problem.num_params <= SQUARES_FIRST and squares_first():
                 return
         for label, plan, layout in searches:
             slices = new(plan.slices, lambda s: s[1])

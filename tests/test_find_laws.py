@@ -675,3 +675,13 @@ def test_the_laws_a_search_found_are_checked_even_past_an_outer_time_limit(monke
     with time_limit(2.0):
         found = find_laws(mlp, (3,), count=count)
     assert found.complete and found.num_found == count.num_laws == 4
+
+
+def test_degree_1_finds_linear_laws_only() -> None:
+    """The stages of sums of squares (the stream's Gram laws) ran at degree 1 too: a ReLU MLP got its 4 unit laws,
+    listed as "linear", and with a LogSoftmax the squares of its shift laws came beside them."""
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3), nn.LogSoftmax(-1)).double()
+    found = find_laws(mlp, (3,), degree=1)
+    assert sorted(found.laws) == ["for i in 0..3: Σ 2.weight[:, i]", "Σ 2.bias"]
+    assert found.num_found == 5 and found.message == "found 5 of N = 9: 4 laws are not linear polynomials"
