@@ -19,6 +19,7 @@ only a sweep in which every τ diverges is an error (:class:`conslaw_lite.flows.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,7 +30,17 @@ from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.flows import Diverged, LossFn, Run, mse_loss, train
-from conslaw_lite.laws import Group, Kind, Law, Quantity, find_blocks, groups, law_functions, user_stacklevel
+from conslaw_lite.laws import (
+    Group,
+    Kind,
+    Law,
+    Quantity,
+    find_blocks,
+    groups,
+    law_functions,
+    registered_form,
+    user_stacklevel,
+)
 from conslaw_lite.monitor import FOUND, epsilon_block, relative_drift
 from conslaw_lite.seeding import seeded
 from conslaw_lite.watch_conditions import checked_laws
@@ -82,13 +93,26 @@ class Trajectory:
         return self.drift()[1:] / self.run.step_budget()[1:]
 
     def identity_error(self) -> float:
-        """``max_k ‖(h_{k+1} − h_k) − h(δ_k)‖ / ‖h_k‖`` over the laws: round-off when δ = τg (GD, SGD)."""
+        """``max_k ‖(h_{k+1} − h_k) − h(δ_k)‖ / ‖h_k‖`` over the laws: round-off when δ = τg (GD, SGD). A law that
+        starts at 0 (QK-norm gains of ones: 1 + 1 − 1 − 1) has no relative error, and is left out, as the monitor
+        leaves it out of ε; NaN where every law does.
+
+        Examples
+        ========
+        >>> from conslaw_lite.families.toy.block import ToyProduct
+        >>> setup = model_setup(lambda: ToyProduct(a=1.0, b=1.0), (1,), samples=4)
+        >>> t = trajectory(setup, 0, lr=0.1, steps=2, laws={"a²−b²": lambda p: p["a"] ** 2 - p["b"] ** 2})
+        >>> t.identity_error()  # a² − b² = 0 at the start
+        nan
+        """
         errors = []
         for n in self._require_laws():
             h, h_step = self.run.h[n], self.run.h_step[n]
+            if not np.linalg.norm(h[0]):
+                continue
             scale = np.maximum(np.linalg.norm(h[:-1], axis=1), np.finfo(float).tiny)
             errors.append(np.linalg.norm(np.diff(h, axis=0) - h_step, axis=1) / scale)
-        return float(np.max(errors))
+        return float(np.max(errors)) if errors else math.nan
 
 
 def trajectory(
@@ -311,7 +335,7 @@ def _point(lr: float, runs: list[Trajectory], ks: np.ndarray) -> DriftPoint:
         normalized_drift=float(np.mean([t.normalized_drift()[-1] for t in runs])),
         step_budget=float(np.mean([t.run.step_budget()[-1] for t in runs])),
         slope_steps=slope(ks, mean_drift[ks]),
-        identity_error=max(t.identity_error() for t in runs),
+        identity_error=max((e for t in runs if not math.isnan(e := t.identity_error())), default=math.nan),
         param_change=max(t.run.param_change for t in runs),
         loss_start=float(np.mean([t.run.loss[0] for t in runs])),
         loss_end=float(np.mean([t.run.loss[-1] for t in runs])),
@@ -373,8 +397,9 @@ def model_setup(
     batch: int | None = None,
 ) -> Setup:
     """Random regression on a model of one's own: ``build()`` with torch's generator seeded by the seed (θ₀ from the
-    seed, unless ``build`` seeds itself), in float64; x ~ N(0, 1) of ``input_shape``, or the first ``samples`` of
-    ``inputs`` (token ids, say) for every seed; y ~ N(0, 1) of the output's shape; MSE loss.
+    seed, unless ``build`` seeds itself), in float64 (a module a family gives a form of one input, as the counter
+    evaluates it: :func:`~conslaw_lite.laws.registered_form`); x ~ N(0, 1) of ``input_shape``, or the first
+    ``samples`` of ``inputs`` (token ids, say) for every seed; y ~ N(0, 1) of the output's shape; MSE loss.
 
     Its laws are not registered: give them to :func:`measure` (``laws=``), e.g. ``find_laws(build(), shape).laws``.
 
@@ -395,7 +420,8 @@ def model_setup(
             model = build()
         if not isinstance(model, nn.Module):
             raise TypeError(f"model_setup: build() returned {type(model).__name__}, not an nn.Module")
-        return _regression(model.double(), input_shape, inputs, samples, batch, seed)
+        form = registered_form(model)  # transformers' attention takes positions too: trained as the counter calls it
+        return _regression(model.double() if form is None else form, input_shape, inputs, samples, batch, seed)
 
     return setup
 

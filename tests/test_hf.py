@@ -200,6 +200,19 @@ def test_a_monitor_given_an_input_shape_runs_transformers_layers_as_the_counter_
         assert kinds <= {g.key for g in Monitor(module, input_shape=(5, 8)).groups}
 
 
+def test_drift_trains_a_transformers_attention_as_the_counter_calls_it() -> None:
+    """A transformers attention takes positions beside its hidden states: model_setup trains its form of one tensor
+    (it called the attention with the states alone); the identity's error is scaled by the step's change where the
+    laws are 0 (the QK-norm gains start at ones), where it read 10²⁹²."""
+    from conslaw_lite.drift import measure, model_setup
+
+    def build() -> nn.Module:
+        return tiny_model("qwen3", ArchOptions(dim=8, heads=2, head_dim=4, hidden=4, out=12)).model.layers[0].self_attn
+
+    report = measure(model_setup(build, (3, 8), samples=8), [0.01, 0.02], steps=3, laws=law_functions(build()))
+    assert abs(report.slope_lr - 2) < 0.05 and max(p.identity_error for p in report.points) < 1e-9
+
+
 def test_a_monitor_searches_a_tied_language_model_given_its_inputs() -> None:
     """With ``inputs=``, the parts outside the blocks are searched with the blocks held as buffers; the exact float64
     stand-ins of transformers' RMSNorm took a held gain as a parameter and failed (TypeError)."""
