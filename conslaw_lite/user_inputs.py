@@ -80,7 +80,8 @@ def example_inputs(model: nn.Module, input_shape: tuple[int, ...] | None, inputs
         if input_shape is not None:
             raise ValueError("give input_shape (one input's shape) or inputs (a batch of inputs), not both")
         if not isinstance(inputs, torch.Tensor) or inputs.dim() < 1 or len(inputs) < 1:
-            raise ValueError(f"inputs must be a batch of inputs (a tensor with a batch dimension), got {inputs!r}")
+            got = f"shape {tuple(inputs.shape)}" if isinstance(inputs, torch.Tensor) else f"a {type(inputs).__name__}"
+            raise ValueError(f"inputs must be a batch of inputs (one tensor with a batch dimension), got {got}")
         return inputs[:2]
     shape = (input_shape,) if isinstance(input_shape, int) else tuple(input_shape)
     if not shape or any(not isinstance(n, int) or n < 1 for n in shape):

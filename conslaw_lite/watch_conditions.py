@@ -44,7 +44,7 @@ def mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, 
 def conflict_message(name: str, layer: nn.Module, why: str) -> str:
     """The refusal (or warning) for a layer of :func:`mode_conflicts`, naming it."""
     return (
-        f"Monitor: {describe_layer(name, layer)} is in train mode, and the {why}; train in eval mode (model.eval()) "
+        f"Monitor: {describe_layer(name, layer)} is in train mode, and {why}; train in eval mode (model.eval()) "
         "to watch laws of what trains"
     )
 

@@ -152,6 +152,10 @@ def test_cli_stops_at_its_seconds_as_inconclusive(run_cli, factories: Path) -> N
     code, out, err = run_cli("--module", f"{factories}:relu_net", "--input-shape", "2,2", "--seconds", "0")
     assert code == 1 and out == ""
     assert err == "inconclusive: stopped after 0 s (--seconds); no count reported\n"
+    code, out, _ = run_cli("--module", f"{factories}:relu_net", "--input-shape", "2,2", "--seconds", "0", "--json")
+    assert code == 1 and json.loads(out) == {
+        "arch": f"{factories}:relu_net", "conclusive": False, "reason": "stopped after 0 s (--seconds)"
+    }  # fmt: skip
     code, out, _ = run_cli("--module", f"{factories}:relu_net", "--input-shape", "2,2", "--seconds", "600", "--json")
     assert code == 0 and json.loads(out)["num_laws"] == 5
     code, _, err = run_cli("toy", "--seconds", "-1")

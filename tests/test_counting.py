@@ -236,6 +236,13 @@ def test_bad_input_names_the_problem(model, shape, error, words: str) -> None:
     assert words in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_inputs_that_are_not_one_tensor_are_named() -> None:
+    """A model of two inputs given them as a tuple: an AttributeError of ours ('tuple' has no is_floating_point)."""
+    x = torch.randn(4, 3, dtype=torch.float64)
+    with pytest.raises(TypeError, match="inputs must be one tensor, a batch of inputs, got a tuple"):
+        count_laws(nn.Linear(3, 2).double(), inputs=(x, x))
+
+
 def test_law_that_does_not_fit_the_model_is_named() -> None:
     with pytest.raises(ValueError, match="law 'h'"):
         check_laws(ToyProduct(a=1.0, b=2.0), {"h": lambda p: p["missing"]}, (1,))

@@ -159,7 +159,10 @@ def run(args: argparse.Namespace) -> int:
         with time_limit(args.seconds):
             result = _certified(args)
     except OutOfTime:
-        print(f"inconclusive: stopped after {args.seconds:g} s (--seconds); no count reported", file=sys.stderr)
+        reason = f"stopped after {args.seconds:g} s (--seconds)"
+        if args.json:  # a script reading stdout gets JSON whatever came of the count
+            print(json_text({"arch": args.arch or args.module, "conclusive": False, "reason": reason}))
+        print(f"inconclusive: {reason}; no count reported", file=sys.stderr)
         return 1
     print(json_text(result.to_dict()) if args.json else table(result))
     if not result.conclusive:

@@ -294,6 +294,11 @@ def sample_inputs(
     spread: bool = True,
 ):
     if inputs is not None:
+        if not isinstance(inputs, torch.Tensor):
+            raise TypeError(
+                f"inputs must be one tensor, a batch of inputs, got a {type(inputs).__name__}: a model of several "
+                "inputs is counted through a module whose forward takes one tensor and splits it"
+            )
         return inputs.to(torch.float64) if inputs.is_floating_point() else inputs
     if input_shape is None:
         raise ValueError("give input_shape (one input, no batch dimension) or inputs")
