@@ -14,9 +14,10 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
+from conslaw_lite.block_changes import OUTPUT_KEPT
 from conslaw_lite.counting.module_checks import describe_layer, is_batch_norm, is_mode_dependent
 from conslaw_lite.law_stacks import Recorder
-from conslaw_lite.laws import OUTPUT_KEPT, BlockLaws, Group, Law, find_blocks
+from conslaw_lite.laws import BlockLaws, Group, Law, find_blocks
 
 
 def mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, str]]:

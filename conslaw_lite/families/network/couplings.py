@@ -25,7 +25,7 @@ class NormCoupling:
 class NetworkLaws(nn.Module):
     """Mix-in for a parent module whose norms couple its sub-blocks (see the module docstring)."""
 
-    DECLARES_LAWS = True  # a subclass's methods declare its couplings: its laws (conslaw_lite.laws.altered)
+    DECLARES_LAWS = True  # a subclass's methods declare its couplings: its laws (conslaw_lite.block_changes.altered)
 
     def norm_couplings(self) -> list[NormCoupling]:
         """Each norm with the linear layers reading it, names relative to this module.
