@@ -381,6 +381,8 @@ def test_named_attentions_without_positions_count_their_formula(name) -> None:
     check = check_laws(built.model, law_functions(built.model), built.input_shape, count=count)
     assert count.num_laws == built.formula == 72 + 13 * (name == "bert-attention"), built.formula_text
     assert check.complete, check
+    means = " + d + 1 = 3·4·5 + 3·4 + 12 + 1 = 85" if name == "bert-attention" else " = 3·4·5 + 3·4 = 72"
+    assert built.formula_text == "n·k(k+1) + n·k" + means  # each side of the text: d + 1 was on the right only
 
 
 def test_bert_attention_laws_are_complete() -> None:

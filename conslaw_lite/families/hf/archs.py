@@ -103,7 +103,8 @@ def _without_positions(name: str, Config: str, Model: str, block: Callable[[nn.M
             model = getattr(transformers, Model)(getattr(transformers, Config)(**sizes))
         N, text = heads_formula(o.heads, o.dim // o.heads, bias=True)
         if means:
-            N, text = N + o.dim + 1, f"{text.rsplit(' = ', 1)[0]} + d + 1 = {N + o.dim + 1}"
+            symbols, numbers, _ = text.split(" = ")  # "n·k(k+1) + n·k = 2·4·5 + 2·4 = 48"
+            N, text = N + o.dim + 1, f"{symbols} + d + 1 = {numbers} + {o.dim} + 1 = {N + o.dim + 1}"
         return Built(countable(block(model.double().eval())), (o.seq, o.dim), N, text, SCALE_NOTE)
 
     return build
