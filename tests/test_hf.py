@@ -4,6 +4,7 @@ copies against transformers' own forward, options left out by name, and the Trai
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 import warnings
@@ -371,6 +372,19 @@ def _bert(**config: object) -> nn.Module:
     )  # fmt: skip
     torch.manual_seed(0)
     return transformers.BertForMaskedLM(transformers.BertConfig(**(sizes | config))).eval()
+
+
+@pytest.mark.parametrize(
+    "name, options, words",
+    [
+        ("qwen3-attention", ArchOptions(head_dim=3), "--head-dim must be even"),
+        ("qwen3-moe", ArchOptions(experts=3, top_k=5), "--top-k must be between 1 and --experts (3), got 5"),
+    ],
+)
+def test_named_architectures_at_sizes_they_cannot_have_are_refused_naming_the_size(name, options, words) -> None:
+    """They failed inside transformers (a shape mismatch; 'selected index k out of range')."""
+    with pytest.raises(ValueError, match=re.escape(words)):
+        get_arch(name).build(options)
 
 
 @pytest.mark.parametrize("name", ["gpt2-attention", "bert-attention"])

@@ -44,6 +44,10 @@ def tiny_model(arch: str, options: ArchOptions | None = None, **config: object) 
     o = (options or ArchOptions()).with_defaults(dim=8, heads=1, head_dim=4, hidden=3, out=16, experts=3, top_k=2)
     if arch not in MODELS:
         raise ValueError(f"arch must be one of {tuple(MODELS)}, got {arch!r}")
+    if o.head_dim % 2:  # a rotary embedding turns pairs of coordinates
+        raise ValueError(f"--head-dim must be even: the rotary embedding turns pairs of coordinates, got {o.head_dim}")
+    if arch == "qwen3_moe" and not 1 <= o.top_k <= o.experts:
+        raise ValueError(f"--top-k must be between 1 and --experts ({o.experts}), got {o.top_k}")
     sizes = dict(
         hidden_size=o.dim, num_hidden_layers=1, num_attention_heads=QUERIES_PER_GROUP * o.heads,
         num_key_value_heads=o.heads, head_dim=o.head_dim, vocab_size=o.out, intermediate_size=o.hidden,
