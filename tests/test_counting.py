@@ -1226,3 +1226,23 @@ def test_a_few_given_inputs_each_take_the_patterns_of_many_theta(few: int, bias:
         torch.manual_seed(seed)
         count = count_laws(ThreeLayers(bias).double(), inputs=inputs, seed=seed)
         assert count.conclusive and count.num_laws == 6, count
+
+
+def test_a_parametrized_weight_read_on_another_path_in_eval_mode_is_no_mode_difference() -> None:
+    """weight_norm on nn.MultiheadAttention's out_proj: eval mode reads the weight elsewhere (its fast path), so the
+    parametrization's call moved, and the count refused train mode as another function; the outputs are equal."""
+    from torch.nn.utils.parametrizations import weight_norm
+
+    class Attend(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+            weight_norm(self.attn.out_proj)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.attn(x, x, x, need_weights=False)[0]
+
+    torch.manual_seed(0)
+    model = Attend().double()
+    trained = count_laws(model.train(), (3, 8))
+    assert trained.conclusive and trained.num_laws == count_laws(model.eval(), (3, 8)).num_laws == 37

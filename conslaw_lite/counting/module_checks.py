@@ -228,6 +228,8 @@ class _Calls:
         self.calls: list[_Call] = []
         self.hooks = []
         for name, sub in module.named_modules() if module is not None else ():
+            if "parametrizations" in name.split("."):  # called where the weight is read: when is the code path's
+                continue
             self.hooks.append(sub.register_forward_pre_hook(lambda _m, _x, name=name: self.stack.append(name)))
             self.hooks.append(sub.register_forward_hook(self._finished, always_call=True))
 
