@@ -211,9 +211,10 @@ class FunctionalEpsRaised(TorchFunctionMode):
     """
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = dict(kwargs or {})
+        kwargs = kwargs or {}
         at = EPS_AT.get(func)
-        if at is not None:
+        if at is not None:  # every other op of the forward passes as it came: this runs at each of them
+            kwargs = dict(kwargs)
             given = len(args) > at
             eps = args[at] if given else kwargs.get("eps", None if func is F.rms_norm else 1e-5)
             eps = counted_eps(torch.finfo(torch.float64).eps if eps is None else eps)
