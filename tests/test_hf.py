@@ -27,6 +27,15 @@ from conslaw_lite.laws import quantities  # noqa: E402
 # The issue's size: d = 16, 4 query heads on 2 key/value heads of width 4.
 ISSUE = ArchOptions(dim=16, heads=2, head_dim=4)
 LINEAR_ROPE = {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}  # positions divided by 2
+LLAMA3_ROPE = {  # Llama 3.1's: low frequencies divided by 8, the middle ones smoothed (a short context, so both occur)
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8,
+    "rope_theta": 1e4,
+}
+YARN_ROPE = {"rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4}  # cos and sin scaled by 1 + 0.1 ln 2
 LAYER_TYPES = ["full_attention", "sliding_attention"]  # a model whose second layer has a sliding window
 
 
@@ -56,7 +65,10 @@ def _perturb_gains(model: torch.nn.Module) -> None:
         ("llama", {}, False, 1e-6),  # GQA, RoPE on rotate_half pairs: n_kv·k/2 + n_kv·k(k+1)/2 = 24
         ("llama", {"attention_bias": True}, False, 1e-6),  # biases extend the heads: the same count
         ("llama", {"rope_parameters": LINEAR_ROPE}, False, 1e-6),  # ω_j / factor: as distinct, the same blocks
+        ("llama", {"rope_parameters": LLAMA3_ROPE}, False, 1e-6),  # other ω_j, as distinct: the same blocks
+        ("llama", {"rope_parameters": YARN_ROPE}, False, 1e-6),  # a factor on cos and sin scales every score
         ("mistral", {"sliding_window": None}, False, 1e-6),  # Llama's attention under another name
+        ("mistral", {"sliding_window": 2}, False, 1e-6),  # a window of 2 on 3 tokens masks scores: the same laws
         ("qwen2", {}, False, 1e-6),  # Llama's with biases on q, k and v (not on o)
     ],
 )
@@ -259,9 +271,10 @@ def test_countable_copies_compute_what_transformers_computes() -> None:
         assert torch.allclose(countable(layer)(X.double()), layer(X, position_embeddings=cos_sin).double(), atol=1e-5)
 
 
-def test_a_linear_rope_is_covered_and_computed_as_transformers_computes_it() -> None:
+@pytest.mark.parametrize("rope", [LINEAR_ROPE, LLAMA3_ROPE, YARN_ROPE], ids=lambda rope: rope["rope_type"])
+def test_a_static_rope_is_covered_and_computed_as_transformers_computes_it(rope) -> None:
     torch.manual_seed(0)
-    model = tiny_model("llama", ArchOptions(dim=8, heads=2), rope_parameters=LINEAR_ROPE).float()
+    model = tiny_model("llama", ArchOptions(dim=8, heads=2), rope_parameters=dict(rope)).float()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no block left out for its rotary embedding
         assert any(key.startswith("model.layers.0.self_attn:") for key in laws_of(model))
@@ -323,8 +336,8 @@ def test_laws_of_keys_use_huggingface_names() -> None:
 @pytest.mark.parametrize(
     "config, option",
     [
-        ({"use_sliding_window": True, "sliding_window": 4, "layer_types": ["sliding_attention"]}, "sliding_window=4"),
-        ({"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4}}, "rope_type='yarn'"),
+        ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4}}, "rope_type='dynamic'"),
+        ({"rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5}}, "partial_rotary_factor=0.5"),
         ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
     ],
 )
@@ -334,17 +347,20 @@ def test_an_option_the_laws_do_not_cover_is_left_out_by_name(config, option) -> 
         kinds = {q.block for q in quantities(model)}
     assert "network" in kinds  # the norm couplings do not depend on the option
     if option.startswith("rope"):
-        with pytest.raises(ValueError, match="rope_type='yarn'"):
+        with pytest.raises(ValueError, match="rope_type='dynamic'"):
             countable(model.model.layers[0].self_attn)
 
 
-def test_mistral_attention_is_left_out_for_the_window_of_its_config_and_watched_without_one() -> None:
-    """MistralAttention holds no window of its own: every layer reads ``config.sliding_window`` (4,096 by default)."""
-    with pytest.warns(UserWarning, match="MistralAttention at model.layers.0.self_attn has sliding_window=4096"):
-        kinds = {q.block for q in quantities(tiny_model("mistral", ArchOptions(dim=8, heads=1)))}
-    assert kinds == {"network", "swiglu"}
-    model = tiny_model("mistral", ArchOptions(dim=8, heads=1), sliding_window=None)
-    assert {"gqa-rope", "swiglu", "network"} <= {g.key for g in Monitor(model).groups}
+def test_a_sliding_window_keeps_the_attention_laws() -> None:
+    """Mistral's every layer reads ``config.sliding_window`` (4,096 by default), Qwen3's sliding layers their own: a
+    window masks scores, which Q ↦ QM, K ↦ KM⁻ᵀ leave unchanged, so the monitor watches the same laws."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mistral = Monitor(tiny_model("mistral", ArchOptions(dim=8, heads=1)))
+        sliding = {"use_sliding_window": True, "sliding_window": 2, "layer_types": ["sliding_attention"]}
+        qwen3 = Monitor(tiny_model("qwen3", ArchOptions(dim=8, heads=1), **sliding))
+    assert {"gqa-rope", "swiglu", "network"} <= {g.key for g in mistral.groups}
+    assert "gqa-rope-qknorm-shared" in {g.key for g in qwen3.groups}
 
 
 def test_laws_that_dropout_breaks_are_given_only_where_it_is_inactive() -> None:

@@ -1,13 +1,16 @@
 """What the adapters know of transformers' classes, by name, and the options whose laws they cover.
 
-Nothing here imports transformers: a class is known by its module and name (as the registry knows
-timm's), so ``import conslaw_lite`` stays free of it. An option the laws here do not cover (a sliding
-window, another rotary type, an activation other than SiLU in a gated MLP) is named by
-:func:`unsupported`; the finders then leave that block's laws out with a warning naming it, never guess.
+Nothing here imports transformers but to compute a rotary type's frequencies from a transformers config: a class is
+known by its module and name (as the registry knows timm's), so ``import conslaw_lite`` stays free of it. An option
+the laws here do not cover (rotary frequencies that change with the sequence length, a partial rotary embedding, an
+activation other than SiLU in a gated MLP) is named by :func:`unsupported`; the finders then leave that block's laws
+out with a warning naming it, never guess. A sliding window is covered: it masks scores, which the laws' symmetries
+leave unchanged.
 """
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from conslaw_lite.counting.module_checks import is_mode_dependent
@@ -56,24 +59,72 @@ def head_dim_of(config: object) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
-def rope_problem(config: object) -> str | None:
-    """Why the RoPE laws here do not cover ``config``'s rotary embedding, or None: ``rope_type="default"``
-    (ω_j = θ^(−2j/k) on every coordinate of the head) and ``"linear"`` (positions divided by ``factor``: ω_j / factor,
-    as distinct, so the same 2×2 blocks) are covered.
+def default_frequencies(head_dim: int, base: float) -> torch.Tensor:
+    """ω_j = base^(−2j/k), j < k/2, in float64: the default rotary embedding's frequencies.
+
+    Examples
+    ========
+    >>> default_frequencies(4, 9.0).tolist()
+    [1.0, 0.3333333333333333]
+    """
+    return base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+
+
+def rope_frequencies(config: object) -> tuple[torch.Tensor, float]:
+    """The frequencies ω_j (k/2, float64) and the factor on cos and sin of ``config``'s rotary embedding.
+
+    The default table in float64; every other static ``rope_type`` (``linear``, ``llama3``, ``yarn``, ...) as
+    transformers' own ``ROPE_INIT_FUNCTIONS`` computes it (float32 values, the frequencies the model turns by).
 
     Examples
     ========
     >>> from types import SimpleNamespace
-    >>> rope_problem(SimpleNamespace(rope_parameters={"rope_type": "yarn", "rope_theta": 1e4}))
-    "rope_type='yarn' (only the default and linear rotary embeddings are covered)"
+    >>> omega, scale = rope_frequencies(SimpleNamespace(rope_parameters={"rope_theta": 9.0}, head_dim=4))
+    >>> omega.tolist(), scale
+    ([1.0, 0.3333333333333333], 1.0)
     """
     params = getattr(config, "rope_parameters", None) or {}
     rope_type = params.get("rope_type", "default")
-    if rope_type not in ("default", "linear"):
-        return f"rope_type={rope_type!r} (only the default and linear rotary embeddings are covered)"
+    if rope_type == "default":
+        return default_frequencies(head_dim_of(config), params["rope_theta"]), 1.0
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    omega, scale = ROPE_INIT_FUNCTIONS[rope_type](config, torch.device("cpu"))
+    return omega.to(torch.float64), float(scale)
+
+
+def rope_problem(config: object) -> str | None:
+    """Why the RoPE laws here do not cover ``config``'s rotary embedding, or None.
+
+    The laws hold for rotations by ``p·ω_j`` on the pairs (j, j + k/2) of the whole head, whatever the ω_j, as long
+    as they are distinct and nonzero (equal ones would join their 2×2 blocks, a zero one leaves a pair unturned): so
+    ``config``'s own frequencies (:func:`rope_frequencies`) are checked. A scale on cos and sin (yarn's) scales every
+    score alike. Frequencies that change with the sequence length (``dynamic``, ``longrope``) and a partial rotary
+    embedding are not covered.
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> rope_problem(SimpleNamespace(rope_parameters={"rope_type": "dynamic", "rope_theta": 1e4}))
+    "rope_type='dynamic' (its frequencies change with the sequence length)"
+    >>> rope_problem(SimpleNamespace(rope_parameters={"rope_theta": 1e4}, head_dim=8)) is None
+    True
+    """
+    params = getattr(config, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", "default")
+    if "dynamic" in rope_type or rope_type == "longrope":
+        return f"rope_type={rope_type!r} (its frequencies change with the sequence length)"
     partial = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
     if partial != 1.0:
         return f"partial_rotary_factor={partial} (only a rotary embedding on the whole head is covered)"
+    if rope_type != "default":
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+        if rope_type not in ROPE_INIT_FUNCTIONS:
+            return f"rope_type={rope_type!r} (not one of transformers' rotary embeddings)"
+    omega = rope_frequencies(config)[0]
+    if not (omega.isfinite().all() and (omega != 0).all() and len(omega.unique()) == len(omega)):
+        return f"rope_type={rope_type!r} with frequencies ω_j not distinct and nonzero ({omega.tolist()})"
     return None
 
 
@@ -83,7 +134,7 @@ def check_rope(config: object) -> None:
     Examples
     ========
     >>> from types import SimpleNamespace
-    >>> check_rope(SimpleNamespace(rope_parameters={"rope_type": "default", "rope_theta": 1e4}))
+    >>> check_rope(SimpleNamespace(rope_parameters={"rope_type": "default", "rope_theta": 1e4}, head_dim=8))
     """
     problem = rope_problem(config)
     if problem:
@@ -138,9 +189,8 @@ def unsupported(module: nn.Module) -> str | None:
     "hidden_act='gelu_pytorch_tanh' (the gated MLP's laws are derived for SiLU)"
     """
     config = getattr(module, "config", None) or module.experts.config  # a MoE block keeps it in its experts
-    if hasattr(module, "q_proj"):
-        window = window_of(module)
-        return f"sliding_window={window}" if window is not None else rope_problem(config)
+    if hasattr(module, "q_proj"):  # a sliding window masks scores, which the laws' symmetries leave unchanged
+        return rope_problem(config)
     act = getattr(config, "hidden_act", "silu")
     if act not in GATE_ACTIVATIONS:
         return f"hidden_act={act!r} (the gated MLP's laws are derived for SiLU)"

@@ -26,37 +26,44 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from conslaw_lite.families.hf.config import MODELS, NORMS, ROTARIES, check_rope, class_name, head_dim_of, window_of
+from conslaw_lite.families.hf.config import (
+    MODELS,
+    NORMS,
+    ROTARIES,
+    check_rope,
+    class_name,
+    rope_frequencies,
+    window_of,
+)
 
 
 class ExactRotary(nn.Module):
-    """HF's default rotary table in the input's dtype: ``cos, sin`` of ``p·ω_j``, ω_j = base^(−2j/k), j < k/2,
-    each repeated for coordinates j and j + k/2 (``rotate_half`` pairs them).
+    """HF's rotary table in the input's dtype: ``s·cos, s·sin`` of ``p·ω_j``, j < k/2, each repeated for
+    coordinates j and j + k/2 (``rotate_half`` pairs them); s is the rotary type's factor (yarn's, else 1).
 
     Examples
     ========
-    >>> cos, sin = ExactRotary(4, base=9.0)(torch.zeros(1, dtype=torch.float64), torch.tensor([[2]]))
+    >>> from conslaw_lite.families.hf.config import default_frequencies
+    >>> rotary = ExactRotary(default_frequencies(4, base=9.0))
+    >>> cos, sin = rotary(torch.zeros(1, dtype=torch.float64), torch.tensor([[2]]))
     >>> cos.shape, sin[0, 0].tolist() == sin[0, 0, [2, 3, 0, 1]].tolist()  # ω = (1, 1/3), twice
     (torch.Size([1, 1, 4]), True)
     """
 
-    def __init__(self, head_dim: int, base: float, factor: float = 1.0) -> None:
-        """``factor``: linear scaling (``rope_type="linear"``), positions divided by it."""
+    def __init__(self, omega: torch.Tensor, scale: float = 1.0) -> None:
         super().__init__()
-        self.inv_freq = nn.Buffer(base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim) / factor)
+        self.inv_freq, self.scale = nn.Buffer(omega.to(torch.float64)), scale
 
     @classmethod
     def of(cls, config: object) -> ExactRotary:
         """The rotary table of a transformers ``config`` (:func:`~conslaw_lite.families.hf.config.check_rope` first)."""
         check_rope(config)
-        params = config.rope_parameters
-        linear = params.get("rope_type", "default") == "linear"
-        return cls(head_dim_of(config), params["rope_theta"], params.get("factor", 1.0) if linear else 1.0)
+        return cls(*rope_frequencies(config))
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         angle = position_ids[..., None].to(self.inv_freq.dtype) * self.inv_freq  # (B, T, k/2)
         angle = torch.cat([angle, angle], dim=-1).to(x.dtype)  # (B, T, k): coordinate j and j + k/2 share ω_j
-        return angle.cos(), angle.sin()
+        return angle.cos() * self.scale, angle.sin() * self.scale
 
 
 def adopt(owner: nn.Module, name: str, value: torch.Tensor) -> None:
@@ -184,7 +191,8 @@ def called_as_one_tensor(module: nn.Module, forward: Callable, rotary: nn.Module
     ...         self.w = nn.Parameter(torch.zeros(2, dtype=torch.float64))
     ...     def forward(self, X, position_embeddings, attention_mask):
     ...         return X + self.w + position_embeddings[0], None
-    >>> probe = called_as_one_tensor(Shift(), _position_forward, ExactRotary(2, 1e4))
+    >>> from conslaw_lite.families.hf.config import default_frequencies
+    >>> probe = called_as_one_tensor(Shift(), _position_forward, ExactRotary(default_frequencies(2, 1e4)))
     >>> probe(torch.zeros(1, 2, 2, dtype=torch.float64))[0, 1].tolist(), [n for n, _ in probe.named_parameters()]
     ([0.5403023058681398, 0.5403023058681398], ['w'])
     """

@@ -4,8 +4,8 @@ Registered by name (transformers is optional and slow to import): each decoder l
 (:mod:`.attention`), MLP or MoE block (:mod:`.moe`), the layer's norm couplings and the causal LM's
 final norm against its head (:mod:`.network`); GPT-2's attention and its blocks' LayerNorm couplings
 (:mod:`.gpt2`); BERT's attention and the means its post-norms remove (:mod:`.bert`). A module with an
-option these laws do not cover (a sliding window, a rotary type other than the default and linear, a gated
-MLP on another activation, cross-attention) gets no laws, with a warning naming the option
+option these laws do not cover (rotary frequencies that change with the sequence length, a gated MLP on another
+activation, cross-attention) gets no laws, with a warning naming the option
 (:func:`.config.leave_out`, :func:`conslaw_lite.laws.left_out`): never a guess.
 """
 
