@@ -73,6 +73,7 @@ from dataclasses import dataclass
 import torch
 
 from conslaw_lite.counting import RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
+from conslaw_lite.counting.check import check_count_of
 from conslaw_lite.counting.problem import Problem, problem_of
 from conslaw_lite.dataflow import readers_of
 from conslaw_lite.exact_linalg import rational
@@ -264,6 +265,7 @@ def find_laws(
         readers = readers_of(problem, input_shape, inputs, seed)
         if count is None:
             count = count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
+        check_count_of(count, problem, input_shape, inputs)
         searches = layout_searches(layout, degree, readers)
         search, stopped = _search_blocks(problem, input_shape, inputs, seed, degree, searches, count)
         basis = reduced_basis(search.vectors, search.columns, degree, search.gap)

@@ -1084,6 +1084,33 @@ def test_a_count_of_another_model_is_refused_by_check_laws() -> None:
         check_laws(relu_net(3, 4, 2), {}, (3,), count=count)
 
 
+def test_a_count_of_another_model_of_the_same_size_is_refused() -> None:
+    """A ReLU MLP's count (N = 3 unit laws + ...) given for the same layers with GELU, or for other inputs: the same D,
+    another count. find_laws stopped at the stale N and called its list complete."""
+    from conslaw_lite import find_laws
+
+    relu = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 2))
+    gelu = nn.Sequential(nn.Linear(3, 3), nn.GELU(), nn.Linear(3, 2))
+    count = count_laws(relu, (3,))
+    with pytest.raises(ValueError, match="count is that of another model, or of inputs of another shape"):
+        find_laws(gelu, (3,), count=count)
+    with pytest.raises(ValueError, match="count is that of another model"):
+        check_laws(gelu, {}, (3,), count=count)
+
+    class SelfAttention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mha = nn.MultiheadAttention(4, 1, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.mha(x, x, x)[0]
+
+    attention = SelfAttention()
+    with pytest.raises(ValueError, match="or of inputs of another shape"):  # one token against three: other laws
+        check_laws(attention, {}, (3, 4), count=count_laws(attention, (1, 4)))
+    assert check_laws(relu, {}, None, inputs=torch.randn(5, 3), count=count).independent == 0  # the same shape
+
+
 def test_glu_and_a_weight_norm_parametrization_are_counted() -> None:
     """Their fused kernels have no forward-mode derivative: refused before (exact_ops routes them now)."""
     from torch.nn.utils import parametrizations

@@ -310,15 +310,42 @@ def check_laws(
     """
     problem = problem_of(model, params)
     count = count if count is not None else count_laws(model, input_shape, inputs=inputs, params=params, seed=seed)
+    check_count_of(count, problem, input_shape, inputs)
+    residuals, independent = law_residuals(problem, laws, input_shape, inputs, seed, num_samples)
+    max_residual = max(residuals.values(), default=0.0)
+    complete = count.conclusive and independent == count.num_laws and max_residual <= RESIDUAL_TOL
+    return LawCheck(max_residual, residuals, independent, count.num_laws, complete, count)
+
+
+def check_count_of(
+    count: LawCount, problem: Problem, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None
+) -> None:
+    """``ValueError`` when a ``count=`` given to :func:`check_laws` or ``find_laws`` is not this problem's: another
+    number of parameters, or another model or input shape (:meth:`~conslaw_lite.counting.problem.Problem.key`).
+
+    Examples
+    ========
+    >>> from torch import nn
+    >>> relu = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    >>> count = count_laws(relu, (2,))
+    >>> check_count_of(count, problem_of(relu, None), (2,), None)  # its own count
+    >>> gelu = nn.Sequential(nn.Linear(2, 3), nn.GELU(), nn.Linear(3, 1))
+    >>> try:
+    ...     check_count_of(count, problem_of(gelu, None), (2,), None)
+    ... except ValueError as err:
+    ...     print(str(err)[:30])
+    count is that of another model
+    """
     if count.num_params != problem.num_params:
         raise ValueError(
             f"count is that of a model of {count.num_params} parameters, and this one has {problem.num_params}: "
             f"give the count of this model (count_laws(model, ...)) or none"
         )
-    residuals, independent = law_residuals(problem, laws, input_shape, inputs, seed, num_samples)
-    max_residual = max(residuals.values(), default=0.0)
-    complete = count.conclusive and independent == count.num_laws and max_residual <= RESIDUAL_TOL
-    return LawCheck(max_residual, residuals, independent, count.num_laws, complete, count)
+    if count.counted and count.counted != problem.key(input_shape, inputs):
+        raise ValueError(
+            "count is that of another model, or of inputs of another shape (its layers, parameter shapes or input "
+            "shape differ from this call's): give the count of this model (count_laws(model, ...)) or none"
+        )
 
 
 def law_residuals(

@@ -104,6 +104,7 @@ class LawCount:
     patterns: str = ""
     strata: tuple[Stratum, ...] = ()
     estimated: Estimate | None = field(default=None, repr=False)  # memory and time estimated before starting
+    counted: str = field(default="", repr=False)  # the model and input shape counted (Problem.key)
 
     @property
     def gap(self) -> float:
@@ -367,7 +368,8 @@ def _ranks_at_points(
         results.append((d, rank))
     if at is None and len({r.rank for _, r in results}) > 1:
         results, drawn, reason = _confirm_highest(
-            problem, input_shape, inputs, seed, num_samples, results, drawn, run, structural)
+            problem, input_shape, inputs, seed, num_samples, results, drawn, run, structural
+        )
     return results, drawn, reason or unpaired(kinks)
 
 
@@ -517,7 +519,7 @@ def count_laws(
     with time_limit(seconds):  # stops at a step of the ranks (time_limit)
         device = resolve_device(device)
         problem = problem_of(model, params)
-        D = problem.num_params
+        D, counted = problem.num_params, problem.key(input_shape, inputs)
         plan, need = _memory_plan(D, device, max_memory)
         probe_gen = generator(seed, Stream.SATURATION_PROBE)  # not a stream the count draws from
         probe_theta = problem.random_theta(probe_gen)
@@ -549,7 +551,19 @@ def count_laws(
     if not results:
         elapsed = time.perf_counter() - start
         return LawCount(
-            D, None, None, 0, 0.0, 0.0, elapsed, False, reason, patterns=patterns, strata=strata, estimated=need
+            D,
+            None,
+            None,
+            0,
+            0.0,
+            0.0,
+            elapsed,
+            False,
+            reason,
+            patterns=patterns,
+            strata=strata,
+            estimated=need,
+            counted=counted,
         )
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:
@@ -585,4 +599,5 @@ def count_laws(
         patterns=patterns,
         strata=strata,
         estimated=need,
+        counted=counted,
     )

@@ -8,6 +8,7 @@ input so that none buries the others (:mod:`conslaw_lite.counting`).
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -90,6 +91,22 @@ class Problem:
         scale = {n: s[-1] ** -0.5 if len(s) > 1 else 1.0 for n, s in self.shapes.items()} if standard else self.scales
         parts = [torch.randn(s, generator=gen, dtype=torch.float64) * scale[n] for n, s in self.shapes.items()]
         return (torch.cat([p.reshape(-1) for p in parts]) * factor).to(self.device)
+
+    def key(self, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None) -> str:
+        """What a count of this problem was of, as a short hash: the module's structure (its ``repr``: layers, their
+        options), each parameter's name and shape, and one input's shape. A count given to ``check_laws`` or
+        ``find_laws`` must have the key of the model it checks.
+
+        Examples
+        ========
+        >>> relu = problem_of(nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1)), None)
+        >>> gelu = problem_of(nn.Sequential(nn.Linear(2, 3), nn.GELU(), nn.Linear(3, 1)), None)
+        >>> relu.key((2,), None) == gelu.key((2,), None), relu.key((2,), None) == relu.key(None, torch.ones(5, 2))
+        (False, True)
+        """
+        one = tuple(inputs.shape[1:]) if inputs is not None else tuple(input_shape or ())
+        counted = (repr(self.module), [(n, tuple(s)) for n, s in self.shapes.items()], one)
+        return hashlib.sha1(repr(counted).encode()).hexdigest()[:16]
 
     def unread(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """The coordinates (D,) of the tensors the output on ``x`` has no autograd path to."""
