@@ -549,22 +549,8 @@ def count_laws(
     strata = _strata(results, drawn)
     patterns = drawn[-1].patterns
     if not results:
-        elapsed = time.perf_counter() - start
-        return LawCount(
-            D,
-            None,
-            None,
-            0,
-            0.0,
-            0.0,
-            elapsed,
-            False,
-            reason,
-            patterns=patterns,
-            strata=strata,
-            estimated=need,
-            counted=counted,
-        )
+        seen = dict(patterns=patterns, strata=strata, estimated=need, counted=counted)
+        return LawCount(D, None, None, 0, 0.0, 0.0, time.perf_counter() - start, False, reason, **seen)
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:
         reason = reason or f"the random θ disagree: ranks {sorted({r.rank for r in ranks})}"

@@ -104,7 +104,8 @@ class Problem:
         >>> relu.key((2,), None) == gelu.key((2,), None), relu.key((2,), None) == relu.key(None, torch.ones(5, 2))
         (False, True)
         """
-        one = tuple(inputs.shape[1:]) if isinstance(inputs, torch.Tensor) else tuple(input_shape or ())
+        shape = (input_shape,) if isinstance(input_shape, int) else tuple(input_shape or ())
+        one = tuple(inputs.shape[1:]) if isinstance(inputs, torch.Tensor) else shape
         counted = (repr(self.module), [(n, tuple(s)) for n, s in self.shapes.items()], one)
         return hashlib.sha1(repr(counted).encode()).hexdigest()[:16]
 
