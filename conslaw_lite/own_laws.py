@@ -38,6 +38,10 @@ see it. So every law found is checked on the whole model's gradient, at its θ a
 input: ``|⟨∇h, ∇_P⟨a, f⟩⟩| ≤ MODEL_TOL ‖∇h‖ ‖∇_P⟨a, f⟩‖`` for ``MODEL_COTANGENTS`` random a, the gradients taken
 on the part's coordinates P. A part whose laws fail is reported and none of its laws are watched.
 
+**Dropout.** A part whose dropouts train is searched with them off (the count needs one deterministic function), and
+each law found is kept only where it holds under the masks they draw in training (:mod:`conslaw_lite.dropout_masks`);
+the outcome says how many fail and are left out.
+
 **Time.** The search stops after ``seconds`` (``SEARCH_SECONDS`` = 120 by default: a monitor starts before training
 does), within one step of it (:mod:`conslaw_lite.time_limit`); a tiny MobileNetV3 of 1,169 parameters, read at many
 positions, takes minutes. A part whose search stopped there keeps the laws of the blocks it solved before (each one
@@ -65,6 +69,7 @@ import torch
 from torch import nn
 from torch.func import vjp
 
+from conslaw_lite import dropout_masks as masks
 from conslaw_lite.config import evaluating, model_device
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import LawGradients, law_reads
@@ -72,7 +77,7 @@ from conslaw_lite.counting.embedding_rows import EMBEDDINGS
 from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.module_checks import is_batch_norm
 from conslaw_lite.counting.problem import problem_of
-from conslaw_lite.find_laws import MAX_PARAMS, find_laws
+from conslaw_lite.find_laws import MAX_PARAMS, FoundLaws, find_laws
 from conslaw_lite.laws import Law, find_blocks
 from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module
 from conslaw_lite.rescaling_laws import rescaling_laws, training_batch_norms
@@ -118,6 +123,7 @@ class Part:
     laws: dict[str, Law] = field(default_factory=dict)
     cut: Cut = field(default=Cut(()), repr=False)  # the modules it is made of, and the blocks it held fixed
     batch_coupled: bool = False  # its laws were checked with its BatchNorms in train mode: they hold in both modes
+    dropout_masked: bool = False  # its laws were found with its dropouts off and checked under their masks
 
     def __str__(self) -> str:
         return f"`{self.path or '(the model)'}` ({self.layers}, {self.num_params} parameters): {self.outcome}"
@@ -154,9 +160,9 @@ class OwnLaws:
     def breaks_in_train(self, name: str, layer: nn.Module) -> bool:
         """Whether module ``name`` (``layer``, which computes otherwise in train mode) lies inside a part whose laws
         are watched, and were found with it in eval mode: not a BatchNorm of a part checked with batch statistics."""
-        batch_norm = is_batch_norm(layer)
+        batch_norm, dropout = is_batch_norm(layer), masks.is_dropout(layer)
         watched = [part for part in self.parts if part.laws and part.cut.holds(name)]
-        return any(not (batch_norm and part.batch_coupled) for part in watched)
+        return any(not (batch_norm and part.batch_coupled or dropout and part.dropout_masked) for part in watched)
 
     def __str__(self) -> str:
         parts = f"{len(self.parts)} part{'' if len(self.parts) == 1 else 's'} outside the registered blocks"
@@ -365,7 +371,7 @@ def _search(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Ten
         return [refused, *(p for piece in _pieces(model, cut) for p in _search(model, piece, recorded, x, seed))]
     except OutOfTime:
         return [_unsearched(model, cut, STOPPED)]
-    return [_found(model, cut, found)]
+    return [_found(model, cut, *found)]
 
 
 def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torch.Tensor, seed: int) -> list[Part]:
@@ -375,7 +381,7 @@ def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torc
     total = sum(p.numel() for p in model.get_submodule(cut.members[0]).parameters())
     if total <= HELD_MAX_PARAMS and not _unsearchable(model, cut, recorded):
         try:
-            (part,) = _on_the_model(model, [_found(model, cut, _find(model, cut, recorded, seed))], x, seed)
+            (part,) = _on_the_model(model, [_found(model, cut, *_find(model, cut, recorded, seed))], x, seed)
         except (ValueError, OutOfTime):  # its size, what find_laws refuses, or the seconds spent (its children say)
             part = None
         if part is not None and (part.laws or part.outcome == NO_LAWS):
@@ -383,17 +389,20 @@ def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torc
     return [p for c in cut.instead for p in _search(model, c, recorded, x, seed)]
 
 
-def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int):
+def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> tuple[FoundLaws, dict | None]:
     """``find_laws`` on the part, as a function of its recorded input (refusals are ``ValueError``), stopped at the
-    own_laws' time_limit (``OutOfTime``)."""
+    own_laws' time_limit (``OutOfTime``); with dropouts that train, on the part with them off, and each law's
+    residual under their masks (:mod:`conslaw_lite.dropout_masks`), else ``None``."""
     call = recorded[cut.members[0]]
     module = part_module(model, cut, (call.args[1:], call.kwargs))
     if model_device(module) != torch.device("cpu"):  # searched on the CPU; its laws read θ by name, on any device
         module = copy.deepcopy(module).cpu()
     _check_size(module)
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
+    masked = bool(masks.training_dropouts(module))
     with quiet_vmap():
-        return find_laws(module, shape, inputs=inputs, seed=seed)
+        found = find_laws(masks.dropouts_off(module) if masked else module, shape, inputs=inputs, seed=seed)
+    return found, masks.masked_residuals(module, found.laws, shape, inputs, seed) if masked and found.laws else None
 
 
 def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> tuple[Part, str] | None:
@@ -494,8 +503,9 @@ def _own_parameters(model: nn.Module, cut: Cut) -> Part:
     return Part(cut.label, layers(model, cut), count, outcome, {}, cut)
 
 
-def _found(model: nn.Module, cut: Cut, found) -> Part:
-    """The part with the outcome of ``find_laws`` and, when conclusive and checked, its laws."""
+def _found(model: nn.Module, cut: Cut, found: FoundLaws, masked: dict[str, float] | None = None) -> Part:
+    """The part with the outcome of ``find_laws`` and, when conclusive and checked, its laws; ``masked``: each law's
+    residual under the masks of the part's dropouts, found with them off (watched within ``MASK_TOL``)."""
     base = _unsearched(model, cut, "")
     residual = found.check.max_residual
     if not found.conclusive:  # no certificate: the laws found are not watched (a count alone may still be given)
@@ -507,8 +517,17 @@ def _found(model: nn.Module, cut: Cut, found) -> Part:
     else:  # conclusive laws, each passing check_laws; when the count is inconclusive the message says so
         outcome = found.message + (f"; {LONGER}" if found.stopped else "")
     watched = found.conclusive and residual <= RESIDUAL_TOL
-    laws = {f"{base.path}:{name}" if base.path else name: law for name, law in found.laws.items()} if watched else {}
-    return replace(base, outcome=outcome, laws=laws)
+    kept = {name: law for name, law in found.laws.items() if masked is None or masked[name] <= masks.MASK_TOL}
+    if masked is not None and found.laws:
+        n, dropped = len(found.laws), len(found.laws) - len(kept)
+        under = f"under their masks in training ({masks.MASK_DRAWS} draws at two θ)"
+        outcome += (
+            f"; found with its dropouts off, and each holds {under}"
+            if not dropped
+            else (f"; found with its dropouts off: {dropped} of the {n} laws listed fail {under} and are left out")
+        )
+    laws = {f"{base.path}:{name}" if base.path else name: law for name, law in kept.items()} if watched else {}
+    return replace(base, outcome=outcome, laws=laws, dropout_masked=masked is not None)
 
 
 # ---------------------------------------------------------------- the laws found, checked on the whole model
