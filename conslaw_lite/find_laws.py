@@ -74,6 +74,7 @@ import torch
 
 from conslaw_lite.counting import RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
 from conslaw_lite.counting.check import check_count_of
+from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.problem import Problem, problem_of
 from conslaw_lite.dataflow import readers_of
 from conslaw_lite.exact_linalg import rational
@@ -211,6 +212,7 @@ class FoundLaws:
         }
 
 
+@quiet_vmap()  # torch's note on vmap's speed, at each of the search's many calls
 def find_laws(
     model: Model,
     input_shape: tuple[int, ...] | None = None,

@@ -22,6 +22,7 @@ import copy
 import os
 import sys
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -280,6 +281,8 @@ def registered_form(module: nn.Module) -> nn.Module | None:
 NORMS = (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)
 MIN_EPS = 1e-7  # a norm's ε below this (and above 0) is counted at it: float64 cannot tell ε = 10⁻¹² from 0
 # (float32's own machine epsilon, 1.2·10⁻⁷, nn.RMSNorm's default in float32 training, is left as it is)
+_EPS_SAID: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # norm ↦ the ε its warning named (said once:
+# a warning filter's "once per line" forgets at each catch_warnings, and a search makes many float64 copies)
 
 
 def _norm_eps_resolved(module: nn.Module, form: nn.Module) -> nn.Module:
@@ -309,14 +312,17 @@ def _norm_eps_resolved(module: nn.Module, form: nn.Module) -> nn.Module:
         if norm.eps is None:
             own = [p.dtype for p in module.get_submodule(name).parameters()] or floats or [torch.get_default_dtype()]
             norm.eps = torch.finfo(own[0]).eps
-        if counted_eps(norm.eps) != norm.eps:
+        if counted_eps(norm.eps) == norm.eps:
+            continue
+        if _EPS_SAID.get(module.get_submodule(name)) != norm.eps:  # once per norm: a search makes many copies
+            _EPS_SAID[module.get_submodule(name)] = norm.eps
             warnings.warn(
                 f"`{name or '(the model)'}` ({type(norm).__name__}) has ε = {norm.eps:.3g} > 0: counted at ε = "
                 f"{MIN_EPS:g}, where float64 tells it from 0 (the laws are the same for every ε > 0, and an ε this "
                 "small breaks the scale symmetry of ε = 0 by less than round-off)",
                 stacklevel=user_stacklevel(),
             )
-            norm.eps = MIN_EPS
+        norm.eps = MIN_EPS
     return form
 
 

@@ -234,6 +234,8 @@ class Monitor:
         Parts of ``model`` outside every registered block get their laws found (:mod:`conslaw_lite.own_laws`,
         printed once, in :attr:`own`; watched as group ``"found"``) when ``input_shape`` (one input, no batch
         dimension) or ``inputs`` (a batch) says what the model takes; their search stops after ``search_seconds``.
+        Searched on fresh inputs like these (all token ids, for ids), they hold on every batch; ``count_laws(model,
+        inputs=x)`` counts those of the function on ``x`` alone (more, where x is a few samples).
         ``alarm`` (e.g. :class:`conslaw_lite.early_warning.DriftAlarm`) is called with the monitor after each record.
         ``evaluate_every`` records are evaluated at once (:mod:`conslaw_lite.snapshots`; default: as many as fit in
         16 MiB of snapshots, at most 6; one with an ``alarm``, which reads every record as it comes). Any result

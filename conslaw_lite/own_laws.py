@@ -173,6 +173,7 @@ class OwnLaws:
         return "\n".join(lines)
 
 
+@quiet_vmap()  # torch's note on vmap's speed, at each of the search's many calls
 def own_laws(
     model: nn.Module,
     input_shape: tuple[int, ...] | int | None = None,
@@ -400,8 +401,7 @@ def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> 
     _check_size(module)
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
     masked = bool(masks.training_dropouts(module))
-    with quiet_vmap():
-        found = find_laws(masks.dropouts_off(module) if masked else module, shape, inputs=inputs, seed=seed)
+    found = find_laws(masks.dropouts_off(module) if masked else module, shape, inputs=inputs, seed=seed)
     return found, masks.masked_residuals(module, found.laws, shape, inputs, seed) if masked and found.laws else None
 
 
@@ -418,8 +418,7 @@ def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int)
     if model_device(module) != torch.device("cpu"):
         module = copy.deepcopy(module).cpu()
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
-    with quiet_vmap():
-        laws, outcome = rescaling_laws(module, None if inputs is not None else shape, inputs=inputs, seed=seed)
+    laws, outcome = rescaling_laws(module, None if inputs is not None else shape, inputs=inputs, seed=seed)
     base = _unsearched(model, cut, "")
     why = (
         f" (D = {D:,} is over the {SEARCH_MAX_PARAMS:,} a monitor searches whole; find_laws(part, input_shape) finds "

@@ -1273,3 +1273,23 @@ def test_a_parametrized_weight_read_on_another_path_in_eval_mode_is_no_mode_diff
     model = Attend().double()
     trained = count_laws(model.train(), (3, 8))
     assert trained.conclusive and trained.num_laws == count_laws(model.eval(), (3, 8)).num_laws == 37
+
+
+def test_a_search_says_each_warning_once() -> None:
+    """A search copies the model to float64 many times, and vmaps over weight_norm's kernel, which has no batching
+    rule: the ε warning was said 8 times (a filter's "once per line" forgets at each catch_warnings), torch's note on
+    vmap's speed dozens of times."""
+    import warnings
+
+    from torch.nn.utils import parametrizations
+
+    from conslaw_lite import find_laws
+
+    torch.manual_seed(0)
+    model = nn.Sequential(parametrizations.weight_norm(nn.Linear(3, 4)), nn.RMSNorm(4, eps=1e-10), nn.Linear(4, 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = find_laws(model, (3,))
+    messages = [str(w.message) for w in caught]
+    assert found.conclusive and sum("counted at ε = 1e-07" in m for m in messages) == 1, messages
+    assert not any("batching rule" in m for m in messages), messages

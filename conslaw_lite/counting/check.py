@@ -278,6 +278,7 @@ def gradient_rows(
         yield rows
 
 
+@quiet_vmap()  # torch's note on vmap's speed, at each of the search's many calls
 def check_laws(
     model: Model,
     laws: Mapping[str, Law],

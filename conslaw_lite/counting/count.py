@@ -18,7 +18,7 @@ from conslaw_lite.counting.budget import Estimate, TooLarge, check_fits, estimat
 from conslaw_lite.counting.complement import Buffers, complement_rank
 from conslaw_lite.counting.covering import PROFILES, covering_patterns, log_uniform, theta_apart
 from conslaw_lite.counting.embedding_rows import warn_padding_rows, warn_unread_rows
-from conslaw_lite.counting.exact_ops import exact_derivatives
+from conslaw_lite.counting.exact_ops import exact_derivatives, quiet_vmap
 from conslaw_lite.counting.lie_rank import (
     FIRST_CHUNK,
     GAP,
@@ -448,6 +448,7 @@ def _memory_plan(D: int, device: torch.device, max_memory: float | None) -> tupl
         return _Run(keep_stack=False), without
 
 
+@quiet_vmap()  # torch's note on vmap's speed, at each of the search's many calls
 def count_laws(
     model: Model,
     input_shape: tuple[int, ...] | None = None,
