@@ -28,8 +28,10 @@ from conslaw_lite.counting import LawCount, check_laws, count_laws
 from conslaw_lite.find_laws import FoundLaws, find_laws
 from conslaw_lite.laws import law_functions
 from conslaw_lite.seeding import seeded
-from conslaw_lite.time_limit import OutOfTime
+from conslaw_lite.time_limit import OutOfTime, said_if_long
 from conslaw_lite.user_module import INPUTS, load_module
+
+SAY_AFTER = 5.0  # seconds of search after which certify says it is still searching
 
 
 @dataclass
@@ -106,9 +108,13 @@ def certify(arch: str, options: ArchOptions, *, laws: bool = False) -> Certifica
 
 def _found(model: nn.Module, input_shape: tuple[int, ...] | None, seed: int, count: LawCount, inputs=None) -> dict:
     """The laws found, as a dict; none where a time limit around the certificate ends before their search begins (the
-    count stands)."""
+    count stands). A search still running after ``SAY_AFTER`` seconds says so on stderr, with the count it stands on:
+    an attention's takes minutes, the count seconds."""
+    counted = f"N = {count.num_laws}" if count.conclusive else "the count is inconclusive"
+    waiting = f"certify: {counted} ({count.seconds:.1f} s); still searching the laws (--laws; --seconds limits it)"
     try:
-        return find_laws(model, input_shape, inputs=inputs, seed=seed, count=count).to_dict()
+        with said_if_long(waiting, SAY_AFTER):
+            return find_laws(model, input_shape, inputs=inputs, seed=seed, count=count).to_dict()
     except OutOfTime as stop:
         return FoundLaws.not_searched(count, str(stop)).to_dict()
 

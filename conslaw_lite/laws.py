@@ -281,8 +281,6 @@ def registered_form(module: nn.Module) -> nn.Module | None:
 NORMS = (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)
 MIN_EPS = 1e-7  # a norm's ε below this (and above 0) is counted at it: float64 cannot tell ε = 10⁻¹² from 0
 # (float32's own machine epsilon, 1.2·10⁻⁷, nn.RMSNorm's default in float32 training, is left as it is)
-_EPS_SAID: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # norm ↦ the ε its warning named (said once:
-# a warning filter's "once per line" forgets at each catch_warnings, and a search makes many float64 copies)
 
 
 def _norm_eps_resolved(module: nn.Module, form: nn.Module) -> nn.Module:
@@ -314,14 +312,12 @@ def _norm_eps_resolved(module: nn.Module, form: nn.Module) -> nn.Module:
             norm.eps = torch.finfo(own[0]).eps
         if counted_eps(norm.eps) == norm.eps:
             continue
-        if _EPS_SAID.get(module.get_submodule(name)) != norm.eps:  # once per norm: a search makes many copies
-            _EPS_SAID[module.get_submodule(name)] = norm.eps
-            warnings.warn(
-                f"`{name or '(the model)'}` ({type(norm).__name__}) has ε = {norm.eps:.3g} > 0: counted at ε = "
-                f"{MIN_EPS:g}, where float64 tells it from 0 (the laws are the same for every ε > 0, and an ε this "
-                "small breaks the scale symmetry of ε = 0 by less than round-off)",
-                stacklevel=user_stacklevel(),
-            )
+        say_once(
+            module.get_submodule(name),
+            f"`{name or '(the model)'}` ({type(norm).__name__}) has ε = {norm.eps:.3g} > 0: counted at ε = "
+            f"{MIN_EPS:g}, where float64 tells it from 0 (the laws are the same for every ε > 0, and an ε this "
+            "small breaks the scale symmetry of ε = 0 by less than round-off)",
+        )
         norm.eps = MIN_EPS
     return form
 
@@ -388,10 +384,31 @@ def left_out(module: nn.Module, prefix: str, option: str) -> None:
     'Linear at layers.0 has a window: its laws are not derived here and are left out'
     """
     where = prefix.rstrip(".") or "the model"
-    warnings.warn(
-        f"{type(module).__name__} at {where} has {option}: its laws are not derived here and are left out",
-        stacklevel=user_stacklevel(),
-    )
+    say_once(module, f"{type(module).__name__} at {where} has {option}: its laws are not derived here and are left out")
+
+
+_SAID: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module ↦ the warnings said of it
+
+
+def say_once(module: nn.Module, message: str) -> None:
+    """Warn ``message`` about ``module`` once: a search reads a model many times (its float64 copies, each part's
+    laws), and a warning filter's "once per line" forgets at every ``catch_warnings``.
+
+    Examples
+    ========
+    >>> import warnings
+    >>> layer = nn.Linear(1, 1)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     say_once(layer, "a note")
+    ...     say_once(layer, "a note")
+    >>> len(caught)
+    1
+    """
+    said = _SAID.setdefault(module, set())
+    if message not in said:
+        said.add(message)
+        warnings.warn(message, stacklevel=user_stacklevel())
 
 
 def find_blocks(model: nn.Module, *, required: bool = False) -> list[BlockLaws]:

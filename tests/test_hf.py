@@ -282,6 +282,20 @@ def test_a_static_rope_is_covered_and_computed_as_transformers_computes_it(rope)
     assert torch.allclose(countable(model)(ids), model(input_ids=ids).logits.double(), atol=1e-5)
 
 
+def test_a_dynamic_rope_is_counted_within_its_length_and_its_laws_left_out() -> None:
+    """Its frequencies change past max_position_embeddings: no closed-form laws, but the count needs none, and up to
+    that length its table is the default one (N = 24 at d = 16, as Llama's)."""
+    dynamic = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4}
+    model = tiny_model("llama", ISSUE, rope_parameters=dynamic, max_position_embeddings=8).float()
+    with pytest.warns(UserWarning, match="rope_type='dynamic'.*left out"):
+        assert not any(key.startswith("model.layers.0.self_attn:") for key in laws_of(model))
+    ids = torch.randint(0, 16, (3, 5))
+    assert torch.allclose(countable(model)(ids), model(input_ids=ids).logits.double(), atol=1e-5)
+    assert count_laws(countable(model.model.layers[0].self_attn), (3, ISSUE.dim)).num_laws == 24
+    with pytest.raises(ValueError, match="changes its frequencies past 8 positions"):
+        countable(model)(torch.randint(0, 16, (1, 9)))
+
+
 @pytest.mark.parametrize(
     "arch, config",
     [
@@ -346,8 +360,8 @@ def test_an_option_the_laws_do_not_cover_is_left_out_by_name(config, option) -> 
     with pytest.warns(UserWarning, match=f"has {option}.*left out"):
         kinds = {q.block for q in quantities(model)}
     assert "network" in kinds  # the norm couplings do not depend on the option
-    if option.startswith("rope"):
-        with pytest.raises(ValueError, match="rope_type='dynamic'"):
+    if option.startswith("partial"):  # the count's copy computes no partial table
+        with pytest.raises(ValueError, match="partial_rotary_factor=0.5"):
             countable(model.model.layers[0].self_attn)
 
 
@@ -366,9 +380,14 @@ def test_a_sliding_window_keeps_the_attention_laws() -> None:
 def test_laws_that_dropout_breaks_are_given_only_where_it_is_inactive() -> None:
     """A dropout between a projection and the LayerNorm that removes its mean turns c·1 into c·mask: GPT-2's output
     bias sum and BERT's mean laws hold in eval mode only. In train mode they are left out (BERT's by name); given in
-    eval mode, the monitor warns when the dropout trains."""
+    eval mode, the monitor warns when the dropout trains. Each left out by name, once per module."""
     gpt2 = _gpt2(n_layer=1).train()
-    assert not any("c_proj.bias" in key for key in laws_of(gpt2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert not any("c_proj.bias" in key for key in laws_of(gpt2))
+        laws_of(gpt2)  # a second reading of the same model: nothing said again
+    said = [str(w.message) for w in caught if "GPT2Block at transformer.h.0 has dropout p = 0.1" in str(w.message)]
+    assert len(said) == 1 and "Σ(attn−mlp).c_proj.bias, which is left out" in said[0]
     with pytest.warns(UserWarning, match=r"BertSelfOutput at bert.encoder.layer.0.attention.output has dropout p = "):
         kinds = {q.block for q in quantities(_bert().train())}
     assert kinds == {"mha"}

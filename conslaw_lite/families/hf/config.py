@@ -110,35 +110,51 @@ def rope_problem(config: object) -> str | None:
     >>> rope_problem(SimpleNamespace(rope_parameters={"rope_theta": 1e4}, head_dim=8)) is None
     True
     """
-    params = getattr(config, "rope_parameters", None) or {}
-    rope_type = params.get("rope_type", "default")
-    if "dynamic" in rope_type or rope_type == "longrope":
+    problem = _table_problem(config)
+    if problem:
+        return problem
+    rope_type = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+    if rope_type in CHANGING:
         return f"rope_type={rope_type!r} (its frequencies change with the sequence length)"
-    partial = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
-    if partial != 1.0:
-        return f"partial_rotary_factor={partial} (only a rotary embedding on the whole head is covered)"
-    if rope_type != "default":
-        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
-        if rope_type not in ROPE_INIT_FUNCTIONS:
-            return f"rope_type={rope_type!r} (not one of transformers' rotary embeddings)"
     omega = rope_frequencies(config)[0]
     if not (omega.isfinite().all() and (omega != 0).all() and len(omega.unique()) == len(omega)):
         return f"rope_type={rope_type!r} with frequencies ω_j not distinct and nonzero ({omega.tolist()})"
     return None
 
 
+CHANGING = ("dynamic", "longrope")  # rotary types whose frequencies change with the sequence length
+
+
+def _table_problem(config: object) -> str | None:
+    """Why the count's float64 table cannot compute ``config``'s rotary embedding, or None: another rotary type than
+    transformers' own, a partial one, or ``longrope`` (its frequencies switch at a length)."""
+    params = getattr(config, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", "default")
+    partial = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
+    if partial != 1.0:
+        return f"partial_rotary_factor={partial} (only a rotary embedding on the whole head is covered)"
+    if rope_type == "longrope":
+        return f"rope_type={rope_type!r} (its frequencies change with the sequence length)"
+    if rope_type != "default":
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+        if rope_type not in ROPE_INIT_FUNCTIONS:
+            return f"rope_type={rope_type!r} (not one of transformers' rotary embeddings)"
+    return None
+
+
 def check_rope(config: object) -> None:
-    """``ValueError`` naming the option when :func:`rope_problem` finds one.
+    """``ValueError`` naming the option when the count's float64 copy cannot compute ``config``'s rotary embedding.
+    ``dynamic`` is computed, on sequences no longer than ``max_position_embeddings``, where its frequencies stay.
 
     Examples
     ========
     >>> from types import SimpleNamespace
     >>> check_rope(SimpleNamespace(rope_parameters={"rope_type": "default", "rope_theta": 1e4}, head_dim=8))
     """
-    problem = rope_problem(config)
+    problem = _table_problem(config)
     if problem:
-        raise ValueError(f"transformers model with {problem}: its laws are not derived here")
+        raise ValueError(f"transformers model with {problem}: the count's float64 copy does not compute it")
 
 
 def window_of(attention: nn.Module) -> int | None:

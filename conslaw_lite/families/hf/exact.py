@@ -50,17 +50,23 @@ class ExactRotary(nn.Module):
     (torch.Size([1, 1, 4]), True)
     """
 
-    def __init__(self, omega: torch.Tensor, scale: float = 1.0) -> None:
+    def __init__(self, omega: torch.Tensor, scale: float = 1.0, longest: int | None = None) -> None:
+        """``longest``: the most positions its table holds for (``dynamic``'s frequencies change past it)."""
         super().__init__()
-        self.inv_freq, self.scale = nn.Buffer(omega.to(torch.float64)), scale
+        self.inv_freq, self.scale, self.longest = nn.Buffer(omega.to(torch.float64)), scale, longest
 
     @classmethod
     def of(cls, config: object) -> ExactRotary:
         """The rotary table of a transformers ``config`` (:func:`~conslaw_lite.families.hf.config.check_rope` first)."""
         check_rope(config)
-        return cls(*rope_frequencies(config))
+        dynamic = "dynamic" in (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+        return cls(*rope_frequencies(config), longest=config.max_position_embeddings if dynamic else None)
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.longest is not None and position_ids.max() >= self.longest:
+            raise ValueError(
+                f"rope_type='dynamic' changes its frequencies past {self.longest} positions: count on shorter inputs"
+            )
         angle = position_ids[..., None].to(self.inv_freq.dtype) * self.inv_freq  # (B, T, k/2)
         angle = torch.cat([angle, angle], dim=-1).to(x.dtype)  # (B, T, k): coordinate j and j + k/2 share ω_j
         return angle.cos() * self.scale, angle.sin() * self.scale

@@ -19,7 +19,7 @@ from torch import nn
 from conslaw_lite.families.attention.laws import AttentionSpec, Projection
 from conslaw_lite.families.hf.config import inactive_dropouts
 from conslaw_lite.families.network.laws import gain_law
-from conslaw_lite.laws import BlockLaws, Law
+from conslaw_lite.laws import BlockLaws, Law, say_once
 
 
 def gpt2_spec(module: nn.Module, prefix: str = "") -> AttentionSpec:
@@ -67,7 +67,10 @@ def block_couplings(block: nn.Module, prefix: str = "") -> BlockLaws:
         )
         controls[f"{norm}.γ²"] = gain_law(gain, [])
     dropouts = inactive_dropouts(block, ("attn.resid_dropout", "mlp.dropout"))
-    if dropouts is None:
+    if dropouts is None:  # as BERT's mean laws: the bias sum is left out while the dropouts train, and said so
+        where, p = prefix.rstrip(".") or "the model", block.attn.resid_dropout.p
+        masks = "its masks break Σ(attn−mlp).c_proj.bias, which is left out"
+        say_once(block, f"GPT2Block at {where} has dropout p = {p} in train mode: {masks}")
         return BlockLaws("network", laws, controls)
     attn, mlp = f"{prefix}attn.c_proj.bias", f"{prefix}mlp.c_proj.bias"
     laws["Σ(attn−mlp).c_proj.bias"] = lambda p: (p[attn] - p[mlp]).sum(-1, keepdim=True)

@@ -19,14 +19,13 @@ is watched (p is unchanged by the shift), with a warning naming the option.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from conslaw_lite.families.ffn.laws import glu_block
-from conslaw_lite.laws import Batch, BlockLaws, Law, Params, user_stacklevel
+from conslaw_lite.laws import Batch, BlockLaws, Law, Params, say_once
 from conslaw_lite.shared_squares import squared
 
 
@@ -155,11 +154,11 @@ def _balanced(module: nn.Module, prefix: str) -> bool:
     config = _config(module)
     balanced = bool(getattr(config, "output_router_logits", False) and getattr(config, "router_aux_loss_coef", 0))
     if balanced and module.gate.top_k == 1 and module.gate.norm_topk_prob:
-        warnings.warn(
+        say_once(
+            module,
             f"{type(module).__name__} at {prefix.rstrip('.') or 'the model'} has output_router_logits=True: the "
             "load-balancing loss moves the router, so only ΣW_e is watched of its laws (every entry of W is kept "
             "by the language-model loss alone)",
-            stacklevel=user_stacklevel(),
         )
     return balanced
 
