@@ -45,6 +45,31 @@ def is_dropout(m: nn.Module) -> bool:
     return is_mode_dependent(m) and any(word in type(m).__name__ for word in ("Dropout", "DropPath"))
 
 
+def inactive_dropouts(module: nn.Module, names: tuple[str, ...]) -> tuple[str, ...] | None:
+    """Those of ``module``'s submodules ``names`` that are dropouts with p > 0, when none of them trains now; None
+    when one does: a finder then leaves out the laws their masks break (a shift that a LayerNorm removes, c·1, becomes
+    c·m: transformers' GPT-2 and BERT, timm's ViT), and names them as ``train_breaks`` otherwise.
+
+    Examples
+    ========
+    >>> out = nn.Module()
+    >>> out.dropout = nn.Dropout(0.1)
+    >>> inactive_dropouts(out, ("dropout",)) is None, inactive_dropouts(out.eval(), ("dropout",))
+    (True, ('dropout',))
+    """
+    dropouts = tuple(name for name in names if _has(module, name) and is_dropout(module.get_submodule(name)))
+    return None if any(module.get_submodule(name).training for name in dropouts) else dropouts
+
+
+def _has(module: nn.Module, name: str) -> bool:
+    """Whether ``module`` has a submodule ``name`` (a model built without one: timm's Mlp of another kind)."""
+    try:
+        module.get_submodule(name)
+    except AttributeError:
+        return False
+    return True
+
+
 def training_dropouts(module: nn.Module) -> list[str]:
     """The names of ``module``'s dropouts (Dropout, DropPath, p > 0) in train mode.
 

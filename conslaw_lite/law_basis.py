@@ -124,7 +124,8 @@ def reduced_basis(
         chosen = _shortened(_fewest_terms(laws, _as_laws(vectors, columns), products, preferred))
     finally:
         _TOL.reset(token)
-    return sorted(map(_leading_one, chosen), key=_first)
+    # a law the others make empty: vectors dependent within the tolerance of a search without a clear gap
+    return sorted(map(_leading_one, filter(None, chosen)), key=_first)
 
 
 def _first(law: dict) -> tuple[bool, Monomial]:

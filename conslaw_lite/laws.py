@@ -18,6 +18,7 @@ walks a model and collects them; :func:`quantities` lists them as typed
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import sys
@@ -367,6 +368,8 @@ CALLERS = ("transformers", "lightning", "pytorch_lightning", "accelerate")  # li
 
 def _library_frame(path: str) -> bool:
     package = os.path.dirname(os.path.abspath(__file__))
+    if path == os.path.abspath(contextlib.__file__):  # a context manager used as a decorator (quiet_vmap's) wraps us
+        return True
     return path.startswith(package + os.sep) or any(f"{os.sep}{name}{os.sep}" in path for name in CALLERS)
 
 

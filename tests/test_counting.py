@@ -1278,7 +1278,7 @@ def test_a_parametrized_weight_read_on_another_path_in_eval_mode_is_no_mode_diff
 def test_a_search_says_each_warning_once() -> None:
     """A search copies the model to float64 many times, and vmaps over weight_norm's kernel, which has no batching
     rule: the ε warning was said 8 times (a filter's "once per line" forgets at each catch_warnings), torch's note on
-    vmap's speed dozens of times."""
+    vmap's speed dozens of times. The warning points at the caller's line, not at contextlib's."""
     import warnings
 
     from torch.nn.utils import parametrizations
@@ -1292,4 +1292,5 @@ def test_a_search_says_each_warning_once() -> None:
         found = find_laws(model, (3,))
     messages = [str(w.message) for w in caught]
     assert found.conclusive and sum("counted at ε = 1e-07" in m for m in messages) == 1, messages
+    assert [w.filename for w in caught if "counted at ε" in str(w.message)] == [__file__]  # the caller's line
     assert not any("batching rule" in m for m in messages), messages

@@ -685,3 +685,17 @@ def test_degree_1_finds_linear_laws_only() -> None:
     found = find_laws(mlp, (3,), degree=1)
     assert sorted(found.laws) == ["for i in 0..3: Σ 2.weight[:, i]", "Σ 2.bias"]
     assert found.num_found == 5 and found.message == "found 5 of N = 9: 4 laws are not linear polynomials"
+
+
+def test_dependent_vectors_of_a_search_without_a_gap_give_no_empty_law() -> None:
+    """Two null vectors equal within the tolerance of a small gap: the second, shortened by the first, had no term
+    left, and sorting the basis raised ``min() arg is an empty sequence`` (a ViT of 691 parameters, inconclusive
+    count, search stopped at 100 s)."""
+    import numpy as np
+
+    from conslaw_lite.law_basis import reduced_basis
+
+    vectors = np.array([[1.0, -1.0, 0.0], [1.0, -1.0, 1e-3]])  # x² − y² twice, up to 10⁻³
+    columns = [(0, 0), (1, 1), (2, 2)]
+    assert reduced_basis(vectors, columns, 2, gap=10.0) == []  # a gap of 10: no coefficient stands out of the noise
+    assert len(reduced_basis(vectors, columns, 2, gap=1e6)) == 2  # a clear gap: x² − y² and z²

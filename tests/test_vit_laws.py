@@ -109,3 +109,35 @@ def test_a_law_that_fails_is_caught_by_the_residual() -> None:
         vit.blocks[0].ls1.gamma.uniform_(0.5, 1.5)  # (timm starts it at 0.1·1, which keeps 1 along 1 for a moment)
     broken = {"1ᵀproj": column_sum_law("blocks.0.attn.proj.weight")}
     assert max_residual(vit, (1, 4, 4), broken) > 1e-3
+
+
+def test_dropouts_on_the_stream_leave_its_shifts_out_while_they_train() -> None:
+    """A mask after a writer turns its shift 1aᵀ into m ∘ 1aᵀ, which the next LayerNorm does not remove: under
+    dropout training 1ᵀW of each writer and Σ_c of the tokens drifted at first order (4 times less at a quarter of the
+    step), unwatched. Left out by name in train mode; in eval mode given, with the dropouts named as what breaks them.
+    Dropouts off the stream (on attention weights, before the head) keep them."""
+    from conslaw_lite.monitor import Monitor
+
+    dropping = timm_vit(pos_drop_rate=0.1, proj_drop_rate=0.1)
+    with pytest.warns(UserWarning, match="has stream dropouts in train mode: their masks break the shifts"):
+        names = network_laws(dropping)
+    assert not [n for n in names if n.startswith(("1ᵀ", "Σ_c"))] and "cls_token − pos_embed[0:1]" in names
+    x = torch.randn(8, 1, 4, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    y = torch.randint(0, 3, (8,), generator=torch.Generator().manual_seed(3))
+    drift = []
+    for lr in (0.02, 0.005):  # what is watched is a law of each masked step's flow: its drift falls as τ²
+        torch.manual_seed(1)
+        model = timm_vit(pos_drop_rate=0.1, proj_drop_rate=0.1)
+        monitor = Monitor(model)
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        for _ in range(20):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            monitor.step()
+        drift.append(monitor.last_epsilon()["network"])
+    assert drift[0] / drift[1] > 8, drift
+    evaluated = find_blocks(timm_vit(pos_drop_rate=0.1, proj_drop_rate=0.1).eval())
+    (network,) = [block for block in evaluated if block.kind == "network"]
+    assert "1ᵀblocks.0.attn.proj.bias" in network.laws and "pos_drop" in network.train_breaks
+    assert "1ᵀblocks.0.attn.proj.bias" in network_laws(timm_vit(attn_drop_rate=0.1, drop_rate=0.1))

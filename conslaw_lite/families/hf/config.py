@@ -13,7 +13,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from conslaw_lite.counting.module_checks import is_mode_dependent
 from conslaw_lite.laws import left_out
 
 # transformers' modules per architecture: the classes the finders register, by their full name.
@@ -176,21 +175,6 @@ def window_of(attention: nn.Module) -> int | None:
     if hasattr(attention, "sliding_window"):
         return attention.sliding_window
     return getattr(getattr(attention, "config", None), "sliding_window", None)
-
-
-def inactive_dropouts(module: nn.Module, names: tuple[str, ...]) -> tuple[str, ...] | None:
-    """Those of ``module``'s submodules ``names`` that are dropouts with p > 0, when none of them trains now; None
-    when one does (its masks break the laws that need a mean removed, see :mod:`.gpt2` and :mod:`.bert`).
-
-    Examples
-    ========
-    >>> out = nn.Module()
-    >>> out.dropout = nn.Dropout(0.1)
-    >>> inactive_dropouts(out, ("dropout",)) is None, inactive_dropouts(out.eval(), ("dropout",))
-    (True, ('dropout',))
-    """
-    dropouts = tuple(name for name in names if is_mode_dependent(module.get_submodule(name)))
-    return None if any(module.get_submodule(name).training for name in dropouts) else dropouts
 
 
 def unsupported(module: nn.Module) -> str | None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from conslaw_lite.dropout_masks import inactive_dropouts
 from conslaw_lite.families.attention.laws import AttentionSpec, Projection
-from conslaw_lite.families.hf.config import inactive_dropouts
 from conslaw_lite.families.network.laws import gain_law
 from conslaw_lite.laws import BlockLaws, Law, say_once
 

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 from torch import nn
 
+from conslaw_lite.dropout_masks import inactive_dropouts
 from conslaw_lite.families.network.couplings import NormCoupling
 from conslaw_lite.families.network.laws import add_gain_law, column_sum_law
-from conslaw_lite.laws import BlockLaws, Law, Params, qualified_name, register_laws
+from conslaw_lite.laws import BlockLaws, Law, Params, qualified_name, register_laws, say_once
 
 TIMM_BLOCK = "timm.models.vision_transformer.Block"  # pre-norm: x + ls1(attn(norm1(x))), x + ls2(mlp(norm2(x)))
 INPUT_PROJECTIONS = ("Q", "K", "V", "qkv", "fc1", "fc1_g", "fc1_x")  # the book's attention, timm's, timm's MLPs
@@ -157,12 +158,25 @@ def _embedding_laws(vit: nn.Module, prefix: str, laws: dict[str, Law]) -> None:
         laws["patch bias − Σ_t pos_embed[patches]"] = embedding_sum_law(bias, table, slice(start, None), summed=True)
 
 
+def _stream_dropouts(vit: nn.Module) -> tuple[str, ...]:
+    """The dropouts on the stream, after each of its writers: the position table's, and each block's after its
+    attention's and its MLP's output projection. Their masks turn a writer's shift 1aᵀ into m ∘ 1aᵀ, which no
+    LayerNorm removes; the others (on attention weights, inside the MLP, before the head, DropPath's one scalar a
+    sample) keep the shifts."""
+    return ("pos_drop", *(f"blocks.{i}.{d}" for i in range(len(vit.blocks)) for d in ("attn.proj_drop", "mlp.drop2")))
+
+
 @register_laws("timm.models.vision_transformer.VisionTransformer")
 def _timm_vit(vit: nn.Module, prefix: str) -> BlockLaws | None:
     laws: dict[str, Law] = {}
     controls: dict[str, Law] = {}
     _norm_laws(vit, prefix, laws, controls)
-    if _stream_is_normalized(vit):
+    dropouts = inactive_dropouts(vit, _stream_dropouts(vit))
+    if _stream_is_normalized(vit) and dropouts is None:
+        where = prefix.rstrip(".") or "the model"
+        shifts = "the shifts a LayerNorm removes (1ᵀW of each writer, Σ_c of the tokens), left out"
+        say_once(vit, f"VisionTransformer at {where} has stream dropouts in train mode: their masks break {shifts}")
+    elif _stream_is_normalized(vit):
         _shift_laws(vit, prefix, laws)
     _embedding_laws(vit, prefix, laws)
-    return BlockLaws("network", laws, controls) if laws else None
+    return BlockLaws("network", laws, controls, train_breaks=dropouts or ()) if laws else None
