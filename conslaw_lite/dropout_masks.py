@@ -7,16 +7,20 @@ dropouts off (eval mode); each law found is then checked on the train-mode funct
 each drawing its own masks, at the part's θ and at a random one, ``MODEL_COTANGENTS`` random ⟨a, f⟩ each. A
 per-unit rescaling commutes with a mask on those units (the ReLU MLP's ‖A[i, :]‖² − ‖C[:, i]‖² holds); the
 shift that a LayerNorm removes after a dropout does not (c·1 becomes c·m), and such a law is left out.
-Laws that hold only under the masks (none with its dropouts off) are not searched.
+Laws that hold only under the masks (none with its dropouts off) are not searched. A forward that calls
+``F.dropout`` itself is searched with those calls off too (:class:`FunctionalDropoutsOff`).
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.func import vjp
+from torch.overrides import TorchFunctionMode
 
 from conslaw_lite.counting.check import LawGradients
 from conslaw_lite.counting.module_checks import is_mode_dependent
@@ -101,6 +105,39 @@ def dropouts_off(module: nn.Module) -> nn.Module:
         else:
             layer.eval()
     return quiet
+
+
+_FUNCTIONAL = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+
+
+class FunctionalDropoutsOff(TorchFunctionMode):
+    """Within the block, a call of ``F.dropout`` (or its kin) that would draw a mask (``training`` and p > 0) returns
+    its input: a forward that calls it itself (``F.dropout(h, 0.2, self.training)``) is searched with it off, as
+    :func:`dropouts_off` turns off the modules; :attr:`called` says whether one was.
+
+    Examples
+    ========
+    >>> x = torch.ones(4)
+    >>> with FunctionalDropoutsOff() as off:
+    ...     y = torch.nn.functional.dropout(x, 0.5, training=True)
+    >>> torch.equal(y, x), off.called
+    (True, True)
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called = False
+        self.dropouts = {getattr(F, name) for name in _FUNCTIONAL}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.dropouts:
+            bound = inspect.signature(func).bind(*args, **kwargs)
+            bound.apply_defaults()
+            if bound.arguments["training"] and bound.arguments["p"] > 0:
+                self.called = True
+                return bound.arguments["input"]
+        return func(*args, **kwargs)
 
 
 def masked_residuals(

@@ -401,7 +401,9 @@ def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> 
     _check_size(module)
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
     masked = bool(masks.training_dropouts(module))
-    found = find_laws(masks.dropouts_off(module) if masked else module, shape, inputs=inputs, seed=seed)
+    with masks.FunctionalDropoutsOff() as off:
+        found = find_laws(masks.dropouts_off(module) if masked else module, shape, inputs=inputs, seed=seed)
+    masked = masked or off.called
     return found, masks.masked_residuals(module, found.laws, shape, inputs, seed) if masked and found.laws else None
 
 

@@ -19,7 +19,7 @@ from conslaw_lite.time_limit import OutOfTime
 
 KEYS = {"arch", "num_params", "rank_lie", "num_laws", "known_laws", "max_residual", "complete", "seconds", "formula"}
 
-FACTORIES = '''
+FACTORIES = """
 import torch
 from torch import nn
 
@@ -76,7 +76,7 @@ built = relu_net()  # a module the file builds itself
 
 def broken():
     raise RuntimeError("no weights file")
-'''
+"""
 
 
 @pytest.fixture
@@ -175,8 +175,10 @@ def test_cli_prints_the_laws_of_a_search_stopped_at_its_seconds_and_exits_1(run_
     result = json.loads(out)
     assert code == 1 and result["num_laws"] == 5 and result["found"]["laws"] == []
     assert result["found"]["stopped"] == "stopped at its time limit of 600 s (seconds=600)"
-    assert err.endswith("inconclusive list of laws: found 0 of N = 5: the search stopped at its time limit of 600 s "
-                        "(seconds=600) before it found the other 5 (--seconds)\n")
+    assert err.endswith(
+        "inconclusive list of laws: found 0 of N = 5: the search stopped at its time limit of 600 s "
+        "(seconds=600) before it found the other 5 (--seconds)\n"
+    )
 
 
 def test_cli_takes_a_module_file_in_place_of_an_architecture(run_cli, factories: Path) -> None:
@@ -285,8 +287,10 @@ def test_cli_inconclusive_exits_1_without_a_count(run_cli, factories: Path) -> N
         ((), "give an architecture name"),
         (("--module", "{dir}/mine.py:relu_net", "--input-shape", "3", "3"), "fails on inputs of shape (3, 3)"),
         (("--module", "{dir}/mine.py:relu_net", "--input-shape", "4", "x"), "positive integers, got '4,x'"),
-        (("swiglu", "--heads", "7", "--seq", "9"), "error: swiglu takes no --heads, --seq (its size options: --dim, "
-                                                    "--hidden, --out)\n"),
+        (
+            ("swiglu", "--heads", "7", "--seq", "9"),
+            "error: swiglu takes no --heads, --seq (its size options: --dim, --hidden, --out)\n",
+        ),
         (("toy", "--dim", "3", "--depth", "2"), "toy takes no --depth (its size options: --dim)"),
         (("--module", "{dir}/mine.py:relu_net", "--input-shape", "4", "--hidden", "3"), "leave out --hidden"),
     ],
@@ -334,7 +338,7 @@ def test_a_checkout_that_is_not_installed_reads_its_version_from_pyproject(monke
 
 # ---------------------------------------------------------------- the user's own file: token ids, its errors
 
-EMBEDDING = '''
+EMBEDDING = """
 import torch
 from torch import nn
 
@@ -342,7 +346,7 @@ from torch import nn
 def make():  # two token ids per input, embedded in 3 dimensions, then a ReLU net 6 → 4 → 2
     torch.manual_seed(0)
     return nn.Sequential(nn.Embedding(10, 3), nn.Flatten(), nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2)).double()
-'''
+"""
 
 # E ↦ E G with every position's columns of the first Linear ↦ G⁻¹: the 3·4/2 = 6 laws EᵀE − Σ_t W_tᵀW_t; and the
 # ReLU's 4 hidden units: N = 6 + 4 = 10 (the embedding rows of ids never drawn would add 3 spurious laws each)
@@ -606,3 +610,12 @@ def test_cli_module_file_with_a_dataclass_config_and_string_annotations(run_cli,
     assert code == 0 and json.loads(out)["num_laws"] == 4
     code, _, err = run_cli("--module", f"{tmp_path}/config.py:Net", "--input-shape", "3")
     assert code == 2 and err.startswith(f"error: {tmp_path}/config.py:9: Net needs arguments")
+
+
+def test_cli_json_errors_are_json_on_stdout(run_cli, tmp_path: Path) -> None:
+    """A script reading stdout got nothing from an error with --json; it gets the error and the exit code."""
+    (tmp_path / "user.py").write_text("def make(:\n")
+    code, out, err = run_cli("--module", f"{tmp_path}/user.py:make", "--input-shape", "2", "--json")
+    assert code == 4 and json.loads(out) == {"error": err.removeprefix("error: ").rstrip("\n"), "exit_code": 4}
+    code, out, _ = run_cli("toy", "--dim", "3", "--depth", "2", "--json")
+    assert code == 2 and json.loads(out) == {"error": "toy takes no --depth (its size options: --dim)", "exit_code": 2}

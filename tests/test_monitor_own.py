@@ -477,3 +477,21 @@ def test_no_part_is_searched_after_the_seconds_given() -> None:
     assert [part.outcome for part in spent.parts] == [SPENT] and not spent.laws
     (part,) = own_laws(model, input_shape=(3,)).parts  # the seconds by default: its 4 unit laws
     assert part.outcome.startswith("4 quadratic laws found; N = 4")
+
+
+@pytest.mark.slow
+def test_a_forward_that_calls_f_dropout_itself_is_searched_with_it_off() -> None:
+    """``F.dropout(h, 0.2, self.training)`` in the forward: the count saw another output at each call and every
+    layer was searched alone (no laws); with those calls off, then checked under their masks, the 6 unit laws."""
+
+    class FunctionalDropout(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 6), nn.Linear(6, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(nn.functional.dropout(torch.relu(self.a(x)), p=0.2, training=self.training))
+
+    torch.manual_seed(0)
+    (part,) = Monitor(FunctionalDropout().double(), input_shape=(4,)).own.parts
+    assert "N = 6: the list is complete; found with its dropouts off, and each holds under their masks" in part.outcome

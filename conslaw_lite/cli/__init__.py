@@ -134,13 +134,19 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail again
         return 0
     except UserCodeError as err:  # the user's file failed: its line, not our traceback, and not "inconclusive"
-        print(f"error: {err}", file=sys.stderr)
-        return USER_CODE
+        return _failed(args, str(err), USER_CODE)
     except (ValueError, TypeError, FileNotFoundError, Diverged) as err:  # bad input; anything else is a bug: traceback
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except Exception:  # a bug: Python's own exit status would be 1, the code of an inconclusive result
+        return _failed(args, str(err), 2)
+    except Exception as err:  # a bug: Python's own exit status would be 1, the code of an inconclusive result
         traceback.print_exc()
-        return 3
+        return _failed(args, f"internal error: {type(err).__name__}: {err}", 3, said=True)
 
 
+def _failed(args: argparse.Namespace, message: str, code: int, said: bool = False) -> int:
+    """One line ``error: ...`` on stderr (unless ``said``: the traceback says it) and, with ``--json``, the same on
+    stdout as ``{"error": ..., "exit_code": ...}``: a script that reads stdout gets JSON whatever happened."""
+    if not said:
+        print(f"error: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json_text({"error": message, "exit_code": code}))
+    return code
