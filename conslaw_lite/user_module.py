@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.counting.embedding_rows import EMBEDDINGS
+from conslaw_lite.counting.problem import TOKEN_IDS
 from conslaw_lite.user_inputs import inputs_needed, token_inputs
 
 INPUTS = "inputs"  # the name of the optional ``inputs(n)`` function of a module file
@@ -87,8 +88,8 @@ class UserModule:
         where = user_line(err, self.path)
         text = f"{where}: {err}" if where else str(err)
         embeds = any(isinstance(m, EMBEDDINGS) for m in self.model.modules())
-        if not tokens and self.make_inputs is None and embeds:
-            text += "; a model of token ids takes --input-dtype long --vocab V"
+        if not tokens and self.make_inputs is None and embeds:  # the CLI's way to give them, not the API's
+            text = text.replace(TOKEN_IDS, "") + "; a model of token ids takes --input-dtype long --vocab V"
         if tokens and not embeds:
             text += "; --input-dtype long gives the model token ids, and it has no nn.Embedding to read them"
         return text

@@ -1294,3 +1294,14 @@ def test_a_search_says_each_warning_once() -> None:
     assert found.conclusive and sum("counted at ε = 1e-07" in m for m in messages) == 1, messages
     assert [w.filename for w in caught if "counted at ε" in str(w.message)] == [__file__]  # the caller's line
     assert not any("batching rule" in m for m in messages), messages
+
+
+def test_bad_input_messages_name_the_way_out() -> None:
+    """An nn.Embedding given float inputs (input_shape=): torch's dtype error alone, or a hint about casts inside
+    forward; a law reading a name the model has not: a KeyError of that name alone."""
+    embedding = nn.Sequential(nn.Embedding(10, 3), nn.Flatten(), nn.Linear(15, 2))
+    with pytest.raises(ValueError, match=r"its nn.Embedding reads token ids: give them with inputs= \(a batch"):
+        count_laws(embedding, (5,))
+    mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    with pytest.raises(ValueError, match=r"'W' is no parameter of the model \(0.weight, 0.bias, 2.weight, 2.bias\)"):
+        check_laws(mlp, {"x": lambda p: p["W"]}, (3,))

@@ -118,7 +118,10 @@ def _frozen(err: Exception, problem: Problem) -> str:
     if not isinstance(err, KeyError) or module is None:
         return ""
     named = dict(module.named_parameters())
-    frozen = err.args[0] in named and not named[err.args[0]].requires_grad
+    if err.args[0] not in named:  # a name the module does not have: say which it has
+        names = list(named)
+        return f" is no parameter of the model ({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})"
+    frozen = not named[err.args[0]].requires_grad
     return " is frozen (requires_grad=False): no coordinate of θ, and gradient flow does not move it" if frozen else ""
 
 

@@ -38,6 +38,8 @@ Field = Callable[[torch.Tensor], torch.Tensor]  # θ (D,) -> tangent vector (D,)
 WEIGHT_FLOOR = 1e-3
 
 
+EMBEDDING_LAYERS = (nn.Embedding, nn.EmbeddingBag)  # layers that read token ids, not float inputs
+TOKEN_IDS = "; its nn.Embedding reads token ids: give them with inputs= (a batch of integers), not input_shape="
 INPUT_DECADES = (-3.0, 3.0)  # log10 range of the scales of half the sampled inputs (_input_scales)
 
 
@@ -60,6 +62,10 @@ class Problem:
             return replace(self, device=device)
         module = copy.deepcopy(self.module).to(device)
         return replace(self, apply=_module_apply(module), module=module, device=device)
+
+    def modules(self) -> list[nn.Module]:
+        """The module's layers (none for a function)."""
+        return [] if self.module is None else list(self.module.modules())
 
     def to_device(self, x: torch.Tensor) -> torch.Tensor:
         """Inputs (or anything drawn on the CPU) moved to the problem's device."""
@@ -358,6 +364,8 @@ def checked_outputs(problem: Problem, theta: torch.Tensor, inputs: torch.Tensor,
                 "; the counter calls the model on one batch of inputs: wrap a model of several inputs in a module "
                 "whose forward takes one tensor and splits it"
             )
+        elif inputs.is_floating_point() and any(isinstance(m, EMBEDDING_LAYERS) for m in problem.modules()):
+            hint = TOKEN_IDS
         elif isinstance(err, RuntimeError) and "dtype" in first_line and inputs.is_floating_point():
             hint = (
                 "; the counter runs the model in float64, parameters and inputs: a cast inside forward to another "
