@@ -4,7 +4,7 @@ In train mode a dropout multiplies its input by a random mask m (entries 0 or 1/
 f(θ, x; m) with a fresh m at each step, and a law of that training must hold for every mask,
 ⟨∇h(θ), ∇_θ f_i(x; m)⟩ = 0. The count needs one deterministic function, so a part is searched with its
 dropouts off (eval mode); each law found is then checked on the train-mode function: ``MASK_DRAWS`` forwards,
-each drawing its own masks, at the part's θ and at a random one, ``MODEL_COTANGENTS`` random ⟨a, f⟩ each. A
+each drawing its own masks, at the part's θ and at a random one, ``COTANGENTS`` random ⟨a, f⟩ each. A
 per-unit rescaling commutes with a mask on those units (the ReLU MLP's ‖A[i, :]‖² − ‖C[:, i]‖² holds); the
 shift that a LayerNorm removes after a dropout does not (c·1 becomes c·m), and such a law is left out.
 Laws that hold only under the masks (none with its dropouts off) are not searched. A forward that calls
