@@ -12,13 +12,11 @@ the registry is one h_i, measured in the Frobenius norm: a head's k×k matrix
 QᵀQ − KᵀK, or the vector of a SwiGLU's r unit laws. A law with h_i(θ₀) = 0 has
 no relative drift; it is left out of the mean (NaN in :meth:`Monitor.relative_drift`), named when the monitor
 starts, and followed by :meth:`Monitor.absolute_drift` (Qwen3's ``|γ_q|² − |γ_k|²``: both gains start at 1). It is
-cheap: only the
-parameters some law reads are copied, in float64, no autograd graph is built, the
-per-head laws of an attention block, and each law with its control, are evaluated in one
-batched call (the block's :class:`~conslaw_lite.laws.Batch`), the repeated layers of a deep model in
-one call on their stacked parameters (:mod:`conslaw_lite.law_stacks`), the records of a small model up to 6 at
-a time (:mod:`conslaw_lite.snapshots`: θ is copied at each record, the laws evaluated once for all of them),
-and all laws are compared with h(θ₀) as one array.
+cheap: only the parameters some law reads are copied, in float64, no autograd graph is built, the per-head laws of an
+attention block, and each law with its control, are evaluated in one batched call (the block's
+:class:`~conslaw_lite.laws.Batch`), the repeated layers of a deep model in one call on their stacked parameters
+(:mod:`conslaw_lite.law_stacks`), the records of a small model up to 6 at a time (:mod:`conslaw_lite.snapshots`: θ
+is copied at each record, the laws evaluated once for all of them), and all laws are compared with h(θ₀) as one array.
 
 **Any module.** The parts of a model outside the registered blocks (a plain MLP, a CNN, a block of one's
 own) get their laws found by :func:`conslaw_lite.own_laws.own_laws` when ``input_shape`` or ``inputs`` says
@@ -38,7 +36,8 @@ at the start, and warns once if it is switched to train mode later:
   same at a quarter of the step);
 * ``laws`` given with any BatchNorm or Dropout (p > 0) in the model: such laws are those
   :func:`~conslaw_lite.find_laws.find_laws` found for the eval-mode function (it refuses train mode),
-  and train-mode training keeps others (a BatchNorm makes the rows before it scale-invariant).
+  and train-mode training keeps others (a BatchNorm makes the rows before it scale-invariant). Given
+  ``input_shape`` or ``inputs``, those that hold under a Dropout's masks are kept and the others named.
 """
 
 from __future__ import annotations
@@ -62,8 +61,8 @@ from conslaw_lite.snapshots import Snapshots, slots_for
 from conslaw_lite.user_inputs import example_inputs
 from conslaw_lite.watch_conditions import (
     check_every,
-    checked_laws,
     conflict_message,
+    laws_under_masks,
     mode_conflicts,
     optimizer_breaks_laws,
     refuse_calls,
@@ -230,7 +229,8 @@ class Monitor:
         """Record h(θ₀) of every law of ``model``, in float64 on ``device`` (default: the model's own device).
 
         A GPU's float64 is slow on consumer cards; ``device="cpu"`` evaluates the laws there instead.
-        ``laws`` (e.g. ``find_laws(model, ...).laws``) are watched instead of the registry's, as group ``"found"``.
+        ``laws`` (e.g. ``find_laws(model, ...).laws``) are watched instead of the registry's, as group ``"found"``;
+        with dropouts in train mode, those that hold under their masks on ``input_shape``/``inputs`` (else refused).
         Parts of ``model`` outside every registered block get their laws found (:mod:`conslaw_lite.own_laws`,
         printed once, in :attr:`own`; watched as group ``"found"``) when ``input_shape`` (one input, no batch
         dimension) or ``inputs`` (a batch) says what the model takes; their search stops after ``search_seconds``.
@@ -253,6 +253,8 @@ class Monitor:
                 "first (model.to_empty(device=...) and initialize them, or load the weights)"
             )
         self._conflicts = mode_conflicts(model, laws is not None)
+        if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
+            laws, self._conflicts = laws_under_masks(model, laws, self._conflicts, input_shape, inputs)
         for name, layer, why in self._conflicts:
             if layer.training:
                 raise ValueError(conflict_message(name, layer, why))
@@ -262,8 +264,8 @@ class Monitor:
         self.own: OwnLaws | None = None  # the parts outside the registered blocks and the laws found for them
         self._alarm = alarm
         self._handles: dict[int, list[torch.utils.hooks.RemovableHandle]] = {}
-        if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
-            grouped = {FOUND: checked_laws(laws, model)}
+        if laws is not None:
+            grouped = {FOUND: laws}
         else:
             grouped = self._registered_and_own(model, input_shape, inputs, search_seconds)
         grouped = without_frozen(grouped, model)
@@ -530,11 +532,9 @@ class WatchedRun:
 
 
 def _links(model: nn.Module, names: list[str]) -> list[tuple[dict, str, object]]:
-    """Every link from ``model`` down to the parameters ``names``, as (the dict that holds it, key, what it holds then):
-    each submodule in its parent's ``_modules``, each parameter in its module's ``_parameters``. The model holds those
-    parameters still while every dict holds the same object: a few dict lookups at each evaluation, where walking
-    ``named_parameters()`` took 0.2 ms (a sixth of the evaluation on a two-layer Qwen3).
-    """
+    """Every link from ``model`` down to the parameters ``names`` (the dict holding it, key, what it holds then): the
+    model holds those parameters still while every dict holds the same object, a few dict lookups at each evaluation
+    (walking ``named_parameters()`` took 0.2 ms, a sixth of the evaluation on a two-layer Qwen3)."""
     links = {}
     for name in names:
         *path, leaf = name.split(".")
@@ -584,8 +584,7 @@ def train_watched(
         sync()
         t0 = time.perf_counter()
         optimizer.zero_grad()
-        loss = loss_fn(model, k)
-        loss.backward()
+        (loss := loss_fn(model, k)).backward()
         optimizer.step()
         sync()
         t1 = time.perf_counter()

@@ -16,15 +16,18 @@ from torch import nn
 
 from conslaw_lite.block_changes import OUTPUT_KEPT
 from conslaw_lite.counting.module_checks import describe_layer, is_batch_norm, is_mode_dependent
+from conslaw_lite.dropout_masks import MASK_TOL, FunctionalDropoutsOff, is_dropout, masked_residuals
 from conslaw_lite.law_stacks import Recorder
 from conslaw_lite.laws import BlockLaws, Group, Law, find_blocks
+from conslaw_lite.user_inputs import example_inputs
 
 
 def mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, str]]:
     """Layers (name, module, why) that, in train mode, make the watched laws not laws of the training that runs."""
     if given:
         why = "laws given are those find_laws found for the eval-mode function, and train-mode training keeps others"
-        return [(name, m, why) for name, m in model.named_modules() if is_mode_dependent(m)]
+        masks = "; give input_shape= or inputs= to keep those that hold under its masks, or"
+        return [(n, m, why + masks * is_dropout(m)) for n, m in model.named_modules() if is_mode_dependent(m)]
     conflicts = []
     for block in find_blocks(model):
         for name, m in model.get_submodule(block.path).named_modules():
@@ -45,9 +48,51 @@ def mode_conflicts(model: nn.Module, given: bool) -> list[tuple[str, nn.Module, 
 def conflict_message(name: str, layer: nn.Module, why: str) -> str:
     """The refusal (or warning) for a layer of :func:`mode_conflicts`, naming it."""
     return (
-        f"Monitor: {describe_layer(name, layer)} is in train mode, and {why}; train in eval mode (model.eval()) "
-        "to watch laws of what trains"
+        f"Monitor: {describe_layer(name, layer)} is in train mode, and {why}{'' if why.endswith(' or') else ';'} "
+        "train in eval mode (model.eval()) to watch laws of what trains"
     )
+
+
+def laws_under_masks(
+    model: nn.Module,
+    laws: Mapping[str, Law],
+    conflicts: list[tuple[str, nn.Module, str]],
+    input_shape: tuple[int, ...] | None,
+    inputs: torch.Tensor | None,
+) -> tuple[dict[str, Law], list[tuple[str, nn.Module, str]]]:
+    """The laws given (:func:`checked_laws`; found with the dropouts off) that hold under the masks the model's
+    dropouts draw in training (:func:`~conslaw_lite.dropout_masks.masked_residuals`), a line printed for each left
+    out, and the conflicts left: those of dropouts in train mode are resolved, given inputs to check the laws on. A
+    forward that calls ``F.dropout`` itself is found by one forward on those inputs (without them it cannot be seen).
+
+    Examples
+    ========
+    >>> torch.manual_seed(0) and None
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Dropout(0.5), nn.Linear(4, 2))
+    >>> after = {"after": lambda p: p["3.weight"].sum(1)}  # C1: the LayerNorm makes 1ᵀy = 0, not 1ᵀ(m∘y)
+    >>> before = {"before": lambda p: p["0.weight"].sum(0)}  # 1ᵀA: the LayerNorm removes c·1 from its input
+    >>> kept, left = laws_under_masks(net, after | before, mode_conflicts(net, True), (3,), None)
+    Monitor: law `after` of laws= is left out: it fails under the masks of the dropouts in train mode (cosine 6e-01)
+    >>> list(kept), left
+    (['before'], [])
+    """
+    laws = checked_laws(laws, model)
+    known = input_shape is not None or inputs is not None
+    dropouts = [c for c in conflicts if c[1].training and is_dropout(c[1])]
+    if not known or any(c[1].training for c in conflicts if c not in dropouts):
+        return laws, conflicts
+    if not dropouts and not _calls_dropout(model, example_inputs(model, input_shape, inputs)):
+        return laws, conflicts
+    cosines = masked_residuals(model, laws, input_shape, inputs)
+    for key, cosine in cosines.items():
+        if cosine > MASK_TOL:
+            print(f"Monitor: law `{key}` of laws= is left out: it fails under the masks of the dropouts in train mode "
+                  f"(cosine {cosine:.0e})")
+    kept = {key: law for key, law in laws.items() if cosines[key] <= MASK_TOL}
+    if not kept:
+        raise ValueError("Monitor: every law of laws= fails under the masks of the dropouts in train mode: train in "
+                         "eval mode (model.eval()) to watch them")
+    return kept, [c for c in conflicts if c not in dropouts]
 
 
 def checked_laws(laws: Mapping[str, Law], model: nn.Module) -> dict[str, Law]:
@@ -144,6 +189,15 @@ def without_frozen(grouped: dict[Group, dict[str, Law]], model: nn.Module) -> di
         if len(dropped) < len(laws):
             kept[group] = {key: law for key, law in laws.items() if key not in dropped}
     return kept
+
+
+def _calls_dropout(model: nn.Module, x: torch.Tensor) -> bool:
+    """Whether a forward of ``model`` (in train mode) on ``x`` calls ``F.dropout`` or its kin with p > 0."""
+    if not model.training:
+        return False
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), FunctionalDropoutsOff() as off:
+        model(x)
+    return off.called
 
 
 def check_every(every: int) -> int:

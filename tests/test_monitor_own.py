@@ -14,6 +14,7 @@ from torch import nn
 from conslaw_lite.counting import check_laws
 from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.families.ffn.block import SwiGLU
+from conslaw_lite.find_laws import find_laws
 from conslaw_lite.monitor import Monitor
 from conslaw_lite.own_laws import SPENT, own_laws, uncovered
 
@@ -495,3 +496,48 @@ def test_a_forward_that_calls_f_dropout_itself_is_searched_with_it_off() -> None
     torch.manual_seed(0)
     (part,) = Monitor(FunctionalDropout().double(), input_shape=(4,)).own.parts
     assert "N = 6: the list is complete; found with its dropouts off, and each holds under their masks" in part.outcome
+
+
+class DropoutThenNorm(nn.Module):
+    """A layer, a dropout, a LayerNorm without gains, a head; the dropout a module or ``F.dropout`` in the forward."""
+
+    def __init__(self, functional: bool) -> None:
+        super().__init__()
+        self.a, self.head, self.functional = nn.Linear(3, 4), nn.Linear(4, 2), functional
+        self.drop = nn.Identity() if functional else nn.Dropout(0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = nn.functional.dropout(self.a(x), 0.3, self.training) if self.functional else self.drop(self.a(x))
+        return self.head(nn.functional.layer_norm(h, (4,)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("functional", [False, True])
+def test_laws_given_are_watched_in_train_mode_where_they_hold_under_the_masks(functional: bool, capsys) -> None:
+    """``Monitor(model, laws=find_laws(model.eval(), ...).laws)`` on a model that trains with dropout: it refused
+    them all, though the head's row sums hold under every mask (the LayerNorm's output sums to 0, masked or not);
+    the shifts of ``a`` (c·1 becomes c·m) do not. Given inputs, each law is checked under the masks: 1 of 3 kept,
+    and its drift falls as τ², not τ. Without inputs a Dropout module is refused, naming the way out."""
+    torch.manual_seed(0)
+    model = DropoutThenNorm(functional).double()
+    found = find_laws(model.eval(), (3,))
+    assert found.complete and len(found.laws) == 3
+    model.train()
+    if not functional:
+        with pytest.raises(ValueError, match=r"`drop` \(Dropout, p=0.3\) is in train mode.*give input_shape="):
+            Monitor(model, laws=found.laws)
+    monitor = Monitor(model, laws=found.laws, input_shape=(3,))
+    left_out = re.findall(r"law `(.*)` of laws= is left out: it fails under the masks", capsys.readouterr().out)
+    assert len(left_out) == 2
+    start = {key: law(dict(model.named_parameters())).detach().clone() for key, law in found.laws.items()}
+    x, y = torch.randn(32, 3, dtype=torch.float64), torch.randn(32, 2, dtype=torch.float64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    monitor.attach(opt)
+    for _ in range(20):
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+    theta = {n: p.detach() for n, p in model.named_parameters()}
+    moved = {key: float((law(theta) - start[key]).norm()) for key, law in found.laws.items()}
+    assert monitor.last_epsilon()["found"] < 1e-12  # the head's row sums: linear, kept exactly by every masked step
+    assert all(moved[key] > 1e-3 for key in left_out), moved  # the shifts left out: they move at first order
