@@ -22,6 +22,7 @@ from conslaw_lite.families.attention.laws import formula  # noqa: E402
 from conslaw_lite.families.hf import attention, countable, moe  # noqa: E402
 from conslaw_lite.families.hf.archs import tiny_model  # noqa: E402
 from conslaw_lite.families.hf.callbacks import watch  # noqa: E402
+from conslaw_lite.families.hf.exact import Float64Softmax  # noqa: E402
 from conslaw_lite.laws import quantities  # noqa: E402
 
 # The issue's size: d = 16, 4 query heads on 2 key/value heads of width 4.
@@ -363,6 +364,55 @@ def test_an_option_the_laws_do_not_cover_is_left_out_by_name(config, option) -> 
     if option.startswith("partial"):  # the count's copy computes no partial table
         with pytest.raises(ValueError, match="partial_rotary_factor=0.5"):
             countable(model.model.layers[0].self_attn)
+
+
+def test_an_attention_function_of_ones_own_is_left_out_and_counted_as_it_is() -> None:
+    """``AttentionInterface.register("cosine", f)`` with ``config._attn_implementation = "cosine"`` (q and k normalized
+    per head, then sdpa): the Q/K laws were watched (drift ratio 2.8 for a 4 times smaller step: not laws), and the
+    count ran on an sdpa copy (N = 12, conclusive, "complete"). Now the attention's laws are left out by name, and
+    the count runs the function itself: one law more than the plain attention's."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    calls = []
+
+    def cosine(module, query, key, value, attention_mask, **kwargs):
+        calls.append(1)
+        query, key = query / query.norm(dim=-1, keepdim=True), key / key.norm(dim=-1, keepdim=True)
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    AttentionInterface.register("cosine", cosine)
+    try:
+        plain = tiny_model("llama", ArchOptions(dim=8, heads=1))
+        model = tiny_model("llama", ArchOptions(dim=8, heads=1))
+        model.config._attn_implementation = "cosine"
+        with pytest.warns(UserWarning, match="has config._attn_implementation='cosine'.*left out"):
+            kinds = {q.block for q in quantities(model)}
+        assert "network" in kinds and not kinds & {q.block for q in quantities(plain)} - {"network", "swiglu"}
+        ids = torch.arange(6).reshape(2, 3)
+        count = count_laws(model.model.layers[0].self_attn, (3, 8))
+        assert calls and count.conclusive  # the count ran the function of one's own
+        assert count.num_laws == count_laws(plain.model.layers[0].self_attn, (3, 8)).num_laws + 1
+        assert model(input_ids=ids).logits.isfinite().all()
+    finally:
+        AttentionInterface._global_mapping.pop("cosine")
+
+
+def test_an_eager_attention_that_caps_its_scores_stays_eager_in_float64() -> None:
+    """Gemma 2 caps its scores (``attn_logit_softcapping``), which sdpa cannot: the countable copy switched it to sdpa
+    and its forward failed. It stays eager, its float32 softmax computed in float64."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Gemma2Config(hidden_size=8, intermediate_size=4, num_hidden_layers=1, num_attention_heads=2,
+                          num_key_value_heads=1, head_dim=4, vocab_size=16, attn_implementation="eager")
+    lm = Gemma2ForCausalLM(config)
+    copy, ids = countable(lm), torch.arange(6).reshape(2, 3)
+    assert copy.config._attn_implementation == "eager" and copy(ids).dtype == torch.float64
+    torch.testing.assert_close(copy(ids).float(), lm(input_ids=ids).logits, rtol=1e-4, atol=1e-5)
+    softmax = torch.softmax
+    with Float64Softmax():  # the copy's own softmax: float64 where transformers asks for float32
+        assert softmax(ids.double(), -1, dtype=torch.float32).dtype == torch.float64
 
 
 def test_a_sliding_window_keeps_the_attention_laws() -> None:

@@ -121,6 +121,30 @@ def rope_problem(config: object) -> str | None:
     return None
 
 
+def attention_problem(config: object) -> str | None:
+    """``config``'s attention function when it is one of one's own (registered with transformers'
+    ``AttentionInterface``, under a new name or over ``"sdpa"``), or None for transformers' own (eager, sdpa, flash,
+    flex: softmax(QKᵀ/√k + mask)V, the function the laws are derived for).
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> attention_problem(SimpleNamespace(_attn_implementation="sdpa")) is None
+    True
+    >>> attention_problem(SimpleNamespace(_attn_implementation="cosine"))
+    "config._attn_implementation='cosine' (an attention function of one's own; the laws hold for softmax(QKᵀ/√k)V)"
+    """
+    name = getattr(config, "_attn_implementation", None)
+    if name in (None, "eager"):  # the model's own eager function, whatever is registered under that name
+        return None
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    if getattr(ALL_ATTENTION_FUNCTIONS.get(name), "__module__", "").startswith("transformers."):
+        return None
+    own = "an attention function of one's own; the laws hold for softmax(QKᵀ/√k)V"
+    return f"config._attn_implementation={name!r} ({own})"
+
+
 CHANGING = ("dynamic", "longrope")  # rotary types whose frequencies change with the sequence length
 
 
@@ -190,7 +214,7 @@ def unsupported(module: nn.Module) -> str | None:
     """
     config = getattr(module, "config", None) or module.experts.config  # a MoE block keeps it in its experts
     if hasattr(module, "q_proj"):  # a sliding window masks scores, which the laws' symmetries leave unchanged
-        return rope_problem(config)
+        return attention_problem(config) or rope_problem(config)
     act = getattr(config, "hidden_act", "silu")
     if act not in GATE_ACTIVATIONS:
         return f"hidden_act={act!r} (the gated MLP's laws are derived for SiLU)"

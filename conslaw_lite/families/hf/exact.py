@@ -6,7 +6,8 @@ Qwen3-MoE router's softmax (``dtype=torch.float``) and the eager attention's sof
 function in lower precision, and its round-off fills the directions of the laws, so the counter refuses it
 (:mod:`conslaw_lite.counting.module_checks`). :func:`countable` returns a float64 copy in which each of
 those is the same formula computed in the input's dtype, under the same parameter names (``q_norm.weight``,
-``mlp.gate.weight``, ``mlp.experts.gate_up_proj``), and attention runs through ``sdpa``; the attention
+``mlp.gate.weight``, ``mlp.experts.gate_up_proj``), and attention runs through ``sdpa`` (eager with its softmax in
+float64 where it caps scores, as Gemma 2 does; an attention function of one's own is kept); the attention
 modules themselves, the MLPs and the projections are transformers' own. A submodule that needs position
 embeddings (an attention, a decoder layer) is called as ``f(X)``, X: (batch, T, d); a causal LM as
 ``f(ids)`` → logits; either keeps its parameter names. :func:`~conslaw_lite.count_laws` (and so
@@ -25,11 +26,13 @@ from types import MethodType
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from conslaw_lite.families.hf.config import (
     MODELS,
     NORMS,
     ROTARIES,
+    attention_problem,
     check_rope,
     class_name,
     rope_frequencies,
@@ -208,6 +211,32 @@ def called_as_one_tensor(module: nn.Module, forward: Callable, rotary: nn.Module
     return module
 
 
+class Float64Softmax(TorchFunctionMode):
+    """Within the block, ``softmax(x, dtype=torch.float32)`` of a float64 ``x`` is computed in float64: eager
+    attention's upcast, a downcast in a float64 copy.
+
+    Examples
+    ========
+    >>> x = torch.tensor([0.0, 1e-9], dtype=torch.float64)
+    >>> with Float64Softmax():
+    ...     p = F.softmax(x, dim=-1, dtype=torch.float32)
+    >>> p.dtype, float(p[1] - p[0])
+    (torch.float64, 5.000000000013558e-10)
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (F.softmax, torch.softmax, torch.Tensor.softmax) and kwargs.get("dtype") == torch.float32:
+            if args[0].dtype == torch.float64:
+                kwargs = {**kwargs, "dtype": torch.float64}
+        return func(*args, **kwargs)
+
+
+def _softmax_in_float64(self: nn.Module, *args: object, **kwargs: object) -> object:
+    with Float64Softmax():
+        return type(self).forward(self, *args, **kwargs)
+
+
 def _replacement(module: nn.Module) -> nn.Module | None:
     """The exact stand-in of one of transformers' float32 pieces, or None for a module kept as it is."""
     name = class_name(module)
@@ -241,8 +270,12 @@ def exact_copy(module: nn.Module) -> nn.Module:
     """
     out = copy.deepcopy(module).to(torch.float64)
     for name, sub in list(out.named_modules()):
-        if hasattr(sub, "config") and hasattr(sub.config, "_attn_implementation"):
-            sub.config._attn_implementation = "sdpa"  # eager attention computes its softmax in float32
+        config = getattr(sub, "config", None)
+        if hasattr(config, "_attn_implementation") and not attention_problem(config):  # one's own stays
+            if getattr(config, "attn_logit_softcapping", None) is None:
+                config._attn_implementation = "sdpa"  # eager attention computes its softmax in float32
+            elif hasattr(sub, "q_proj"):  # eager stays (sdpa caps no scores): its softmax in float64
+                sub.forward = MethodType(_softmax_in_float64, sub)
         new = _replacement(sub)
         if new is None:
             continue
