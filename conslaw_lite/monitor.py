@@ -66,6 +66,7 @@ from conslaw_lite.watch_conditions import (
     mode_conflicts,
     optimizer_breaks_laws,
     refuse_calls,
+    steps_apart,
     without_frozen,
 )
 from conslaw_lite.wrapped_modules import unwrapped
@@ -185,12 +186,11 @@ def _listed(names: list[str], shown: int) -> str:
 class Monitor:
     """ε_block per block kind (and per kind of control) along any training loop.
 
-    Call :meth:`step` after each ``optimizer.step()``, or :meth:`attach` the
-    monitor to a ``torch.optim`` optimizer once. Each :class:`~conslaw_lite.laws.Group` (the laws,
-    or the controls, of one block family) is asked for by its key: ``"swiglu"``, ``"mha"``, ... for
-    the laws and ``"swiglu:control"``, ... for the controls. Given ``laws`` (``{key: h}``, e.g.
-    :func:`conslaw_lite.find_laws.find_laws`' ``.laws`` for a module of one's own) it watches those
-    instead, as one group keyed ``"found"``. Given ``input_shape`` (or ``inputs``), the laws of the parts outside
+    Call :meth:`step` after each ``optimizer.step()``, or :meth:`attach` the monitor to a ``torch.optim`` optimizer
+    once. Each :class:`~conslaw_lite.laws.Group` (the laws, or the controls, of one block family) is asked for by its
+    key: ``"swiglu"``, ``"mha"``, ... for the laws and ``"swiglu:control"``, ... for the controls. Given ``laws``
+    (``{key: h}``, e.g. :func:`conslaw_lite.find_laws.find_laws`' ``.laws`` for a module of one's own) it watches
+    those instead, as one group keyed ``"found"``. Given ``input_shape`` (or ``inputs``), the laws of the parts outside
     the registered blocks are found and watched as group ``"found"`` (:attr:`own` holds what was searched).
     The laws of repeated layers are evaluated in one call on their stacked parameters; :attr:`stacked_layers`
     counts the per-layer calls that this replaced (0: no two layers alike). The records of a small model are
@@ -392,9 +392,10 @@ class Monitor:
             )
 
     def optimizer_warnings(self, *optimizers: torch.optim.Optimizer) -> list[str]:
-        """Why the watched laws are not those of training with ``optimizers``: :func:`optimizer_breaks_laws`, and
-        parameters the laws read that no optimizer updates (then they are not conserved)."""
+        """Why the watched laws are not those of training with ``optimizers``: :func:`optimizer_breaks_laws`,
+        :func:`steps_apart`, and parameters the laws read that no optimizer updates (then they are not conserved)."""
         why = [reason for optimizer in optimizers for reason in optimizer_breaks_laws(optimizer)]
+        why += steps_apart(optimizers, dict(zip(self._read, self._theta, strict=True)))
         stepped = {id(p) for optimizer in optimizers for group in optimizer.param_groups for p in group["params"]}
         missed = [name for name, p in zip(self._read, self._theta) if id(p) not in stepped]
         if missed:

@@ -150,6 +150,43 @@ def optimizer_breaks_laws(optimizer: torch.optim.Optimizer) -> list[str]:
     return why
 
 
+STEP_SETTINGS = ("lr", "momentum", "dampening", "nesterov")  # what makes two param groups' steps differ
+
+
+def steps_apart(optimizers: tuple[torch.optim.Optimizer, ...], watched: Mapping[str, torch.Tensor]) -> list[str]:
+    """Why the laws break when the ``watched`` parameters (name → tensor) are in param groups that step differently
+    (another lr, momentum): gradient flow moves every parameter with one step size, and a law that reads parameters
+    of two such groups drifts at first order (a norm's gain trained at lr/10 against the next layer's columns).
+
+    Examples
+    ========
+    >>> a, b = nn.Parameter(torch.ones(2)), nn.Parameter(torch.ones(2))
+    >>> opt = torch.optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.01}], lr=0.1)
+    >>> steps_apart((opt,), {"a": a, "b": b})[0][:82]
+    'the laws read parameters that step with different settings (lr=0.1: a; lr=0.01: b)'
+    """
+    setting = {}
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            key = tuple((k, float(group[k])) for k in STEP_SETTINGS if k in group)
+            setting.update({id(p): dict(key) for p in group["params"]})
+    apart: dict[tuple, list[str]] = {}
+    for name, p in watched.items():
+        if id(p) in setting:
+            apart.setdefault(tuple(setting[id(p)].items()), []).append(name)
+    if len(apart) < 2:
+        return []
+    differ = [k for k in STEP_SETTINGS if len({dict(key).get(k) for key in apart}) > 1]
+    groups = "; ".join(
+        ", ".join(f"{k}={dict(key)[k]:g}" for k in differ) + ": " + ", ".join(names[:3]) + ", …" * (len(names) > 3)
+        for key, names in apart.items()
+    )
+    return [
+        f"the laws read parameters that step with different settings ({groups}): gradient flow moves every parameter "
+        "with one step size, and a law reading two of them drifts at first order (ε measures how far)"
+    ]
+
+
 def without_frozen(grouped: dict[Group, dict[str, Law]], model: nn.Module) -> dict[Group, dict[str, Law]]:
     """The laws that read no frozen parameter (``requires_grad=False``), a line printed per group that loses some.
 

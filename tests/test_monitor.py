@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -210,6 +211,36 @@ def test_attach_warns_of_optimizers_that_break_the_laws_and_refuses_a_second_att
     monitor.attach(sgd)  # removed first: attached once
     with pytest.raises(ValueError, match="already attached to this optimizer"):
         monitor.attach(sgd)
+
+
+def test_param_groups_that_step_apart_are_warned_of_by_the_parameters_they_hold() -> None:
+    """SGD with the attention's V at lr/10: VᵀV − OᵀO reads two groups, and drifts at first order (no warning was
+    given); one lr for every parameter the laws read, whatever the groups, is gradient flow."""
+    model = MultiHeadAttention(4, 2, 2).double()
+    monitor = Monitor(model)
+    slow = [model.V.weight]
+    rest = [p for p in model.parameters() if p is not model.V.weight]
+    with pytest.warns(UserWarning, match=r"step with different settings \(lr=0.1: .*; lr=0.01: V.weight\)"):
+        monitor.attach(torch.optim.SGD([{"params": rest}, {"params": slow, "lr": 0.01}], lr=0.1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        monitor.attach(torch.optim.SGD([{"params": rest}, {"params": slow, "momentum": 0.0}], lr=0.1))
+    x = torch.randn(8, 3, 4, dtype=torch.float64)
+    drift = []
+    for lr in (0.02, 0.005):  # V at lr/10: first order, a 4 times smaller step moves the laws 4 times less
+        torch.manual_seed(0)
+        net = MultiHeadAttention(4, 2, 2).double()
+        watched = Monitor(net)
+        groups = [{"params": [p for p in net.parameters() if p is not net.V.weight]}, {"params": [net.V.weight]}]
+        optimizer = torch.optim.SGD(groups, lr=lr)
+        optimizer.param_groups[1]["lr"] = lr / 10
+        for _ in range(30):
+            optimizer.zero_grad()
+            net(x).square().mean().backward()
+            optimizer.step()
+            watched.step()
+        drift.append(watched.last_epsilon()["mha"])
+    assert drift[0] / drift[1] < 6, drift  # 16 for laws of the flow
 
 
 def test_laws_given_are_evaluated_once_and_a_bad_one_is_named() -> None:
