@@ -30,7 +30,8 @@ fails in train mode (the norm divides the scale out, then C's 1/c changes the ou
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -209,11 +210,55 @@ def proposed_laws(model: nn.Module, x: torch.Tensor) -> dict[str, Law]:
     >>> list(proposed_laws(net, torch.randn(2, 2, 6)))
     ['for i in 0..2: ‖0.weight[i, :, :]‖² + 0.bias[i]² − ‖3.weight[:, 4i:4i+4]‖²']
     """
-    return {p.key: p.law for p in unit_patterns(called_layers(model, x), _trainable(model))}
+    patterns = unit_patterns(called_layers(model, x), _trainable(model))
+    return {p.key: p.law for p in _by_first_names(patterns, _tied(model))}
 
 
 def _trainable(model: nn.Module) -> dict[str, torch.Size]:
-    return {name: p.shape for name, p in model.named_parameters() if p.requires_grad}
+    """The trainable parameters' shapes, a tied one's under each of its names (a head tied to the embedding:
+    ``head.weight`` beside ``emb.weight``), as the layers that read it name it."""
+    named = dict(model.named_parameters(remove_duplicate=False))
+    return {name: p.shape for name, p in named.items() if p.requires_grad}
+
+
+def _tied(model: nn.Module) -> dict[str, str]:
+    """Each other name of a tied parameter → the one ``named_parameters()`` gives it (``head.weight`` → ``emb.weight``).
+
+    Examples
+    ========
+    >>> net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    >>> net[1].weight = net[0].weight
+    >>> _tied(net)
+    {'1.weight': '0.weight'}
+    """
+    first = {id(p): name for name, p in model.named_parameters()}
+    return {name: first[id(p)] for name, p in model.named_parameters(remove_duplicate=False) if first[id(p)] != name}
+
+
+def _by_first_names(patterns: list[Pattern], tied: dict[str, str]) -> list[Pattern]:
+    """``patterns`` reading each tied parameter by the name θ holds it under (``tied``: :func:`_tied`; a law reads θ
+    by ``named_parameters()``'s names)."""
+
+    def first(law: Law | None) -> Law | None:
+        return None if law is None else lambda p: law(_FirstNames(p, tied))
+
+    return [replace(p, law=first(p.law), corners=first(p.corners)) for p in patterns] if tied else patterns
+
+
+class _FirstNames(Mapping):
+    """``p`` read by any name of a tied parameter (what a law reads is read from ``p`` alone, under its first name)."""
+
+    def __init__(self, p: Params, tied: dict[str, str]) -> None:
+        self.p, self.tied = p, tied
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.p[self.tied.get(name, name)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.p)
+
+    def __len__(self) -> int:
+        return len(self.p)
 
 
 def unit_patterns(
@@ -315,10 +360,13 @@ proposed pattern failed its check (a unit or block the layers between do not kee
         one = 0 if coupled else checked_outputs(problem, theta, probe).numel()
         samples = COUPLED_SAMPLES if coupled else min(8, max(2, math.ceil(CHECK_ROWS / max(one, 1))))
         given = None if inputs is None else inputs[:samples]
+        tied = _tied(model)
         units = [(name, kept) for name, module in trained for kept in shift_units(name, module, shapes)]
+        units = [(name, kept) for name, kept in units if not any(t in tied for t, _ in kept)]  # θ's names only
         proposed += shift_patterns(problem, theta, x[:samples] if coupled else probe, units)
         if not proposed:
             return {}, "no two layers in a row whose units could be rescaled, no layer whose outputs' shift is ignored"
+        proposed = _by_first_names(proposed, tied)
 
         def passing(laws: dict[str, Law], rows: int) -> set[str]:
             residuals, _ = law_residuals(
