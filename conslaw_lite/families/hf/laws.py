@@ -35,7 +35,7 @@ def _attention(module: nn.Module, prefix: str) -> BlockLaws | None:
 def _gpt2_attention(module: nn.Module, prefix: str) -> BlockLaws | None:
     if module.is_cross_attention:
         return left_out(module, prefix, "is_cross_attention=True (queries and keys from two streams)")
-    problem = attention_problem(module.config)
+    problem = attention_problem(next(m.config for m in module.modules() if hasattr(m, "config")))
     return left_out(module, prefix, problem) if problem else block_laws(gpt2_spec(module, prefix))
 
 
@@ -48,7 +48,7 @@ def _gpt2_block(module: nn.Module, prefix: str) -> BlockLaws:
 def _bert_attention(module: nn.Module, prefix: str) -> BlockLaws | None:
     if module.is_cross_attention:
         return left_out(module, prefix, "is_cross_attention=True (queries and keys from two streams)")
-    problem = attention_problem(module.config)
+    problem = attention_problem(next(m.config for m in module.modules() if hasattr(m, "config")))
     return left_out(module, prefix, problem) if problem else block_laws(bert_spec(module, prefix))
 
 
