@@ -460,3 +460,28 @@ def test_infinite_higher_derivatives_are_named() -> None:
     model = nn.Sequential(nn.Linear(3, 3, bias=False), nn.ReLU(), power, nn.Linear(3, 2, bias=False))
     with pytest.raises(ValueError, match=r"second or third derivatives in θ are not finite"):
         count_laws(model.double(), (3,))
+
+
+class CountsItsCalls(nn.Module):
+    """A ReLU MLP that counts its calls in a buffer, as training loops often do: the buffer never reaches the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+        self.l1, self.l2 = nn.Linear(4, 5), nn.Linear(5, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.l2(torch.relu(self.l1(x)))
+
+
+def test_a_forward_that_writes_a_buffer_in_place_is_counted() -> None:
+    """``self.calls += 1``: torch.func refused the write into a tensor captured from outside its transforms, and
+    count_laws, find_laws and the monitor raised its RuntimeError (the CLI: exit 3, a traceback). Each call now writes
+    its own copy of the buffers: the 5 unit laws, and the model's own counter is untouched by the count."""
+    torch.manual_seed(0)
+    model = CountsItsCalls().double()
+    count = count_laws(model, (4,))
+    assert count.conclusive and count.num_laws == 5
+    assert int(model.calls) == 0
+    assert check_laws(model, find_laws(model, (4,), count=count).laws, (4,)).complete

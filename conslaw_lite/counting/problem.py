@@ -174,11 +174,15 @@ def problem_of(model: Model, params: Params | None) -> Problem:
 
 
 def _module_apply(module: nn.Module) -> Callable[[Params, torch.Tensor], object]:
-    """``(params, x) ↦`` the module's output with those parameters, one row per input."""
+    """``(params, x) ↦`` the module's output with those parameters, one row per input. Each call gets its own copy
+    of the module's buffers: a forward that writes one in place (``self.calls += 1``) would write a tensor captured
+    from outside ``torch.func``'s transforms, which they refuse, and would change the function from call to call."""
+    buffers = dict(module.named_buffers())
 
     def apply(p: Params, x: torch.Tensor) -> object:
         with GradOffIsConstant(), FunctionalEpsRaised():
-            return one_output(functional_call(module, dict(p), (x,)), len(x))
+            state = {name: b.clone() for name, b in buffers.items()} | dict(p)
+            return one_output(functional_call(module, state, (x,)), len(x))
 
     return apply
 
