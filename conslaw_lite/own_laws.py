@@ -39,8 +39,8 @@ input: ``|⟨∇h, ∇_P⟨a, f⟩⟩| ≤ MODEL_TOL ‖∇h‖ ‖∇_P⟨a, f�
 on the part's coordinates P. A part whose laws fail is reported and none of its laws are watched.
 
 **Dropout.** A part whose dropouts train is searched with them off (the count needs one deterministic function), and
-each law found is kept only where it holds under the masks they draw in training (:mod:`conslaw_lite.dropout_masks`);
-the outcome says how many fail and are left out.
+each law found (or of its rescaled units) is kept only where it holds under the masks they draw in training
+(:mod:`conslaw_lite.dropout_masks`); the outcome says how many fail and are left out.
 
 **Time.** The search stops after ``seconds`` (``SEARCH_SECONDS`` = 120 by default: a monitor starts before training
 does), within one step of it (:mod:`conslaw_lite.time_limit`); a tiny MobileNetV3 of 1,169 parameters, read at many
@@ -48,15 +48,14 @@ positions, takes minutes. A part whose search stopped there keeps the laws of th
 checked as always; the outcome says how many of N were found), a part whose count stopped has none. A search still
 running after ``SAY_AFTER`` seconds says so in one line.
 
-**Inputs.** One forward of the model on the example input (in eval mode: no running statistic moves)
-records each part's input. A model with no forward of its own (a ``LightningModule`` whose ``training_step``
-calls ``self.model(x)``) is not called: each child that takes the example input is, and searched as above; its
-laws are laws of training as long as ``training_step`` reads its parameters only by calling it.
-A part is searched on standard-normal inputs of that shape, over every scale
-(:func:`~conslaw_lite.counting.count_laws`' draws), or, on token ids, on every id of its first
-``nn.Embedding`` (:func:`~conslaw_lite.user_inputs.token_inputs`). Only a conclusive search's laws,
-each of which passed :func:`~conslaw_lite.counting.check_laws`, are watched; laws that are no quadratic
-polynomial are counted, not found, and the report says how many.
+**Inputs.** One forward of the model on the example input (in eval mode: no running statistic moves) records each
+part's input. A model with no forward of its own (a ``LightningModule`` whose ``training_step`` calls
+``self.model(x)``) is not called: each child that takes the example input is, and searched as above; its laws are
+laws of training as long as ``training_step`` reads its parameters only by calling it. A part is searched on
+standard-normal inputs of that shape, over every scale (:func:`~conslaw_lite.counting.count_laws`' draws), or, on
+token ids, on every id of its first ``nn.Embedding`` (:func:`~conslaw_lite.user_inputs.token_inputs`). Only a
+conclusive search's laws, each of which passed :func:`~conslaw_lite.counting.check_laws`, are watched; laws that are
+no quadratic polynomial are counted, not found, and the report says how many.
 """
 
 from __future__ import annotations
@@ -420,8 +419,11 @@ def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int)
     if model_device(module) != torch.device("cpu"):
         module = copy.deepcopy(module).cpu()
     shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
-    laws, outcome = rescaling_laws(module, None if inputs is not None else shape, inputs=inputs, seed=seed)
-    base = _unsearched(model, cut, "")
+    shape = None if inputs is not None else shape
+    laws, outcome = rescaling_laws(module, shape, inputs=inputs, seed=seed)
+    dropouts = bool(masks.training_dropouts(module) and laws)  # checked in eval mode: now under their masks
+    laws, note = _under_masks(laws, masks.masked_residuals(module, laws, shape, inputs, seed) if dropouts else None)
+    base, outcome = _unsearched(model, cut, ""), outcome + note
     why = (
         f" (D = {D:,} is over the {SEARCH_MAX_PARAMS:,} a monitor searches whole; find_laws(part, input_shape) finds "
         f"and counts its laws up to {MAX_PARAMS:,} parameters)"
@@ -429,7 +431,7 @@ def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int)
     if coupled and D <= SEARCH_MAX_PARAMS:
         why = " (a count is of one input's function; model.eval() counts the eval-mode one)"
     keyed = {f"{base.path}:{name}" if base.path else name: law for name, law in laws.items()}
-    return replace(base, outcome=outcome + why, laws=keyed, batch_coupled=coupled), outcome
+    return replace(base, outcome=outcome + why, laws=keyed, batch_coupled=coupled, dropout_masked=dropouts), outcome
 
 
 def _unsearchable(model: nn.Module, cut: Cut, recorded: dict[str, _Call]) -> str:
@@ -518,17 +520,21 @@ def _found(model: nn.Module, cut: Cut, found: FoundLaws, masked: dict[str, float
     else:  # conclusive laws, each passing check_laws; when the count is inconclusive the message says so
         outcome = found.message + (f"; {LONGER}" if found.stopped else "")
     watched = found.conclusive and residual <= RESIDUAL_TOL
-    kept = {name: law for name, law in found.laws.items() if masked is None or masked[name] <= masks.MASK_TOL}
-    if masked is not None and found.laws:
-        n, dropped = len(found.laws), len(found.laws) - len(kept)
-        under = f"under their masks in training ({masks.MASK_DRAWS} draws at two θ)"
-        outcome += (
-            f"; found with its dropouts off, and each holds {under}"
-            if not dropped
-            else (f"; found with its dropouts off: {dropped} of the {n} laws listed fail {under} and are left out")
-        )
+    kept, note = _under_masks(found.laws, masked)
     laws = {f"{base.path}:{name}" if base.path else name: law for name, law in kept.items()} if watched else {}
-    return replace(base, outcome=outcome, laws=laws, dropout_masked=masked is not None)
+    return replace(base, outcome=outcome + note, laws=laws, dropout_masked=masked is not None)
+
+
+def _under_masks(laws: dict[str, Law], masked: dict[str, float] | None) -> tuple[dict[str, Law], str]:
+    """The laws that hold under the masks of the part's dropouts (``masked``: each law's residual there; None: no
+    dropout trains), and what the outcome says of it."""
+    if masked is None or not laws:
+        return laws, ""
+    kept = {name: law for name, law in laws.items() if masked[name] <= masks.MASK_TOL}
+    under, failed = f"under their masks in training ({masks.MASK_DRAWS} draws at two θ)", len(laws) - len(kept)
+    if not failed:
+        return kept, f"; found with its dropouts off, and each holds {under}"
+    return kept, f"; found with its dropouts off: {failed} of the {len(laws)} laws listed fail {under} and are left out"
 
 
 # ---------------------------------------------------------------- the laws found, checked on the whole model

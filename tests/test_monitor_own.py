@@ -276,6 +276,30 @@ class BatchNormCNN(nn.Module):
         return self.head(torch.relu(self.bn2(self.c2(x))).mean((2, 3)))
 
 
+class DropoutCNN(BatchNormCNN):
+    """The tutorial CNN with a dropout before its head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.25)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.max_pool2d(torch.relu(self.bn1(self.c1(x))), 2)
+        return self.head(self.drop(torch.relu(self.bn2(self.c2(x))).mean((2, 3))))
+
+
+def test_a_cnn_training_its_batch_norms_and_a_dropout_keeps_the_laws_that_hold_under_the_masks() -> None:
+    """BatchNorms and a dropout in train mode: the laws of its rescaled units were checked with the dropout off, and
+    the monitor then refused the dropout with the message for laws= (none was given). They are now checked under its
+    masks too: a mask commutes with each unit's rescaling, so the 10 laws are watched."""
+    torch.manual_seed(0)
+    monitor = Monitor(DropoutCNN().double(), input_shape=(1, 8, 8))
+    (part,) = monitor.own.parts
+    assert part.dropout_masked and part.batch_coupled and len(monitor.own.laws) == 2
+    assert "10 laws of rescaled units checked on batches of 8" in part.outcome
+    assert "found with its dropouts off, and each holds under their masks in training" in part.outcome
+
+
 def test_a_cnn_training_its_batch_norms_is_watched_on_the_laws_batch_statistics_keep() -> None:
     """No count applies to batch-coupled outputs, so the monitor refused it. Its rescalings are checked on batches
     instead: each norm's gain and shift against the next layer's columns (4 + 6 laws). They are laws of the gradient
