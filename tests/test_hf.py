@@ -715,3 +715,17 @@ def test_count_laws_takes_transformers_modules_as_they_are() -> None:
     assert attn.q_proj.weight.dtype == torch.float32  # the user's module is not changed
     ids = torch.randint(0, 16, (64, 3), generator=torch.Generator().manual_seed(0))
     assert count_laws(model, inputs=ids).num_params == sum(p.numel() for p in model.parameters())
+
+
+def test_transformers_tanh_gelu_is_counted_as_torch_s() -> None:
+    """``GELUTanh`` (Gemma's ``gelu_pytorch_tanh``) holds ``functools.partial(F.gelu, approximate="tanh")``, taken
+    before the count replaces ``F.gelu`` by its exact form: torch's own third derivative (NaN) made every count fail,
+    naming the user's function. The partial is routed to the exact form too: the count of ``nn.GELU("tanh")``."""
+    from transformers.activations import ACT2FN
+
+    counts = []
+    for act in (ACT2FN["gelu_pytorch_tanh"], nn.GELU(approximate="tanh")):
+        torch.manual_seed(0)
+        gated = nn.Sequential(nn.Linear(4, 6), act, nn.Linear(6, 3), nn.LayerNorm(3)).double()
+        counts.append(count_laws(gated, (4,)))
+    assert all(c.conclusive for c in counts) and counts[0].num_laws == counts[1].num_laws

@@ -50,6 +50,7 @@ from contextlib import ExitStack, contextmanager
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.overrides import TorchFunctionMode
 
 from conslaw_lite.counting.unrolled_rnn import rnn_relu, rnn_relu_cell
 from conslaw_lite.laws import counted_eps
@@ -345,7 +346,8 @@ def exact_derivatives() -> Iterator[None]:
     (holding its padding row constant), ``F.embedding_bag`` and torch's ReLU RNN ops (``_VF.rnn_relu``,
     ``_VF.rnn_relu_cell``) are replaced by the elementary formulas of this module (of :mod:`.unrolled_rnn` for the
     RNN), and ``F.scaled_dot_product_attention`` runs torch's composite ``MATH`` backend (``softmax(QKᵀ/√k + mask)
-    V`` in elementary ops). Everything is restored on exit.
+    V`` in elementary ops). A reference to one of those ops taken before the block (``functools.partial(F.gelu,
+    approximate="tanh")``) is routed too (:class:`_Routed`). Everything is restored on exit.
 
     Examples
     ========
@@ -362,4 +364,17 @@ def exact_derivatives() -> Iterator[None]:
         stack.callback(lambda: [setattr(owner, name, op) for owner, name, op in saved])
         for owner, name, op in _ROUTES:
             setattr(owner, name, op)
+        stack.enter_context(_Routed({op: route for (_, _, op), (_, _, route) in zip(saved, _ROUTES, strict=True)}))
         yield
+
+
+class _Routed(TorchFunctionMode):
+    """A call of one of the ops replaced, through a reference taken before the block (transformers' ``GELUTanh``
+    holds ``functools.partial(F.gelu, approximate="tanh")``), goes to its replacement too."""
+
+    def __init__(self, routes: dict) -> None:
+        super().__init__()
+        self.routes = routes
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return self.routes.get(func, func)(*args, **(kwargs or {}))
