@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from conslaw_lite.config import model_device
 from conslaw_lite.laws import find_blocks
 
 MAX_LAYERS_SHOWN = 6  # classes named in a part's description before "…"
@@ -241,3 +242,19 @@ def part_module(model: nn.Module, cut: Cut, extra: tuple[tuple, dict] = ((), {})
     if name == "" and not any(extra):
         return held
     return Chain([(name, held)], extra)
+
+
+def searchable(module: nn.Module) -> nn.Module:
+    """``module`` as a part is searched: on the CPU (its laws read θ by name, on any device), and a float16 or bfloat16
+    one as its float64 copy: the laws of its exact function (training rounds θ at each step, which ε then shows).
+
+    Examples
+    ========
+    >>> net = nn.Linear(2, 1)
+    >>> searchable(net) is net, searchable(net.bfloat16()).weight.dtype
+    (True, torch.float64)
+    """
+    low = any(p.dtype in (torch.float16, torch.bfloat16) for p in module.parameters())
+    if model_device(module) in (None, torch.device("cpu")) and not low:
+        return module
+    return copy.deepcopy(module).cpu().to(torch.float64) if low else copy.deepcopy(module).cpu()

@@ -61,6 +61,7 @@ from conslaw_lite.snapshots import Snapshots, slots_for
 from conslaw_lite.user_inputs import example_inputs
 from conslaw_lite.watch_conditions import (
     check_every,
+    check_watchable,
     conflict_message,
     laws_under_masks,
     mode_conflicts,
@@ -247,11 +248,7 @@ class Monitor:
         check_every(every)
         if evaluate_every is not None:
             check_every(evaluate_every)
-        if any(p.is_meta for p in model.parameters()):
-            raise ValueError(
-                "Monitor: the model's parameters are on the meta device (shapes without values): materialize them "
-                "first (model.to_empty(device=...) and initialize them, or load the weights)"
-            )
+        check_watchable(model)
         self._conflicts = mode_conflicts(model, laws is not None)
         if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
             laws, self._conflicts = laws_under_masks(model, laws, self._conflicts, input_shape, inputs)

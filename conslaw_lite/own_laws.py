@@ -60,7 +60,6 @@ no quadratic polynomial are counted, not found, and the report says how many.
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass, field, replace
 
@@ -69,20 +68,19 @@ from torch import nn
 from torch.func import vjp
 
 from conslaw_lite import dropout_masks as masks
-from conslaw_lite.config import evaluating, model_device
+from conslaw_lite.config import evaluating
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import LawGradients, law_reads
-from conslaw_lite.counting.embedding_rows import EMBEDDINGS
 from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.module_checks import is_batch_norm
 from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.find_laws import MAX_PARAMS, FoundLaws, find_laws
 from conslaw_lite.laws import Law, find_blocks
-from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module
+from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module, searchable
 from conslaw_lite.rescaling_laws import rescaling_laws, training_batch_norms
 from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.time_limit import OutOfTime, said_if_long, time_left, time_limit
-from conslaw_lite.user_inputs import example_inputs, inputs_needed, token_inputs
+from conslaw_lite.user_inputs import example_inputs, part_inputs
 
 # A monitor starts before training does: a part over this many parameters is not searched whole (find_laws takes
 # about a minute at D = 3,072, a 32-64-16 MLP on 2 cores, and its count grows as D³), but in pieces.
@@ -395,10 +393,9 @@ def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> 
     residual under their masks (:mod:`conslaw_lite.dropout_masks`), else ``None``."""
     call = recorded[cut.members[0]]
     module = part_module(model, cut, (call.args[1:], call.kwargs))
-    if model_device(module) != torch.device("cpu"):  # searched on the CPU; its laws read θ by name, on any device
-        module = copy.deepcopy(module).cpu()
+    module = searchable(module)
     _check_size(module)
-    shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
+    shape, inputs = part_inputs(module, call.args[0].cpu(), seed)
     masked = bool(masks.training_dropouts(module))
     with masks.FunctionalDropoutsOff() as off:
         found = find_laws(masks.dropouts_off(module) if masked else module, shape, inputs=inputs, seed=seed)
@@ -416,9 +413,8 @@ def _rescaled(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int)
     coupled = bool(training_batch_norms(module))  # no count applies: checked on batches, whatever D
     if D <= SEARCH_MAX_PARAMS and not coupled:
         return None
-    if model_device(module) != torch.device("cpu"):
-        module = copy.deepcopy(module).cpu()
-    shape, inputs = _part_inputs(module, call.args[0].cpu(), seed)
+    module = searchable(module)
+    shape, inputs = part_inputs(module, call.args[0].cpu(), seed)
     shape = None if inputs is not None else shape
     laws, outcome = rescaling_laws(module, shape, inputs=inputs, seed=seed)
     dropouts = bool(masks.training_dropouts(module) and laws)  # checked in eval mode: now under their masks
@@ -464,18 +460,6 @@ def _check_size(module: nn.Module) -> None:
             f"D = {D:,} parameters, over the {SEARCH_MAX_PARAMS:,} a monitor searches at its start (find_laws would "
             "take minutes); find_laws(part, input_shape) finds them, and Monitor(model, laws=...) watches them"
         )
-
-
-def _part_inputs(module: nn.Module, x: torch.Tensor, seed: int) -> tuple[tuple[int, ...], torch.Tensor | None]:
-    """The input shape the part is searched on, or (for token ids) the inputs themselves."""
-    shape = tuple(x.shape[1:])
-    if x.is_floating_point():
-        return shape, None
-    embedding = next((m for m in module.modules() if isinstance(m, EMBEDDINGS)), None)
-    if embedding is None:
-        raise ValueError(f"its input is {x.dtype} and it has no nn.Embedding or EmbeddingBag to read the vocabulary of")
-    example = token_inputs(shape, embedding.num_embeddings, 1, seed)
-    return shape, token_inputs(shape, embedding.num_embeddings, inputs_needed(module, example), seed)
 
 
 def _pieces(model: nn.Module, cut: Cut) -> list[Cut]:
@@ -564,7 +548,7 @@ def _on_the_model(model: nn.Module, parts: list[Part], x: torch.Tensor, seed: in
 def _model_residuals(model: nn.Module, parts: list[Part], x: torch.Tensor, seed: int) -> dict[str, float]:
     """Per part, the largest ``|⟨∇h, ∇_P⟨a, f(x)⟩⟩| / (‖∇h‖ ‖∇_P⟨a, f(x)⟩‖)`` over its law entries h, random a and two
     θ (the model's own and a random one), the gradients taken on the part's coordinates P."""
-    host = model if model_device(model) in (None, torch.device("cpu")) else copy.deepcopy(model).cpu()
+    host = searchable(model)
     with evaluating(host):  # as the parts were searched: no dropout, no running statistics
         problem = problem_of(host, None)
     x = x.cpu().double() if x.is_floating_point() else x.cpu()

@@ -16,6 +16,7 @@ import math
 import torch
 from torch import nn
 
+from conslaw_lite.counting.embedding_rows import EMBEDDINGS
 from conslaw_lite.counting.problem import one_output
 from conslaw_lite.counting.sample_sizes import MAX_SAMPLES, output_entries
 from conslaw_lite.seeding import generator
@@ -89,3 +90,25 @@ def example_inputs(model: nn.Module, input_shape: tuple[int, ...] | None, inputs
     param = next(model.parameters())
     dtype = param.dtype if param.is_floating_point() else torch.float64
     return torch.randn(2, *shape, dtype=dtype, device=param.device)
+
+
+def part_inputs(module: nn.Module, x: torch.Tensor, seed: int) -> tuple[tuple[int, ...], torch.Tensor | None]:
+    """The input shape a part (:mod:`conslaw_lite.own_laws`) is searched on, from ``x`` (a batch of what it reads),
+    and for token ids the inputs themselves: every id of its first ``nn.Embedding``.
+
+    Examples
+    ========
+    >>> part_inputs(nn.Linear(3, 2), torch.randn(5, 3), 0)
+    ((3,), None)
+    >>> shape, ids = part_inputs(nn.Embedding(4, 2), torch.tensor([[1, 2]]), 0)
+    >>> shape, sorted(set(ids.flatten().tolist()))
+    ((2,), [0, 1, 2, 3])
+    """
+    shape = tuple(x.shape[1:])
+    if x.is_floating_point():
+        return shape, None
+    embedding = next((m for m in module.modules() if isinstance(m, EMBEDDINGS)), None)
+    if embedding is None:
+        raise ValueError(f"its input is {x.dtype} and it has no nn.Embedding or EmbeddingBag to read the vocabulary of")
+    example = token_inputs(shape, embedding.num_embeddings, 1, seed)
+    return shape, token_inputs(shape, embedding.num_embeddings, inputs_needed(module, example), seed)

@@ -237,6 +237,29 @@ def _calls_dropout(model: nn.Module, x: torch.Tensor) -> bool:
     return off.called
 
 
+UNIT_ROUNDOFF = {torch.bfloat16: "2⁻⁸", torch.float16: "2⁻¹¹"}  # of the dtypes a model trains in at low precision
+
+
+def check_watchable(model: nn.Module) -> None:
+    """Refuse a model on the meta device (shapes without values); say that a float16 or bfloat16 model's steps round θ.
+
+    Examples
+    ========
+    >>> check_watchable(nn.Linear(2, 1).bfloat16())  # doctest: +ELLIPSIS
+    Monitor: the model's parameters are bfloat16: each step rounds θ to it, moving every law by about 2⁻⁸ of its ...
+    """
+    if any(p.is_meta for p in model.parameters()):
+        raise ValueError(
+            "Monitor: the model's parameters are on the meta device (shapes without values): materialize them "
+            "first (model.to_empty(device=...) and initialize them, or load the weights)"
+        )
+    low = {p.dtype for p in model.parameters()} & set(UNIT_ROUNDOFF)
+    for dtype in sorted(low, key=str):
+        print(f"Monitor: the model's parameters are {str(dtype).removeprefix('torch.')}: each step rounds θ to it, "
+              f"moving every law by about {UNIT_ROUNDOFF[dtype]} of its terms at random; ε shows that rounding beside "
+              "gradient flow's O(τ²k) (the laws are those of its float64 function)")
+
+
 def check_every(every: int) -> int:
     """``every`` if it is a positive integer (record every ``every``-th step), else a ``ValueError`` naming it.
 

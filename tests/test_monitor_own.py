@@ -565,3 +565,23 @@ def test_laws_given_are_watched_in_train_mode_where_they_hold_under_the_masks(fu
     moved = {key: float((law(theta) - start[key]).norm()) for key, law in found.laws.items()}
     assert monitor.last_epsilon()["found"] < 1e-12  # the head's row sums: linear, kept exactly by every masked step
     assert all(moved[key] > 1e-3 for key in left_out), moved  # the shifts left out: they move at first order
+
+
+def test_a_bfloat16_model_is_searched_as_its_float64_function_and_told_of_its_rounding(capsys) -> None:
+    """A model trained in bfloat16: the search refused each part ("call model.double()"), and the monitor had no law
+    to watch. Its float64 copy is searched: the 5 unit laws of the exact function, and the monitor says that each
+    bfloat16 step rounds θ, which ε then shows."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 3)).bfloat16()
+    monitor = Monitor(model, input_shape=(4,))
+    out = capsys.readouterr().out
+    assert "parameters are bfloat16: each step rounds θ to it" in out
+    assert "5 quadratic laws found; N = 5: the list is complete" in out and model[0].weight.dtype == torch.bfloat16
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    monitor.attach(opt)
+    x, y = torch.randn(16, 4).bfloat16(), torch.randn(16, 3).bfloat16()
+    for _ in range(5):
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+    assert 0 < monitor.epsilon("found")[-1] < 0.1
