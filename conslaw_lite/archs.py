@@ -52,6 +52,22 @@ class ArchOptions:
         unset = {k: v for k, v in defaults.items() if getattr(self, k) is None}
         return replace(self, **unset)
 
+    def heads_fit(self) -> ArchOptions:
+        """Itself, when d ≥ k: under it an attention's k × k laws per head are not independent, and no formula here
+        counts them.
+
+        Examples
+        ========
+        >>> ArchOptions(dim=2, head_dim=8).heads_fit()
+        Traceback (most recent call last):
+        ...
+        ValueError: --dim (2) must be at least --head-dim (8): the counts assume d ≥ k
+        """
+        d, k = self.dim, self.head_dim
+        if d < k:
+            raise ValueError(f"--dim ({d}) must be at least --head-dim ({k}): the counts assume d ≥ k")
+        return self
+
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)

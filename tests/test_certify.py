@@ -576,14 +576,17 @@ def test_cli_stops_quietly_when_its_reader_closes_the_pipe() -> None:
 
 
 def test_cli_ctrl_c_exits_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not a traceback, and not 1, which a script reads as "inconclusive"."""
+    """Not a traceback, and not 1, which a script reads as "inconclusive"; with --json, JSON on stdout too (it was
+    empty)."""
     import conslaw_lite.certify as certify_module
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(certify_module, "count_laws", interrupted)
-    assert run_cli("toy") == (130, "", "interrupted\n")
+    assert run_cli("toy") == (130, "", "error: interrupted\n")
+    code, out, _ = run_cli("toy", "--json")
+    assert code == 130 and json.loads(out) == {"error": "interrupted", "exit_code": 130}
 
 
 def test_cli_json_stays_json_when_the_module_file_prints(run_cli, tmp_path: Path) -> None:

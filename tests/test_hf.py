@@ -729,3 +729,10 @@ def test_transformers_tanh_gelu_is_counted_as_torch_s() -> None:
         gated = nn.Sequential(nn.Linear(4, 6), act, nn.Linear(6, 3), nn.LayerNorm(3)).double()
         counts.append(count_laws(gated, (4,)))
     assert all(c.conclusive for c in counts) and counts[0].num_laws == counts[1].num_laws
+
+
+def test_a_transformers_attention_narrower_than_its_heads_is_refused_as_mha_is() -> None:
+    """At d = 2 < k = 8 certify printed the formula 40 beside a conclusive N = 37, "complete": the formula counts k × k
+    laws per head, which are not independent under d ≥ k. Refused, as mha, gqa and linear attention refuse it."""
+    with pytest.raises(ValueError, match=r"--dim \(2\) must be at least --head-dim \(8\): the counts assume d ≥ k"):
+        get_arch("qwen3-attention").build(ArchOptions(dim=2, head_dim=8))

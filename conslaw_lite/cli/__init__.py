@@ -128,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = one_line_warning
             return module.run(args)
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for it, not a traceback and not 1
-        print("interrupted", file=sys.stderr)
-        return INTERRUPTED
+        return _failed(args, "interrupted", INTERRUPTED)
     except BrokenPipeError:  # the reader closed the pipe (``| head``): nothing more to print, and no error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail again
         return 0

@@ -47,10 +47,8 @@ def build_mha(
     (24, (4, 4))
     """
     rope = pe == "rope"
-    o = options.with_defaults(dim=4, heads=2, head_dim=4 if rope else 2, seq=4 if rope else 3)
+    o = options.with_defaults(dim=4, heads=2, head_dim=4 if rope else 2, seq=4 if rope else 3).heads_fit()
     n, k, d = o.heads, o.head_dim, o.dim
-    if d < k:
-        raise ValueError(f"--dim ({d}) must be at least --head-dim ({k}): the counts assume d ≥ k")
     base = conditioned_rope_base(k) if rope else 10000.0
     with seeded(o.seed):
         model = MultiHeadAttention(d, n, k, pe=pe, qk_norm=qk_norm, norm_eps=norm_eps, bias=bias, rope_base=base)

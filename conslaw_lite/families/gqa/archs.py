@@ -38,8 +38,7 @@ def build_gqa(
     """
     rope = pe == "rope"
     o = options.with_defaults(dim=4, heads=3 if multi_query else 2, head_dim=4 if rope else 2, seq=4 if rope else 3)
-    if o.dim < o.head_dim:
-        raise ValueError(f"--dim ({o.dim}) must be at least --head-dim ({o.head_dim}): the count assumes d ≥ k")
+    o.heads_fit()
     n_q, n_kv = (o.heads, 1) if multi_query else (QUERIES_PER_GROUP * o.heads, o.heads)
     base = conditioned_rope_base(o.head_dim) if rope else 10000.0
     with seeded(o.seed):

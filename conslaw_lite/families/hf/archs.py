@@ -76,7 +76,7 @@ def _transformers():
 
 def _attention(arch: str, qk_norm: bool):
     def build(options: ArchOptions) -> Built:
-        o = options.with_defaults(dim=8, heads=1, head_dim=4, seq=3)
+        o = options.with_defaults(dim=8, heads=1, head_dim=4, seq=3).heads_fit()
         block = tiny_model(arch, o).model.layers[0].self_attn
         N, text = attention.formula(o.heads, o.head_dim, qk_norm=qk_norm)
         note = f"--heads is the number of key/value heads; {QUERIES_PER_GROUP} query heads share each"

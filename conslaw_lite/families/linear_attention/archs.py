@@ -17,9 +17,7 @@ def build_linear_attention(options: ArchOptions) -> Built:
     >>> built.formula_text, built.input_shape
     ('n·(k(k+1) + 1) = 1·(2·3 + 1) = 7', (3, 4))
     """
-    o = options.with_defaults(dim=4, heads=1, head_dim=2, seq=3)
-    if o.dim < o.head_dim:
-        raise ValueError(f"--dim ({o.dim}) must be at least --head-dim ({o.head_dim}): the count assumes d ≥ k")
+    o = options.with_defaults(dim=4, heads=1, head_dim=2, seq=3).heads_fit()
     with seeded(o.seed):
         model = LinearAttention(o.dim, o.heads, o.head_dim).double()
     return Built(model, (o.seq, o.dim), *formula(o.heads, o.head_dim), "")
