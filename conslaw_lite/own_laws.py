@@ -380,8 +380,11 @@ def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torc
     if total <= HELD_MAX_PARAMS and not _unsearchable(model, cut, recorded):
         try:
             (part,) = _on_the_model(model, [_found(model, cut, *_find(model, cut, recorded, seed))], x, seed)
-        except (ValueError, OutOfTime):  # its size, what find_laws refuses, or the seconds spent (its children say)
+        except ValueError:  # its size, or what find_laws refuses: its children say what came of them
             part = None
+        except OutOfTime:  # the seconds spent here, not on the parts listed before it: say so before its children
+            stopped = _unsearched(model, cut, f"{STOPPED} (searched whole, its blocks held fixed)")
+            return [stopped, *(p for c in cut.instead for p in _search(model, c, recorded, x, seed))]
         if part is not None and (part.laws or part.outcome == NO_LAWS):
             return [part]
     return [p for c in cut.instead for p in _search(model, c, recorded, x, seed)]

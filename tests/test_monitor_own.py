@@ -133,6 +133,21 @@ def test_a_home_made_transformer_block_mixing_known_and_unknown_parts() -> None:
     assert torch.allclose(law(p).abs(), by_hand.abs(), rtol=1e-10)
 
 
+def test_seconds_spent_searching_a_module_whole_are_said_of_that_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search of the block whole (its attention held fixed) that runs out of seconds: each child then said the
+    seconds "were spent on the parts before it", though none was listed before it; the block's own line now says
+    where they went (the search stopped here at once: the seconds are the machine's)."""
+    import conslaw_lite.own_laws as own
+
+    def out_of_time(*args: object) -> None:
+        raise own.OutOfTime
+
+    monkeypatch.setattr(own, "_find", out_of_time)
+    parts = own_laws(HomeMadeBlock().double(), input_shape=(3, 4)).parts
+    assert parts[0].path == "" and parts[0].outcome == f"{own.STOPPED} (searched whole, its blocks held fixed)"
+    assert [part.path for part in parts[1:]] == ["norm1", "norm2", "ffn"]
+
+
 def test_a_torch_transformer_layer_gets_the_laws_between_its_children() -> None:
     """nn.TransformerEncoderLayer (post-norm, ReLU): self_attn is registered; linear1, linear2 and the norms are one
     part with it held fixed. Its ReLU units give ‖linear1.weight[i, :]‖² + linear1.bias[i]² − ‖linear2.weight[:, i]‖²
