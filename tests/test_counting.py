@@ -529,8 +529,14 @@ def test_an_unseen_kink_of_tokens_flattened_with_the_batch_is_no_count() -> None
     assert not count.conclusive and "(aten.relu) acts on a tensor whose first dimension is not" in count.reason
 
 
-def test_activation_checkpointing_is_refused_with_what_to_do() -> None:
-    """torch.func has no saved tensor hooks: the count ended in a traceback (the CLI's exit 3, an internal error)."""
+@pytest.mark.parametrize(
+    ("reentrant", "message"),
+    [(False, "saved tensor hooks .* count the model without them"),
+     (True, "autograd.Function without setup_context .*use_reentrant=True.* without checkpointing")],
+)
+def test_activation_checkpointing_is_refused_with_what_to_do(reentrant: bool, message: str) -> None:
+    """torch.func has no saved tensor hooks, and differentiates no autograd.Function without setup_context (the
+    reentrant checkpoint's): the count ended in a traceback (the CLI's exit 3, an internal error)."""
     from torch.utils.checkpoint import checkpoint
 
     class Checkpointed(nn.Module):
@@ -539,9 +545,9 @@ def test_activation_checkpointing_is_refused_with_what_to_do() -> None:
             self.mlp = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return checkpoint(self.mlp, x, use_reentrant=False)
+            return checkpoint(self.mlp[1:], self.mlp[0](x), use_reentrant=reentrant)  # an input that needs grad
 
-    with pytest.raises(ValueError, match="saved tensor hooks .* count the model without them"):
+    with pytest.raises(ValueError, match=message):
         count_laws(Checkpointed(), (4,))
 
 

@@ -538,13 +538,19 @@ def count_laws(
                 run = replace(plan, bar=bar, buffers=Buffers(D, device, plan.replay) if plan.complement else None)
                 results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta, run)
         except RuntimeError as err:
-            if "saved tensor hooks" not in str(err):
-                raise
-            raise ValueError(
-                "torch.func cannot differentiate through saved tensor hooks (torch.utils.checkpoint with "
-                "use_reentrant=False, or torch.autograd.graph.saved_tensors_hooks in the forward): count the model "
-                "without them"
-            ) from err
+            if "saved tensor hooks" in str(err):
+                raise ValueError(
+                    "torch.func cannot differentiate through saved tensor hooks (torch.utils.checkpoint with "
+                    "use_reentrant=False, or torch.autograd.graph.saved_tensors_hooks in the forward): count the model "
+                    "without them"
+                ) from err
+            if "setup_context" in str(err):
+                raise ValueError(
+                    "torch.func cannot differentiate through an autograd.Function without setup_context "
+                    "(torch.utils.checkpoint with use_reentrant=True, or a Function of one's own): count the model "
+                    "without checkpointing, or give the Function a setup_context staticmethod"
+                ) from err
+            raise
         finally:
             bar.close()
     strata = _strata(results, drawn)
