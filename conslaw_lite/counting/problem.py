@@ -177,11 +177,10 @@ def _module_apply(module: nn.Module) -> Callable[[Params, torch.Tensor], object]
     """``(params, x) ↦`` the module's output with those parameters, one row per input. Each call gets its own copy
     of the module's buffers: a forward that writes one in place (``self.calls += 1``) would write a tensor captured
     from outside ``torch.func``'s transforms, which they refuse, and would change the function from call to call."""
-    buffers = dict(module.named_buffers())
 
     def apply(p: Params, x: torch.Tensor) -> object:
         with GradOffIsConstant(), FunctionalEpsRaised():
-            state = {name: b.clone() for name, b in buffers.items()} | dict(p)
+            state = {name: b.clone() for name, b in module.named_buffers()} | dict(p)  # where .to() left them
             return one_output(functional_call(module, state, (x,)), len(x))
 
     return apply
