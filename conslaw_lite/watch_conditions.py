@@ -233,7 +233,14 @@ def _calls_dropout(model: nn.Module, x: torch.Tensor) -> bool:
     if not model.training:
         return False
     with torch.random.fork_rng(devices=[]), torch.no_grad(), FunctionalDropoutsOff() as off:
-        model(x)
+        try:
+            model(x)
+        except Exception as err:  # noqa: BLE001 - the user's forward: name it, with what it was given
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(
+                f"Monitor: the model fails on inputs like those given ({type(err).__name__}: {first}); laws= are "
+                "checked on them under the masks of its dropouts (token ids: give inputs=, not input_shape=)"
+            ) from err
     return off.called
 
 

@@ -600,3 +600,14 @@ def test_a_bfloat16_model_is_searched_as_its_float64_function_and_told_of_its_ro
         ((model(x) - y) ** 2).mean().backward()
         opt.step()
     assert 0 < monitor.epsilon("found")[-1] < 0.1
+
+
+def test_laws_given_with_inputs_the_model_fails_on_are_refused_naming_them() -> None:
+    """laws= with input_shape= on a model that reads token ids: the forward that looks for F.dropout failed with
+    torch's dtype error; it names the inputs and the way out."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(10, 4), nn.Flatten(), nn.Linear(8, 5), nn.ReLU(), nn.Linear(5, 2)).double()
+    laws = {"unit": lambda p: (p["2.weight"] ** 2).sum(1) + p["2.bias"] ** 2 - (p["4.weight"] ** 2).sum(0)}
+    assert [g.key for g in Monitor(model, laws=laws, inputs=torch.randint(0, 10, (4, 2))).groups] == ["found"]
+    with pytest.raises(ValueError, match=r"fails on inputs like those given .*token ids: give inputs="):
+        Monitor(model, laws=laws, input_shape=(2,))
