@@ -175,3 +175,14 @@ def masked_residuals(
                 h = lambda t, law=law: torch.as_tensor(law(problem.unflatten(t))).reshape(-1)  # noqa: E731
                 worst[key] = max(worst[key], float(LawGradients(h, theta).cosines(g)[0].max()))
     return worst
+
+
+def holding(laws: dict[str, Law], residuals: dict[str, float]) -> dict[str, Law]:
+    """The laws whose residual under the masks (:func:`masked_residuals`) is within ``MASK_TOL``.
+
+    Examples
+    ========
+    >>> holding({"a": abs, "b": abs}, {"a": 1e-15, "b": 0.3})
+    {'a': <built-in function abs>}
+    """
+    return {key: law for key, law in laws.items() if residuals[key] <= MASK_TOL}

@@ -257,4 +257,5 @@ def searchable(module: nn.Module) -> nn.Module:
     low = any(p.dtype in (torch.float16, torch.bfloat16) for p in module.parameters())
     if model_device(module) in (None, torch.device("cpu")) and not low:
         return module
-    return copy.deepcopy(module).cpu().to(torch.float64) if low else copy.deepcopy(module).cpu()
+    moved = copy.deepcopy(module).cpu()
+    return moved.to(torch.float64) if low else moved

@@ -395,8 +395,7 @@ def _find(model: nn.Module, cut: Cut, recorded: dict[str, _Call], seed: int) -> 
     own_laws' time_limit (``OutOfTime``); with dropouts that train, on the part with them off, and each law's
     residual under their masks (:mod:`conslaw_lite.dropout_masks`), else ``None``."""
     call = recorded[cut.members[0]]
-    module = part_module(model, cut, (call.args[1:], call.kwargs))
-    module = searchable(module)
+    module = searchable(part_module(model, cut, (call.args[1:], call.kwargs)))
     _check_size(module)
     shape, inputs = part_inputs(module, call.args[0].cpu(), seed)
     masked = bool(masks.training_dropouts(module))
@@ -517,7 +516,7 @@ def _under_masks(laws: dict[str, Law], masked: dict[str, float] | None) -> tuple
     dropout trains), and what the outcome says of it."""
     if masked is None or not laws:
         return laws, ""
-    kept = {name: law for name, law in laws.items() if masked[name] <= masks.MASK_TOL}
+    kept = masks.holding(laws, masked)
     under, failed = f"under their masks in training ({masks.MASK_DRAWS} draws at two θ)", len(laws) - len(kept)
     if not failed:
         return kept, f"; found with its dropouts off, and each holds {under}"

@@ -16,7 +16,7 @@ from torch import nn
 
 from conslaw_lite.block_changes import OUTPUT_KEPT
 from conslaw_lite.counting.module_checks import describe_layer, is_batch_norm, is_mode_dependent
-from conslaw_lite.dropout_masks import MASK_TOL, FunctionalDropoutsOff, is_dropout, masked_residuals
+from conslaw_lite.dropout_masks import MASK_TOL, FunctionalDropoutsOff, holding, is_dropout, masked_residuals
 from conslaw_lite.law_stacks import Recorder
 from conslaw_lite.laws import BlockLaws, Group, Law, find_blocks
 from conslaw_lite.user_inputs import example_inputs
@@ -88,7 +88,7 @@ def laws_under_masks(
         if cosine > MASK_TOL:
             print(f"Monitor: law `{key}` of laws= is left out: it fails under the masks of the dropouts in train mode "
                   f"(cosine {cosine:.0e})")
-    kept = {key: law for key, law in laws.items() if cosines[key] <= MASK_TOL}
+    kept = holding(laws, cosines)
     if not kept:
         raise ValueError("Monitor: every law of laws= fails under the masks of the dropouts in train mode: train in "
                          "eval mode (model.eval()) to watch them")
@@ -169,11 +169,11 @@ def steps_apart(optimizers: tuple[torch.optim.Optimizer, ...], watched: Mapping[
     for optimizer in optimizers:
         for group in optimizer.param_groups:
             key = tuple((k, float(group[k])) for k in STEP_SETTINGS if k in group)
-            setting.update({id(p): dict(key) for p in group["params"]})
+            setting.update({id(p): key for p in group["params"]})
     apart: dict[tuple, list[str]] = {}
     for name, p in watched.items():
         if id(p) in setting:
-            apart.setdefault(tuple(setting[id(p)].items()), []).append(name)
+            apart.setdefault(setting[id(p)], []).append(name)
     if len(apart) < 2:
         return []
     differ = [k for k in STEP_SETTINGS if len({dict(key).get(k) for key in apart}) > 1]

@@ -201,6 +201,22 @@ def window_of(attention: nn.Module) -> int | None:
     return getattr(getattr(attention, "config", None), "sliding_window", None)
 
 
+def config_of(module: nn.Module) -> object | None:
+    """The transformers config ``module`` holds, or the first of its submodules holds (a MoE block keeps it in its
+    experts, BERT's attention in its ``self``).
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> block = nn.Module()
+    >>> block.experts = nn.Module()
+    >>> block.experts.config = SimpleNamespace(hidden_act="silu")
+    >>> config_of(block).hidden_act
+    'silu'
+    """
+    return next((m.config for m in module.modules() if hasattr(m, "config")), None)
+
+
 def unsupported(module: nn.Module) -> str | None:
     """The option of this attention, MLP or MoE module whose laws are not derived here, or None.
 
@@ -212,7 +228,7 @@ def unsupported(module: nn.Module) -> str | None:
     >>> unsupported(mlp)
     "hidden_act='gelu_pytorch_tanh' (the gated MLP's laws are derived for SiLU)"
     """
-    config = getattr(module, "config", None) or module.experts.config  # a MoE block keeps it in its experts
+    config = config_of(module)
     if hasattr(module, "q_proj"):  # a sliding window masks scores, which the laws' symmetries leave unchanged
         return attention_problem(config) or rope_problem(config)
     act = getattr(config, "hidden_act", "silu")

@@ -16,7 +16,7 @@ from torch import nn
 from conslaw_lite.families.attention.laws import block_laws
 from conslaw_lite.families.hf.attention import attention_laws, kind_of, spec_of
 from conslaw_lite.families.hf.bert import bert_spec, mean_laws
-from conslaw_lite.families.hf.config import attention_problem, full_names, leave_out
+from conslaw_lite.families.hf.config import attention_problem, config_of, full_names, leave_out
 from conslaw_lite.families.hf.gpt2 import block_couplings, gpt2_spec
 from conslaw_lite.families.hf.moe import mlp_laws, moe_laws
 from conslaw_lite.families.hf.network import head_laws, layer_laws
@@ -35,7 +35,7 @@ def _attention(module: nn.Module, prefix: str) -> BlockLaws | None:
 def _gpt2_attention(module: nn.Module, prefix: str) -> BlockLaws | None:
     if module.is_cross_attention:
         return left_out(module, prefix, "is_cross_attention=True (queries and keys from two streams)")
-    problem = attention_problem(next(m.config for m in module.modules() if hasattr(m, "config")))
+    problem = attention_problem(config_of(module))
     return left_out(module, prefix, problem) if problem else block_laws(gpt2_spec(module, prefix))
 
 
@@ -48,7 +48,7 @@ def _gpt2_block(module: nn.Module, prefix: str) -> BlockLaws:
 def _bert_attention(module: nn.Module, prefix: str) -> BlockLaws | None:
     if module.is_cross_attention:
         return left_out(module, prefix, "is_cross_attention=True (queries and keys from two streams)")
-    problem = attention_problem(next(m.config for m in module.modules() if hasattr(m, "config")))
+    problem = attention_problem(config_of(module))
     return left_out(module, prefix, problem) if problem else block_laws(bert_spec(module, prefix))
 
 

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.families.ffn.laws import glu_block
+from conslaw_lite.families.hf.config import config_of
 from conslaw_lite.laws import Batch, BlockLaws, Law, Params, say_once
 from conslaw_lite.shared_squares import squared
 
@@ -123,7 +124,8 @@ def moe_laws(module: nn.Module, prefix: str) -> BlockLaws:
     laws, controls, batch = experts_laws(router.weight.shape[0], prefix)
     gate_laws, gate_controls, gate_batches = router_laws(router, f"{prefix}gate.", _balanced(module, prefix))
     kind = f"moe-softmax-top{router.top_k}"
-    refuse = _router_loss(prefix) if "W" in gate_laws and getattr(_config(module), "router_aux_loss_coef", 0) else None
+    aux = getattr(config_of(module), "router_aux_loss_coef", 0)
+    refuse = _router_loss(prefix) if "W" in gate_laws and aux else None
     return BlockLaws(kind, {**laws, **gate_laws}, {**controls, **gate_controls}, (batch, *gate_batches), "", refuse)
 
 
@@ -144,14 +146,10 @@ def _router_loss(prefix: str) -> Callable[[dict], str | None]:
     return refuse
 
 
-def _config(module: nn.Module) -> object:
-    return getattr(module, "config", None) or getattr(getattr(module, "experts", None), "config", None)
-
-
 def _balanced(module: nn.Module, prefix: str) -> bool:
     """Whether the model's loss adds the load-balancing loss (``output_router_logits``), warned of where it changes
     the router's laws (top-1 with the division)."""
-    config = _config(module)
+    config = config_of(module)
     balanced = bool(getattr(config, "output_router_logits", False) and getattr(config, "router_aux_loss_coef", 0))
     if balanced and module.gate.top_k == 1 and module.gate.norm_topk_prob:
         say_once(
