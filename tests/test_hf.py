@@ -105,6 +105,36 @@ def test_mlp_is_swiglu_with_one_law_per_unit(arch, config) -> None:
     assert count.num_laws == 4 and check.complete
 
 
+@pytest.mark.parametrize(
+    "act, kind, per_unit",
+    [("gelu_pytorch_tanh", "glu-gelu_pytorch_tanh", 1), ("sigmoid", "glu-sigmoid", 1), ("relu", "reglu", 2),
+     ("leaky_relu", "reglu", 2), ("relu6", "glu-relu6", 1)],
+)  # fmt: skip
+def test_an_mlp_on_another_gate_keeps_the_law_of_its_linear_branch(act, kind, per_unit) -> None:
+    """Gemma's gelu_pytorch_tanh and every other gate had their MLP laws left out ("derived for SiLU"), though
+    ‖down[:, i]‖² − ‖up[i, :]‖² needs nothing of the gate; a ReLU gate adds its own rescaling law per unit."""
+    model = tiny_model("llama", ArchOptions(dim=6, hidden=4), hidden_act=act)
+    mlp = model.model.layers[0].mlp
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing left out
+        blocks = {q.block for q in quantities(model) if q.key.startswith("model.layers.0.mlp:")}
+    count, check = _certified(mlp, (2, 6))
+    assert blocks == {kind} and count.num_laws == 4 * per_unit and check.complete, (blocks, count.num_laws, check)
+
+
+def test_moe_experts_keep_their_laws_on_a_gate_of_no_rescaling_and_a_relu_gate_is_left_out_by_name() -> None:
+    options = ArchOptions(dim=4, hidden=2, experts=3, top_k=2)
+    gelu = tiny_model("qwen3_moe", options, hidden_act="gelu_pytorch_tanh").model.layers[0].mlp
+    with torch.no_grad():
+        gelu.gate.weight.normal_()
+    count, check = _certified(gelu, (2, 4))
+    assert count.num_laws == moe.formula(3, 2, 4, 2, False)[0] and check.complete, check
+    relu = tiny_model("qwen3_moe", options, hidden_act="relu")
+    with pytest.warns(UserWarning, match="hidden_act='relu' \\(the experts' laws.*left out"):
+        kinds = {q.block for q in quantities(relu)}
+    assert "moe" not in kinds and "network" in kinds
+
+
 @pytest.mark.parametrize("top_k, norm_topk_prob", [(2, False), (2, True), (1, False), (1, True)])
 def test_moe_router_laws_follow_the_counter(top_k, norm_topk_prob) -> None:
     """Softmax, then top k, then the optional division: ΣW_e for every case but top-1 divided (all of W)."""
@@ -353,7 +383,7 @@ def test_laws_of_keys_use_huggingface_names() -> None:
     [
         ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4}}, "rope_type='dynamic'"),
         ({"rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5}}, "partial_rotary_factor=0.5"),
-        ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
+        ({"hidden_act": "relu2"}, "hidden_act='relu2'"),
     ],
 )
 def test_an_option_the_laws_do_not_cover_is_left_out_by_name(config, option) -> None:

@@ -2,10 +2,10 @@
 
 Nothing here imports transformers but to compute a rotary type's frequencies from a transformers config: a class is
 known by its module and name (as the registry knows timm's), so ``import conslaw_lite`` stays free of it. An option
-the laws here do not cover (rotary frequencies that change with the sequence length, a partial rotary embedding, an
-activation other than SiLU in a gated MLP) is named by :func:`unsupported`; the finders then leave that block's laws
-out with a warning naming it, never guess. A sliding window is covered: it masks scores, which the laws' symmetries
-leave unchanged.
+the laws here do not cover (rotary frequencies that change with the sequence length, a partial rotary embedding, a
+gated MLP's gate whose laws are not derived: :data:`GATE_ACTIVATIONS`) is named by :func:`unsupported`; the finders
+then leave that block's laws out with a warning naming it, never guess. A sliding window is covered: it masks scores,
+which the laws' symmetries leave unchanged.
 """
 
 from __future__ import annotations
@@ -32,7 +32,18 @@ def full_names(suffix: str) -> tuple[str, ...]:
 
 NORMS = {f"{prefix}RMSNorm" for prefix in MODELS.values()}
 ROTARIES = {f"{prefix}RotaryEmbedding" for prefix in MODELS.values()}
-GATE_ACTIVATIONS = {"silu": "silu", "swish": "silu"}  # transformers' hidden_act → conslaw_lite's activation
+# transformers' hidden_act → the gate of the book's gated block (conslaw_lite.families.ffn.laws.glu_block): SiLU's
+# (SwiGLU), ReLU's for the positively homogeneous gates (ReGLU: a law more per unit, the gate's rescaling), or, for a
+# gate that leaves a unit no rescaling, its own name: the value law ‖A_{:,i}‖² − ‖C_{i,:}‖² alone, which holds for
+# any gate. Left out: relu2 (homogeneous of degree 2: another gate law), linear (a bilinear unit), and prelu and
+# xielu (gates with parameters of their own)
+NO_RESCALING = ("gelu", "gelu_new", "gelu_fast", "gelu_python", "gelu_pytorch_tanh", "gelu_python_tanh",
+                "gelu_accurate", "gelu_10", "quick_gelu", "mish", "sigmoid", "tanh", "laplace", "hardswish",
+                "relu6", "sqrtsoftplus")  # fmt: skip
+GATE_ACTIVATIONS = {"silu": "silu", "swish": "silu", "relu": "relu", "leaky_relu": "relu"} | {
+    act: act for act in NO_RESCALING
+}
+_GATES = "SiLU, ReLU, leaky ReLU and gates of no rescaling (GELU's, tanh, sigmoid, ...)"
 
 
 def class_name(module: nn.Module) -> str:
@@ -224,17 +235,33 @@ def unsupported(module: nn.Module) -> str | None:
     ========
     >>> from types import SimpleNamespace
     >>> mlp = nn.Module()
-    >>> mlp.config = SimpleNamespace(hidden_act="gelu_pytorch_tanh")
-    >>> unsupported(mlp)
-    "hidden_act='gelu_pytorch_tanh' (the gated MLP's laws are derived for SiLU)"
+    >>> mlp.config = SimpleNamespace(hidden_act="relu2")
+    >>> unsupported(mlp)[:47]
+    "hidden_act='relu2' (the gated MLP's laws are de"
     """
     config = config_of(module)
     if hasattr(module, "q_proj"):  # a sliding window masks scores, which the laws' symmetries leave unchanged
         return attention_problem(config) or rope_problem(config)
     act = getattr(config, "hidden_act", "silu")
     if act not in GATE_ACTIVATIONS:
-        return f"hidden_act={act!r} (the gated MLP's laws are derived for SiLU)"
+        return f"hidden_act={act!r} (the gated MLP's laws are derived for {_GATES})"
+    if hasattr(module, "experts") and GATE_ACTIVATIONS[act] == "relu":
+        return f"hidden_act={act!r} (the experts' laws are derived for gates of no rescaling: not a ReLU gate's own)"
     return None
+
+
+def gate_of(module: nn.Module) -> str:
+    """The gate of a transformers gated MLP or MoE block, as :func:`~conslaw_lite.families.ffn.laws.glu_block` takes
+    it (``"silu"``, ``"relu"``, or the name of a gate that leaves a unit no rescaling).
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> mlp = nn.Module()
+    >>> [gate_of(mlp) for mlp.config in (SimpleNamespace(hidden_act=a) for a in ("swish", "leaky_relu", "gelu"))]
+    ['silu', 'relu', 'gelu']
+    """
+    return GATE_ACTIVATIONS[getattr(config_of(module), "hidden_act", "silu")]
 
 
 def leave_out(module: nn.Module, prefix: str) -> bool:

@@ -25,13 +25,14 @@ import torch
 from torch import nn
 
 from conslaw_lite.families.ffn.laws import glu_block
-from conslaw_lite.families.hf.config import config_of
+from conslaw_lite.families.hf.config import config_of, gate_of
 from conslaw_lite.laws import Batch, BlockLaws, Law, Params, say_once
 from conslaw_lite.shared_squares import squared
 
 
 def mlp_laws(module: nn.Module, prefix: str) -> BlockLaws:
-    """The SwiGLU laws of a transformers MLP (``Qwen3MLP``, ``LlamaMLP``, ``Qwen3MoeMLP``).
+    """The gated block's laws of a transformers MLP (``Qwen3MLP``, ``LlamaMLP``, ``Qwen3MoeMLP``): SwiGLU's, or those of
+    its ``hidden_act`` (:data:`~conslaw_lite.families.hf.config.GATE_ACTIVATIONS`).
 
     Examples
     ========
@@ -47,7 +48,7 @@ def mlp_laws(module: nn.Module, prefix: str) -> BlockLaws:
 
     return glu_block(
         f"{prefix}down_proj.weight", f"{prefix}up_proj.weight", f"{prefix}gate_proj.weight",
-        c=bias("up_proj"), b=bias("gate_proj"),
+        c=bias("up_proj"), b=bias("gate_proj"), gate_family=gate_of(module),
     )  # fmt: skip
 
 
