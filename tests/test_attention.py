@@ -211,14 +211,36 @@ def test_torch_multihead_attention_with_separate_weights() -> None:
     assert min(step_gaps(model, tokens(5, 3, 7), controls=True).values()) > 1e-6
 
 
-def test_add_bias_kv_is_left_out_with_a_warning() -> None:
-    """Its laws are not derived: the block is no block (a warning names the option), never guessed, and the rest of
-    the model keeps its laws."""
-    with_bias_kv = SelfAttention(nn.MultiheadAttention(4, 2, add_bias_kv=True))
-    model = nn.Sequential(with_bias_kv, SelfAttention(nn.MultiheadAttention(4, 2)))
-    with pytest.warns(UserWarning, match="add_bias_kv=True"):
-        blocks = find_blocks(model)
-    assert [block.path for block in blocks] == ["1.mha"]
+@pytest.mark.parametrize("bias, zero_attn", [(True, False), (False, False), (True, True)])
+def test_a_learned_key_and_value_are_one_more_row_of_each_head(bias: bool, zero_attn: bool) -> None:
+    """``add_bias_kv=True`` appends a learned key and value to every sequence: they were left out (find_laws found 12
+    of the 16 laws). They are rows of K̃ and Ṽ, and the key bias's shift moves the learned key too: b_k + bias_k."""
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(4, 2, bias=bias, add_bias_kv=True, add_zero_attn=zero_attn, batch_first=True)
+    model = SelfAttention(mha).double()
+    laws = law_functions(model)
+    shift = ["b_k+bias_k"] if bias and not zero_attn else []
+    assert sorted(laws) == sorted(f"mha:head{i}:{n}" for i in range(2) for n in ["Q^TQ-K^TK", "V^TV-O^TO", *shift])
+    check = check_laws(model, laws, (3, 4))
+    assert check.complete and check.num_laws == 2 * 2 * 3 + 2 * len(shift) * 2, check
+
+
+def test_a_learned_key_and_value_with_separate_weights() -> None:
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(4, 2, kdim=3, vdim=3, add_bias_kv=True, batch_first=True).double()
+
+    class Cross(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, kv = x[..., :4], x[..., 4:]
+            return self.mha(q, kv, kv, need_weights=True)[0]
+
+    model = Cross()
+    assert max(step_gaps(model, tokens(5, 3, 7)).values()) < 1e-12
+    assert min(step_gaps(model, tokens(5, 3, 7), controls=True).values()) > 1e-6
 
 
 def test_a_parametrized_weight_leaves_the_block_out_with_a_warning() -> None:

@@ -13,6 +13,8 @@ Per head i (chapters 04 and 05), with Q_i, K_i, V_i, O_i ∈ R^(d×k):
 * biases: a bias row extends the matrix, ``Q̃_i = [Q_i; b_qᵀ]`` (likewise K̃, Ṽ); the output
   bias enters no law. Without RoPE and QK-norm a key bias only shifts each softmax row
   by a constant: it gets zero gradient and is itself conserved (k more laws per head).
+  A learned key and value that join every sequence (``nn.MultiheadAttention(add_bias_kv=True)``'s
+  ``bias_k``, ``bias_v``) are one more row of K̃ and Ṽ, and the key bias's law becomes ``b_k + bias_k``.
 
 Controls (look-alikes that move): one half of each law in the law's own shape, ``Q_iᵀQ_i``
 (``‖Q_i^(j)‖_F²`` per block with RoPE) and ``V_iᵀV_i``, and under QK-norm the law the block would
@@ -69,13 +71,16 @@ def formula(
 @dataclass(frozen=True)
 class Projection:
     """Rows ``offset : offset + n·k`` of the weight called ``weight`` (and of ``bias``, from ``bias_offset``); its
-    columns where ``transposed``: a weight stored (d, out), as transformers' ``Conv1D`` (GPT-2) keeps it."""
+    columns where ``transposed``: a weight stored (d, out), as transformers' ``Conv1D`` (GPT-2) keeps it. ``extra``:
+    a learned key or value (1, 1, n·k) that joins every sequence after the projection (``nn.MultiheadAttention``'s
+    ``bias_k``, ``bias_v``): one more row of each head's matrix, which ``G`` moves as it moves the projected ones."""
 
     weight: str
     offset: int = 0
     bias: str | None = None
     bias_offset: int = 0
     transposed: bool = False
+    extra: str | None = None
 
     def heads(self, p: Params, heads: slice, k: int) -> torch.Tensor:
         """Heads ``heads`` (a slice, step 1) in the paper's layout, bias as an extra row: (m, d, k) or (m, d+1, k).
@@ -102,9 +107,9 @@ class Projection:
             M = p[self.weight][..., rows].unflatten(-1, (-1, k)).transpose(-3, -2)  # (d, m·k) -> (m, d, k)
         else:
             M = p[self.weight][..., rows, :].unflatten(-2, (-1, k)).mT  # (m·k, d) -> (m, d, k)
-        if self.bias is None:
-            return M
-        return torch.cat([M, self.bias_of(p, heads, k).unsqueeze(-2)], dim=-2)  # (m, d+1, k)
+        rows = [self.bias_of(p, heads, k)] if self.bias is not None else []
+        rows += [self.extra_of(p, heads, k)] if self.extra is not None else []
+        return torch.cat([M, *(row.unsqueeze(-2) for row in rows)], dim=-2) if rows else M  # (m, d(+1)(+1), k)
 
     def head(self, p: Params, i: int, k: int) -> torch.Tensor:
         """Head i alone, ``heads(p, slice(i, i + 1), k)[0]``: (d, k), or (d+1, k) with a bias.
@@ -129,6 +134,17 @@ class Projection:
         """
         start = self.bias_offset + heads.start * k
         return p[self.bias][..., start : start + (heads.stop - heads.start) * k].unflatten(-1, (-1, k))
+
+    def extra_of(self, p: Params, heads: slice, k: int) -> torch.Tensor:
+        """Heads' parts of the learned row ``extra`` (1, 1, n·k), stacked: (m, k).
+
+        Examples
+        ========
+        >>> import torch
+        >>> Projection("W", extra="e").extra_of({"e": torch.arange(4.0).reshape(1, 1, 4)}, slice(1, 2), k=2)
+        tensor([[2., 3.]])
+        """
+        return p[self.extra][..., 0, 0, heads.start * k : heads.stop * k].unflatten(-1, (-1, k))
 
 
 @dataclass(frozen=True)
@@ -284,7 +300,7 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
     if spec.gamma_q is None:
         per_head.append((qk_names, qk, (True, False)))
         if spec.K.bias is not None and spec.pe != "rope" and not spec.zero_key:  # RoPE turns b_k with p: no shift
-            per_head.append((("b_k",), lambda p, heads: spec.K.bias_of(p, heads, k), (True,)))
+            per_head.append(_key_shift(spec.K, k))
     else:
         if not spec.shared_gains:
             name, law = _gain_law(spec, shared=False)
@@ -304,6 +320,14 @@ def attention_laws(spec: AttentionSpec) -> tuple[dict[str, Law], dict[str, Law],
     return laws, controls, batches
 
 
+def _key_shift(K: Projection, k: int) -> tuple[tuple[str, ...], HeadFn, tuple[bool, ...]]:
+    """A vector u added to every key shifts each softmax row by ``q·u``: the key bias, or with a learned key that joins
+    every sequence, its sum with that key, is conserved (k laws per head)."""
+    if K.extra is None:
+        return ("b_k",), lambda p, heads: K.bias_of(p, heads, k), (True,)
+    return ("b_k+bias_k",), lambda p, heads: K.bias_of(p, heads, k) + K.extra_of(p, heads, k), (True,)
+
+
 def _kind(spec: AttentionSpec) -> str:
     pe = "" if spec.pe == "none" else f"-{spec.pe}"
     norm = "" if spec.gamma_q is None else ("-qknorm-shared" if spec.shared_gains else "-qknorm")
@@ -319,7 +343,7 @@ def spec_of(module: MultiHeadAttention, prefix: str = "") -> AttentionSpec:
     Examples
     ========
     >>> spec_of(MultiHeadAttention(4, 2, 2, bias=True)).Q
-    Projection(weight='Q.weight', offset=0, bias='Q.bias', bias_offset=0, transposed=False)
+    Projection(weight='Q.weight', offset=0, bias='Q.bias', bias_offset=0, transposed=False, extra=None)
     """
 
     def proj(name: str) -> Projection:
@@ -347,15 +371,19 @@ def torch_spec_of(module: nn.MultiheadAttention, prefix: str = "") -> AttentionS
 
     Examples
     ========
-    >>> torch_spec_of(nn.MultiheadAttention(4, 2)).K
-    Projection(weight='in_proj_weight', offset=4, bias='in_proj_bias', bias_offset=4, transposed=False)
+    >>> torch_spec_of(nn.MultiheadAttention(4, 2, add_bias_kv=True)).K
+    Projection(weight='in_proj_weight', offset=4, bias='in_proj_bias', bias_offset=4, transposed=False, extra='bias_k')
     """
     E, n = module.embed_dim, module.num_heads
     bias = f"{prefix}in_proj_bias" if module.in_proj_bias is not None else None
-    if module.in_proj_weight is not None:  # packed W_q, W_k, W_v (kdim = vdim = E)
-        Q, K, V = (Projection(f"{prefix}in_proj_weight", s * E, bias, s * E) for s in range(3))
-    else:  # separate weights, but the bias stays packed
-        Q, K, V = (Projection(f"{prefix}{c}_proj_weight", 0, bias, s * E) for s, c in enumerate("qkv"))
+    packed = module.in_proj_weight is not None  # W_q, W_k, W_v packed (kdim = vdim = E), or separate: the bias packed
+
+    def projection(s: int, c: str) -> Projection:
+        weight, offset = (f"{prefix}in_proj_weight", s * E) if packed else (f"{prefix}{c}_proj_weight", 0)
+        extra = f"{prefix}bias_{c}" if module.bias_k is not None and c != "q" else None  # add_bias_kv
+        return Projection(weight, offset, bias, s * E, extra=extra)
+
+    Q, K, V = (projection(s, c) for s, c in enumerate("qkv"))
     return AttentionSpec(n=n, k=E // n, Q=Q, K=K, V=V, O=f"{prefix}out_proj.weight", zero_key=module.add_zero_attn)
 
 
@@ -410,8 +438,6 @@ def _mha_block(module: MultiHeadAttention, prefix: str) -> BlockLaws:
 
 @register_laws(nn.MultiheadAttention)
 def _torch_mha_block(module: nn.MultiheadAttention, prefix: str) -> BlockLaws | None:
-    if module.bias_k is not None:  # learned key/value rows appended to every sequence: not the book's attention
-        return left_out(module, prefix, "add_bias_kv=True")
     return block_laws(torch_spec_of(module, prefix))
 
 
