@@ -25,6 +25,7 @@ from torch import nn
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.counting import LawCount, check_laws, count_laws
+from conslaw_lite.counting.problem import outputs_note
 from conslaw_lite.find_laws import FoundLaws, find_laws
 from conslaw_lite.laws import law_functions
 from conslaw_lite.seeding import seeded
@@ -174,7 +175,8 @@ def certify_module(
         found = _found(user.model, shape, seed, count, inputs) if laws else None
     except ValueError as err:  # bad input, named with the line of the user's file it surfaced at
         raise ValueError(user.located(err, tokens=vocab is not None)) from err
-    return Certificate.of(spec, count, found, note=_frozen(user.model), **known)
+    note = "; ".join(n for n in (_frozen(user.model), outputs_note(count.outputs)) if n)
+    return Certificate.of(spec, count, found, note=note, **known)
 
 
 def _known(model: nn.Module, input_shape: tuple[int, ...] | None, inputs, seed: int, count: LawCount) -> dict:

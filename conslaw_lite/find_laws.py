@@ -75,7 +75,7 @@ import torch
 from conslaw_lite.counting import RESIDUAL_TOL, LawCheck, LawCount, Model, check_laws, count_laws
 from conslaw_lite.counting.check import check_count_of
 from conslaw_lite.counting.exact_ops import quiet_vmap
-from conslaw_lite.counting.problem import Problem, problem_of
+from conslaw_lite.counting.problem import Problem, outputs_note, problem_of
 from conslaw_lite.dataflow import readers_of
 from conslaw_lite.exact_linalg import rational
 from conslaw_lite.law_basis import reduced_basis
@@ -160,7 +160,15 @@ class FoundLaws:
 
     @property
     def message(self) -> str:
-        """One line: how many laws were found against the count ``N``, and what that means."""
+        """One line: how many laws were found against the count ``N``, and what that means (and, for a model that
+        returns several tensors, that the laws keep them all: :func:`~conslaw_lite.counting.problem.outputs_note`)."""
+        note = outputs_note(self.count.outputs)
+        return f"{self.verdict}; {note}" if note else self.verdict
+
+    @property
+    def verdict(self) -> str:
+        """:attr:`message` without the note on several outputs: what a part of a model, whose outputs the rest of the
+        model reads, is told."""
         kind = "quadratic" if self.degree == 2 else "linear"
         found = f"{len(self.basis)} {kind} law{'' if len(self.basis) == 1 else 's'} found"
         if len(self.basis) > self.num_found:  # e.g. W₁W₁ᵀ − W₂ᵀW₂ when W₁ has more rows than columns

@@ -73,7 +73,7 @@ from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import LawGradients, law_reads
 from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.module_checks import is_batch_norm
-from conslaw_lite.counting.problem import problem_of
+from conslaw_lite.counting.problem import outputs_note, problem_of
 from conslaw_lite.find_laws import MAX_PARAMS, FoundLaws, find_laws
 from conslaw_lite.laws import Law, find_blocks
 from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module, searchable
@@ -497,14 +497,16 @@ def _found(model: nn.Module, cut: Cut, found: FoundLaws, masked: dict[str, float
     residual under the masks of the part's dropouts, found with them off (watched within ``MASK_TOL``)."""
     base = _unsearched(model, cut, "")
     residual = found.check.max_residual
+    note = "" if base.path else outputs_note(found.count.outputs)  # the rest of a model reads all its part's outputs
+    message = f"{found.verdict}; {note}" if note else found.verdict
     if not found.conclusive:  # no certificate: the laws found are not watched (a count alone may still be given)
-        outcome = f"{found.message}; none watched"
+        outcome = f"{message}; none watched"
     elif residual > RESIDUAL_TOL:
-        outcome = f"{found.message}; none watched: check_laws residual {residual:.1e} > {RESIDUAL_TOL:g}"
+        outcome = f"{message}; none watched: check_laws residual {residual:.1e} > {RESIDUAL_TOL:g}"
     elif found.count.conclusive and found.count.num_laws == 0:
-        outcome = NO_LAWS
+        outcome = f"{NO_LAWS}; {note}" if note else NO_LAWS
     else:  # conclusive laws, each passing check_laws; when the count is inconclusive the message says so
-        outcome = found.message + (f"; {LONGER}" if found.stopped else "")
+        outcome = message + (f"; {LONGER}" if found.stopped else "")
     watched = found.conclusive and residual <= RESIDUAL_TOL
     kept, note = _under_masks(found.laws, masked)
     laws = {f"{base.path}:{name}" if base.path else name: law for name, law in kept.items()} if watched else {}

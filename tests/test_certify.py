@@ -70,6 +70,16 @@ def attention():
     return SelfAttention()
 
 
+class LogitsAndHidden(nn.Module):  # a ReLU MLP returning a dict: the laws of both tensors
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 3), nn.Linear(3, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x.flatten(1)))
+        return {"logits": self.b(h), "hidden": h}
+
+
 not_a_module = 3
 built = relu_net()  # a module the file builds itself
 
@@ -145,6 +155,14 @@ def test_cli_own_module_checks_the_laws_of_the_blocks_it_holds(run_cli, factorie
     rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
     assert code == 0 and rows["laws N = D − rank"] == "12" and rows["known laws"] == "12" and rows["complete"] == "True"
     assert "formula" not in rows
+
+
+def test_cli_says_that_the_laws_of_several_outputs_keep_every_one(run_cli, factories: Path) -> None:
+    code, out, _ = run_cli("--module", f"{factories}:LogitsAndHidden", "--input-shape", "2,2")
+    rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
+    assert code == 0 and rows["laws N = D − rank"] == "0", out
+    note = rows["note"]
+    assert "returns 2 tensors (`logits`, `hidden`)" in note and "count a module that returns only" in note
 
 
 def test_cli_stops_at_its_seconds_as_inconclusive(run_cli, factories: Path) -> None:

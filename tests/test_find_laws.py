@@ -718,3 +718,25 @@ def test_a_round_off_part_of_a_law_under_what_the_check_sees_is_rounded_to_zero(
     assert check.max_residual <= RESIDUAL_TOL  # the blind spot: the check passes it
     (law,) = _rounded(model, problem, [mixed], (3,), None, None, 0, None)
     assert law.coefficients == {(a + 3 * i,): 8e8 for i in range(4)}  # the linear law alone
+
+
+class _LogitsAndHidden(nn.Module):
+    """A ReLU MLP returning ``{"logits": ..., "hidden": ...}``: the laws of both keep none of its 4 unit laws."""
+
+    def __init__(self, logits_only: bool = False) -> None:
+        super().__init__()
+        self.a, self.b, self.logits_only = nn.Linear(3, 4), nn.Linear(4, 2), logits_only
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
+        h = torch.relu(self.a(x))
+        return self.b(h) if self.logits_only else {"logits": self.b(h), "hidden": h}
+
+
+def test_several_outputs_are_named_and_a_loss_reading_fewer_is_told_how_to_count_its_laws(one_thread):
+    """The laws of every output tensor (N = 0 here) were reported alone: a loss reading the logits keeps 4 more."""
+    found = find_laws(_LogitsAndHidden().double(), (3,))
+    assert found.count.outputs == ("logits", "hidden") and found.count.num_laws == 0
+    assert "returns 2 tensors (`logits`, `hidden`)" in found.message
+    assert "count a module that returns only those" in found.message
+    logits = find_laws(_LogitsAndHidden(logits_only=True).double(), (3,))
+    assert logits.count.outputs == () and logits.count.num_laws == 4 and logits.message.endswith("complete")

@@ -40,6 +40,7 @@ from conslaw_lite.counting.problem import (
     Problem,
     balanced_inputs,
     checked_outputs,
+    output_names,
     problem_of,
     sample_inputs,
 )
@@ -105,6 +106,7 @@ class LawCount:
     strata: tuple[Stratum, ...] = ()
     estimated: Estimate | None = field(default=None, repr=False)  # memory and time estimated before starting
     counted: str = field(default="", repr=False)  # the model and input shape counted (Problem.key)
+    outputs: tuple[str, ...] = ()  # the tensors a module returns, where several: the laws keep every one
 
     @property
     def gap(self) -> float:
@@ -526,6 +528,7 @@ def count_laws(
         probe_theta = problem.random_theta(probe_gen)
         probe = sample_inputs(input_shape, inputs, PROBE_SAMPLES, probe_gen)
         checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
+        outputs = output_names(problem.module, probe[:PROBE_SAMPLES])
         checked_at = problem.unflatten(probe_theta if at is None else problem.flatten(at))  # at=: the user's own θ
         check_countable(problem.apply, checked_at, probe[:PROBE_SAMPLES], problem.module)
         warn_unread_rows(problem.module, inputs, problem.apply, problem.unflatten(probe_theta))
@@ -556,7 +559,7 @@ def count_laws(
     strata = _strata(results, drawn)
     patterns = drawn[-1].patterns
     if not results:
-        seen = dict(patterns=patterns, strata=strata, estimated=need, counted=counted)
+        seen = dict(patterns=patterns, strata=strata, estimated=need, counted=counted, outputs=outputs)
         return LawCount(D, None, None, 0, 0.0, 0.0, time.perf_counter() - start, False, reason, **seen)
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:
@@ -593,4 +596,5 @@ def count_laws(
         strata=strata,
         estimated=need,
         counted=counted,
+        outputs=outputs,
     )

@@ -298,13 +298,59 @@ def _model_output(out: object) -> bool:
 
 def _tensors(out: object) -> list[torch.Tensor]:
     """The tensors in nested tuples, lists and mappings, in order."""
+    return [t for _, t in _named_tensors(out)]
+
+
+def _named_tensors(out: object, name: str = "") -> list[tuple[str, torch.Tensor]]:
+    """The tensors in nested tuples, lists and mappings, in order, named by their keys and positions (``"0.h"``)."""
     if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, Mapping):
-        out = list(out.values())
-    if isinstance(out, (tuple, list)):
-        return [t for item in out for t in _tensors(item)]
-    return []
+        return [(name, out)]
+    items = out.items() if isinstance(out, Mapping) else enumerate(out) if isinstance(out, (tuple, list)) else ()
+    return [pair for key, item in items for pair in _named_tensors(item, f"{name}.{key}" if name else str(key))]
+
+
+def output_names(module: nn.Module | None, x: torch.Tensor) -> tuple[str, ...]:
+    """The names of the tensors a module returns on ``x`` where it returns several (:func:`one_output` keeps them all,
+    so the laws counted keep every one); ``()`` for one tensor, a transformers output, or a model given as a function.
+
+    Examples
+    ========
+    >>> class Two(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.layer = nn.Linear(2, 3)
+    ...     def forward(self, x):
+    ...         h = self.layer(x)
+    ...         return {"logits": h.sum(-1, keepdim=True), "hidden": h}
+    >>> output_names(Two(), torch.ones(4, 2)), output_names(nn.Linear(2, 3), torch.ones(4, 2))
+    (('logits', 'hidden'), ())
+    """
+    if module is None:
+        return ()
+    with torch.no_grad():  # on copies of the buffers, as the count's calls (a forward may write one)
+        out = functional_call(module, {name: b.clone() for name, b in module.named_buffers()}, (x,))
+    if isinstance(out, torch.Tensor) or (_model_output(out) and isinstance(out.get("logits"), torch.Tensor)):
+        return ()
+    names = tuple(name for name, t in _named_tensors(out) if t.is_floating_point())
+    return names if len(names) > 1 else ()
+
+
+def outputs_note(names: tuple[str, ...]) -> str:
+    """What a count of several outputs (:func:`output_names`) means for a loss that reads fewer; ``""`` for one.
+
+    Examples
+    ========
+    >>> print(outputs_note(("logits", "hidden")))
+    the model returns 2 tensors (`logits`, `hidden`) and these laws keep every one; a loss that reads only some of \
+them keeps these laws and maybe more: count a module that returns only those
+    """
+    if not names:
+        return ""
+    listed = ", ".join(f"`{name}`" for name in names)
+    return (
+        f"the model returns {len(names)} tensors ({listed}) and these laws keep every one; a loss that reads only "
+        "some of them keeps these laws and maybe more: count a module that returns only those"
+    )
 
 
 def _scales(params: Params) -> dict[str, float]:
