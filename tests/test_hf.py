@@ -676,6 +676,37 @@ def test_the_lightning_callback_finds_the_laws_of_a_module_outside_the_registry(
     assert 0 < float(trainer.logged_metrics["epsilon/found"]) < 1e-3
 
 
+@pytest.mark.parametrize("algorithm", ["value", "norm"])
+def test_the_lightning_callback_warns_of_gradients_clipped_by_value(tmp_path, algorithm) -> None:
+    """Clipped by value, the laws drifted at first order (ε fell 4 times for a 4 times smaller step, as the controls')
+    and nothing said so; clipped by norm the step keeps the gradient's direction (16 times), and nothing is said."""
+    pl = pytest.importorskip("pytorch_lightning", reason="pytorch-lightning is not installed")
+    from conslaw_lite.families.hf.lightning import ConservationLightningCallback
+
+    class Regression(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).double()
+
+        def training_step(self, batch, _):
+            return (self.net(batch) ** 2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    data = torch.utils.data.DataLoader(torch.randn(8, 3, dtype=torch.float64), batch_size=4)
+    trainer = pl.Trainer(
+        max_steps=2, accelerator="cpu", logger=False, callbacks=[ConservationLightningCallback(input_shape=(3,))],
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        gradient_clip_val=0.01, gradient_clip_algorithm=algorithm,
+    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(Regression(), data)
+    clipped = [str(w.message) for w in caught if "clips gradients by value" in str(w.message)]
+    assert len(clipped) == (algorithm == "value"), clipped
+
+
 @pytest.mark.slow
 def test_the_lightning_callback_searches_the_child_of_a_module_without_forward(tmp_path, capsys) -> None:
     """The common style: ``training_step`` calls ``self.model(x)`` and the module has no forward: the laws of

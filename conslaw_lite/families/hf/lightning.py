@@ -48,7 +48,7 @@ class ConservationLightningCallback(Callback):
         """Record h(θ₀) of every law of the module; warn when the optimizers do not follow gradient flow or leave
         out parameters the laws read."""
         self.monitor = Monitor(pl_module, every=self.every, **self.options)
-        for why in self.monitor.optimizer_warnings(*trainer.optimizers):
+        for why in [*self.monitor.optimizer_warnings(*trainer.optimizers), *value_clipping(trainer)]:
             warnings.warn(f"Monitor: {why}", stacklevel=2)
         self._step = trainer.global_step
 
@@ -59,3 +59,27 @@ class ConservationLightningCallback(Callback):
         self._step = trainer.global_step
         if self.monitor.step():
             pl_module.log_dict(latest_epsilon(self.monitor), on_step=True, on_epoch=False)
+
+
+def value_clipping(trainer: object) -> list[str]:
+    """Why a Lightning trainer that clips gradients by value does not follow gradient flow; ``[]`` when it does not.
+
+    Clipping each coordinate at ``gradient_clip_val`` changes the direction of the step, so the laws drift at first
+    order (by norm, ``gradient_clip_algorithm="norm"``, the whole gradient is scaled: the same flow, a smaller step).
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace
+    >>> value_clipping(SimpleNamespace(gradient_clip_val=0.1, gradient_clip_algorithm="value"))[0][:48]
+    'the trainer clips gradients by value (gradient_c'
+    >>> value_clipping(SimpleNamespace(gradient_clip_val=0.1, gradient_clip_algorithm="norm"))
+    []
+    """
+    if not getattr(trainer, "gradient_clip_val", None) or getattr(trainer, "gradient_clip_algorithm", None) != "value":
+        return []
+    return [
+        f"the trainer clips gradients by value (gradient_clip_val={trainer.gradient_clip_val}, "
+        "gradient_clip_algorithm='value'): each coordinate clipped apart turns the step away from the gradient, and "
+        "the laws drift at first order (ε measures how far); clip by norm (gradient_clip_algorithm='norm'), which "
+        "scales the whole gradient, to keep them"
+    ]
