@@ -529,6 +529,17 @@ def test_an_unseen_kink_of_tokens_flattened_with_the_batch_is_no_count() -> None
     assert not count.conclusive and "(aten.relu) acts on a tensor whose first dimension is not" in count.reason
 
 
+def test_a_forward_hook_that_marks_an_output_as_requiring_grad_is_counted() -> None:
+    """transformers' ``gradient_checkpointing_enable()`` hooks the input embeddings to call ``requires_grad_()`` on
+    their output, which torch.func refuses inside its transforms: every count of such a model (in eval mode too)
+    raised its RuntimeError, the CLI's exit 3. The mark is for autograd's backward; the count is the plain model's."""
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    mlp[0].register_forward_hook(lambda module, args, out: out.requires_grad_(True))
+    count = count_laws(mlp, (3,))
+    assert count.conclusive and count.num_laws == 4, count
+
+
 @pytest.mark.parametrize(
     ("reentrant", "message"),
     [(False, "saved tensor hooks .* count the model without them"),

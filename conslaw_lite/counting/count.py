@@ -544,14 +544,14 @@ def count_laws(
             if "saved tensor hooks" in str(err):
                 raise ValueError(
                     "torch.func cannot differentiate through saved tensor hooks (torch.utils.checkpoint with "
-                    "use_reentrant=False, or torch.autograd.graph.saved_tensors_hooks in the forward): count the model "
-                    "without them"
+                    "use_reentrant=False, or saved_tensors_hooks in the forward): count the model without them "
+                    "(transformers: model.eval() or model.gradient_checkpointing_disable())"
                 ) from err
             if "setup_context" in str(err):
                 raise ValueError(
                     "torch.func cannot differentiate through an autograd.Function without setup_context "
                     "(torch.utils.checkpoint with use_reentrant=True, or a Function of one's own): count the model "
-                    "without checkpointing, or give the Function a setup_context staticmethod"
+                    "without checkpointing (transformers: model.eval()), or give the Function a setup_context"
                 ) from err
             raise
         finally:

@@ -192,6 +192,10 @@ class GradOffIsConstant(TorchFunctionMode):
     detached. The counter's forward-mode derivatives (``jvp``) ignore the grad mode and would differentiate
     through them; ``.detach()`` stops both. Ops are left alone when gradients were already off on entry.
 
+    Backward's own marks are skipped too: ``requires_grad_()`` in a forward (the hook transformers'
+    ``gradient_checkpointing_enable()`` puts on the input embeddings) tells autograd what to record, which the
+    counter's derivatives need not be told, and torch.func refuses it inside its transforms.
+
     Examples
     ========
     >>> w = torch.tensor(2.0, dtype=torch.float64)
@@ -213,6 +217,8 @@ class GradOffIsConstant(TorchFunctionMode):
         return super().__enter__()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.requires_grad_:
+            return args[0]
         out = func(*args, **(kwargs or {}))
         if not self.grad_on_entry or torch.is_grad_enabled():
             return out
