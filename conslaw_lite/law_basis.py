@@ -18,7 +18,8 @@ from __future__ import annotations
 from contextvars import ContextVar
 
 import numpy as np
-from scipy.sparse import csr_matrix
+from scipy.sparse import bmat, csr_matrix, vstack
+from scipy.sparse.csgraph import connected_components
 
 from conslaw_lite.polynomial_laws import Monomial
 
@@ -169,12 +170,7 @@ def _fewest_terms(kept: list[dict], found: list[dict], products: list[dict], fir
     [{(0, 0): 1.0, (1, 1): -1.0}, {(1, 1): 1.0, (2, 2): -1.0}]
     """
     pool = sorted(first, key=_terms) + sorted(kept + found, key=_terms)  # stable: on a tie, the echelon form's law
-    index: dict = {}
-    for law in products + pool:
-        for m in law:
-            index.setdefault(m, len(index))
-    rows = _sparse(products + pool, index)
-    adds = _adds((rows @ rows.T).toarray())[len(products) :]
+    adds = _adds_after(products, pool)
     echelon_laws = {id(law) for law in kept}
     chosen = [law if id(law) in echelon_laws else _from_echelon(law, kept) for law, new in zip(pool, adds) if new]
     return sorted(chosen, key=_first) if len(chosen) == len(kept) else kept
@@ -235,8 +231,7 @@ def _kept(
         for m in p:
             index.setdefault(m, len(index))
     others = [law for law in laws if law not in linear]
-    rows = _sparse(products + others, index)  # a transformer layer's 33 linear laws: 561 products of 256 terms
-    adds = dict(zip(map(id, others), _adds((rows @ rows.T).toarray())[len(products) :]))
+    adds = dict(zip(map(id, others), _adds_after(products, others)))
     return [law for law in laws if law in linear or adds[id(law)]], linear, products
 
 
@@ -279,6 +274,40 @@ def _sparse(laws: list[dict], index: dict) -> csr_matrix:
     columns = [index[m] for law in laws for m in law]
     starts = np.cumsum([0] + [len(law) for law in laws])
     return csr_matrix((data, columns, starts), shape=(len(laws), len(index)))
+
+
+def _adds_after(products: list[dict], laws: list[dict]) -> list[bool]:
+    """Whether each of ``laws`` adds a direction to ``products`` and to the laws before it that did (:func:`_adds`).
+
+    Only the products joined to some law by shared monomials, directly or through other products, are stacked: a
+    combination of rows that equals a law's terms does so within each connected part of the rows' monomials, so the
+    others change no answer, and their Gram matrix would be of the square of their number (the 384 unread entries of a
+    position embedding are as many linear laws, and their 74,112 products held 41 GiB).
+
+    Examples
+    ========
+    >>> a, b = {(0,): 1.0}, {(1,): 1.0}  # two linear laws; their products a², ab, b²
+    >>> products = [{(0, 0): 1.0}, {(0, 1): 1.0}, {(1, 1): 1.0}]
+    >>> _adds_after(products, [{(0, 0): 2.0, (1, 1): -1.0}, {(2, 2): 1.0}])  # 2a² − b² is theirs, c² is not
+    [False, True]
+    """
+    index: dict = {}
+    for law in products + laws:
+        for m in law:
+            index.setdefault(m, len(index))
+    rows = _sparse(products + laws, index)
+    n = len(products)
+    joined = rows[:n][_joined(rows, n)]  # a transformer layer's 33 linear laws: 561 products of 256 terms
+    stacked = vstack([joined, rows[n:]]).tocsr()
+    return _adds((stacked @ stacked.T).toarray())[joined.shape[0] :]
+
+
+def _joined(rows: csr_matrix, n: int) -> np.ndarray:
+    """Which of the first ``n`` rows share a connected part with a row after them, rows joined by shared columns."""
+    incidence = (rows != 0).astype(np.int8)
+    graph = bmat([[None, incidence], [incidence.T, None]])  # rows and columns, an edge for each nonzero entry
+    _, part = connected_components(graph, directed=False)
+    return np.isin(part[:n], part[n : rows.shape[0]])
 
 
 def _adds(gram: np.ndarray) -> list[bool]:

@@ -39,3 +39,14 @@ def test_rows_merge_into_a_block_of_a_gram_law():
     assert law.text() == "⟨Q[0, :], Q[1, :]⟩ − ⟨K[0, :], K[1, :]⟩"
     square = PolynomialLaw({(j, j): 1.0 for j in range(4)} | {(j, j): -1.0 for j in range(8, 12)}, layout)
     assert square.text() == "‖Q[0:2, :]‖² − ‖K[0:2, :]‖²"
+
+
+def test_products_of_many_linear_laws_stack_only_those_a_law_shares_monomials_with() -> None:
+    """The 384 unread entries of a position embedding are as many linear laws: the Gram matrix of their 74,112
+    products was allocated whole (41 GiB, a MemoryError in find_laws and in the monitor of a GPT-2 on short inputs).
+    Products of 500 coordinates (125,250) against two quadratic laws: only the products they touch are stacked."""
+    from conslaw_lite.law_basis import _adds_after
+
+    products = [{(i, j): 1.0} for i in range(500) for j in range(i, 500)]
+    in_span, outside = {(0, 0): 1.0, (1, 1): -1.0}, {(500, 500): 1.0}
+    assert _adds_after(products, [in_span, outside, {(0, 0): 3.0}]) == [False, True, False]
