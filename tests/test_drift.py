@@ -263,3 +263,18 @@ def test_cli_drifts_a_module_past_find_laws_on_its_rescaled_units(
     out, err = capsys.readouterr()
     assert f"laws of {path}: 90 laws of rescaled units checked; not counted: other laws may exist (D = 9,272" in err
     assert abs(json.loads(out)["slope_lr"] - 2) < 0.01
+
+
+def test_drift_cli_refuses_a_repeated_tau_and_says_when_one_tau_fits_no_slope(capsys) -> None:
+    """``--lr 0.01 0.01`` printed ``slope_lr = nan`` with nothing said; one τ alone did too."""
+    assert main(["drift", "toy", "--lr", "0.01", "0.01", "--steps", "2"]) == 2
+    assert "--lr takes distinct step sizes (slope_lr is fitted over them), got 0.01 0.01" in capsys.readouterr().err
+    assert main(["drift", "toy", "--lr", "0.01", "--steps", "2"]) == 0
+    assert "slope_lr: cannot be fitted with fewer than 2 stable tau (1 stable, 0 diverged)" in capsys.readouterr().out
+
+
+def test_drift_cli_says_in_words_that_adam_does_not_keep_the_laws(capsys) -> None:
+    assert main(["drift", "toy", "--lr", "0.01", "0.02", "--steps", "3", "--optimizer", "adam"]) == 0
+    assert "note: Adam rescales each coordinate of the gradient" in capsys.readouterr().out
+    assert main(["drift", "toy", "--lr", "0.01", "0.02", "--steps", "3"]) == 0
+    assert "note:" not in capsys.readouterr().out

@@ -104,8 +104,11 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--steps must be at least 1, got {args.steps}")
     if args.seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
+    given = " ".join(f"{lr:g}" for lr in args.lr)
     if not all(math.isfinite(lr) and lr > 0 for lr in args.lr):
-        raise ValueError(f"--lr takes step sizes τ > 0, got {' '.join(f'{lr:g}' for lr in args.lr)}")
+        raise ValueError(f"--lr takes step sizes τ > 0, got {given}")
+    if len(set(args.lr)) < len(args.lr):
+        raise ValueError(f"--lr takes distinct step sizes (slope_lr is fitted over them), got {given}")
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():  # the file's prints
         text, code = _report(args)
     print(text)
@@ -205,12 +208,20 @@ def format_report(report: DriftReport) -> str:
     ]
     rows += [f"{d.lr:>10.4g}  diverged at step {d.step}: {d.reason}" for d in report.diverged]
     stable, diverged = len(report.points), len(report.diverged)
-    if diverged and stable < 2:
+    if stable < 2:
         fit = f"slope_lr: cannot be fitted with fewer than 2 stable tau ({stable} stable, {diverged} diverged)"
     else:
         over = f", over the {stable} stable tau" if diverged else ""
         fit = f"slope_lr = {report.slope_lr:.3f} (log drift at k = K against log tau{over})"
-    return "\n".join([head, cols, *rows, fit])
+    return "\n".join([head, cols, *rows, fit, *_adam_note(report.optimizer)])
+
+
+def _adam_note(optimizer: str) -> list[str]:
+    """Adam's steps are not −τ∇L: the laws drift at first order (slope_lr near 1, where gradient descent's is 2)."""
+    if optimizer != "adam":
+        return []
+    return ["note: Adam rescales each coordinate of the gradient, so its steps are not along −∇L and the laws are not "
+            "conserved: they drift at first order in tau (slope_lr near 1, where gradient descent's is near 2)"]
 
 
 
