@@ -1322,3 +1322,11 @@ def test_bad_input_messages_name_the_way_out() -> None:
     mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     with pytest.raises(ValueError, match=r"'W' is no parameter of the model \(0.weight, 0.bias, 2.weight, 2.bias\)"):
         check_laws(mlp, {"x": lambda p: p["W"]}, (3,))
+
+
+def test_inputs_with_nan_are_named_not_blamed_on_theta() -> None:
+    """NaN inputs made the count say "the model's output is NaN or infinite at a random θ"."""
+    x = torch.randn(4, 3, dtype=torch.float64)
+    x[1, 2] = float("nan")
+    with pytest.raises(ValueError, match="inputs hold 1 NaN or infinite entries of 12: give finite inputs"):
+        count_laws(nn.Linear(3, 2).double(), inputs=x)

@@ -379,6 +379,9 @@ def sample_inputs(
                 f"inputs must be one tensor, a batch of inputs, got a {type(inputs).__name__}: a model of several "
                 "inputs is counted through a module whose forward takes one tensor and splits it"
             )
+        if inputs.is_floating_point() and not torch.isfinite(inputs).all():
+            bad = int((~torch.isfinite(inputs)).sum())
+            raise ValueError(f"inputs hold {bad} NaN or infinite entries of {inputs.numel()}: give finite inputs")
         return inputs.to(torch.float64) if inputs.is_floating_point() else inputs
     if input_shape is None:
         raise ValueError("give input_shape (one input, no batch dimension) or inputs")
