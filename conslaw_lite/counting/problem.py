@@ -281,8 +281,8 @@ def one_output(out: object, batch: int) -> object:
     """
     if isinstance(out, torch.Tensor):
         return out
-    if _model_output(out) and isinstance(out.get("logits"), torch.Tensor):
-        return out["logits"]
+    if _logits(out) is not None:
+        return _logits(out)
     if not isinstance(out, (tuple, list, Mapping)):
         return out
     tensors = [t for t in _tensors(out) if t.is_floating_point()]
@@ -297,9 +297,13 @@ def one_output(out: object, batch: int) -> object:
     return torch.cat([t.reshape(batch, -1) for t in tensors], dim=1)
 
 
-def _model_output(out: object) -> bool:
-    """A transformers ``ModelOutput`` (its class comes from that package), not a dict of the user's own."""
-    return isinstance(out, Mapping) and type(out).__module__.split(".")[0] == "transformers"
+def _logits(out: object) -> torch.Tensor | None:
+    """The ``logits`` of a transformers ``ModelOutput`` (its class comes from that package, not a dict of the user's
+    own), or None."""
+    if isinstance(out, Mapping) and type(out).__module__.split(".")[0] == "transformers":
+        logits = out.get("logits")
+        return logits if isinstance(logits, torch.Tensor) else None
+    return None
 
 
 def _tensors(out: object) -> list[torch.Tensor]:
@@ -335,7 +339,7 @@ def output_names(module: nn.Module | None, x: torch.Tensor) -> tuple[str, ...]:
         return ()
     with torch.no_grad():  # on copies of the buffers, as the count's calls (a forward may write one)
         out = functional_call(module, {name: b.clone() for name, b in module.named_buffers()}, (x,))
-    if isinstance(out, torch.Tensor) or (_model_output(out) and isinstance(out.get("logits"), torch.Tensor)):
+    if isinstance(out, torch.Tensor) or _logits(out) is not None:
         return ()
     names = tuple(name for name, t in _named_tensors(out) if t.is_floating_point())
     return names if len(names) > 1 else ()
