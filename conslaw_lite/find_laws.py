@@ -95,7 +95,7 @@ from conslaw_lite.null_space import gap
 from conslaw_lite.polynomial_laws import Layout, PolynomialLaw, group_laws
 from conslaw_lite.search_plans import layout_searches
 from conslaw_lite.slice_laws import Units, pair_laws, tally, unit_laws
-from conslaw_lite.time_limit import OutOfTime, past_limits, time_limit
+from conslaw_lite.time_limit import OutOfTime, check_time, past_limits, time_limit
 
 MAX_PARAMS = 8192  # D beyond which find_laws refuses (count_laws's basis is 0.5 GB there, its count minutes)
 MAX_FULL = 64  # D up to which the whole of θ is searched when the pairs fall short
@@ -281,6 +281,7 @@ def find_laws(
         basis = reduced_basis(search.vectors, search.columns, degree, search.gap)
         if D <= MAX_SQUARES:
             basis = with_moved_laws(basis, search.vectors, search.columns, layout, degree, search.gap)
+        stopped = stopped or _past_limit()  # shortening the laws ran past it: they are the same span
         if search.conclusive and _short(basis, count) and D <= MAX_FULL and not stopped:
             samples = Samples.draw(problem, input_shape, inputs, seed + 1, [list(range(D))], degree)
             search = block_laws(samples, [list(range(D))], degree, "all of θ")
@@ -512,6 +513,15 @@ def _search_blocks(
             notes[label].append(f"{plan.over} slices over {MAX_SLICE} coordinates left out")
     searched = "; ".join(label + (f" ({'; '.join(notes[label])})" if notes[label] else "") for label, _, _ in ran)
     return assembled(span.independent(found.vectors), found.sigma_kept, found.sigma_dropped, searched), stopped
+
+
+def _past_limit() -> str:
+    """Why the search stops here (its time limit has passed), or ``""``."""
+    try:
+        check_time()
+    except OutOfTime as stop:
+        return str(stop)
+    return ""
 
 
 def _layout(problem: Problem) -> Layout:

@@ -22,6 +22,7 @@ from scipy.sparse import bmat, csr_matrix, vstack
 from scipy.sparse.csgraph import connected_components
 
 from conslaw_lite.polynomial_laws import Monomial
+from conslaw_lite.time_limit import OutOfTime, check_time
 
 COEFFICIENT_TOL = 1e-9  # relative size under which a coefficient of the echelon basis is zero
 # A null vector's coefficients are off by about σ_dropped / σ_kept of the largest: terms under this many times that are
@@ -120,9 +121,12 @@ def reduced_basis(
     token = _TOL.set(max(COEFFICIENT_TOL, NOISE_FACTOR / gap))
     try:
         kept, linear, products = _kept(vectors, columns, degree)
-        laws = _shortened([law if law in linear else _sparsest(law, products) for law in kept])
-        preferred = _as_laws(first, columns) if first is not None else []
-        chosen = _shortened(_fewest_terms(laws, _as_laws(vectors, columns), products, preferred))
+        try:
+            laws = _shortened([law if law in linear else _sparsest(law, products) for law in kept])
+            preferred = _as_laws(first, columns) if first is not None else []
+            chosen = _shortened(_fewest_terms(laws, _as_laws(vectors, columns), products, preferred))
+        except OutOfTime:  # shortening ran past a time limit: the echelon form's laws, the same span, as they are
+            chosen = kept
     finally:
         _TOL.reset(token)
     # a law the others make empty: vectors dependent within the tolerance of a search without a clear gap
@@ -363,6 +367,7 @@ def _sparsest(law: dict, products: list[dict], shared: int = 1) -> dict:
     {(0, 0): 1.0, (1, 1): -1.0, (2, 2): -1.0}
     """
     while True:
+        check_time()  # hundreds of dense laws, each against hundreds of others: minutes (a ReZero MLP at α = 10⁻⁶)
         best = law
         for p in products:
             for c in _multiples(law, p, shared):

@@ -50,3 +50,23 @@ def test_products_of_many_linear_laws_stack_only_those_a_law_shares_monomials_wi
     products = [{(i, j): 1.0} for i in range(500) for j in range(i, 500)]
     in_span, outside = {(0, 0): 1.0, (1, 1): -1.0}, {(500, 500): 1.0}
     assert _adds_after(products, [in_span, outside, {(0, 0): 3.0}]) == [False, True, False]
+
+
+def test_shortening_laws_stops_at_a_time_limit_and_keeps_the_echelon_form() -> None:
+    """find_laws(seconds=60) on a ReZero MLP at α = 10⁻⁶ spent 20 minutes and more past its limit making 505 dense
+    laws shorter, one against the others. The shortening stops at the limit; the laws are the echelon form's."""
+    import numpy as np
+    import pytest
+
+    from conslaw_lite.law_basis import _sparsest, reduced_basis
+    from conslaw_lite.time_limit import OutOfTime, time_limit
+
+    columns = [(0, 0), (1, 1), (2, 2)]
+    vectors = np.array([[1.0, 1.0, -2.0], [0.0, 1.0, -1.0]])  # x² + y² − 2z², y² − z²
+    with time_limit(0.0), pytest.raises(OutOfTime):
+        _sparsest({(0, 0): 1.0, (1, 1): 1.0}, [{(1, 1): 1.0}])
+    with time_limit(0.0):
+        laws = reduced_basis(vectors, columns, 2)
+    expected = [{(0, 0): 1.0, (2, 2): -1.0}, {(1, 1): 1.0, (2, 2): -1.0}]  # x² − z², y² − z²
+    assert [law.keys() for law in laws] == [law.keys() for law in expected]
+    assert all(math.isclose(law[m], want[m]) for law, want in zip(laws, expected) for m in want)
