@@ -497,14 +497,15 @@ def _found(model: nn.Module, cut: Cut, found: FoundLaws, masked: dict[str, float
     residual under the masks of the part's dropouts, found with them off (watched within ``MASK_TOL``)."""
     base = _unsearched(model, cut, "")
     residual = found.check.max_residual
-    note = "" if base.path else outputs_note(found.count.outputs)  # the rest of a model reads all its part's outputs
-    message = f"{found.verdict}; {note}" if note else found.verdict
+    # the note on several outputs is the whole model's: the rest of a model reads all of a part's outputs
+    several = f"; {outputs_note(found.count.outputs)}" if found.count.outputs and not base.path else ""
+    message = found.verdict + several
     if not found.conclusive:  # no certificate: the laws found are not watched (a count alone may still be given)
         outcome = f"{message}; none watched"
     elif residual > RESIDUAL_TOL:
         outcome = f"{message}; none watched: check_laws residual {residual:.1e} > {RESIDUAL_TOL:g}"
     elif found.count.conclusive and found.count.num_laws == 0:
-        outcome = f"{NO_LAWS}; {note}" if note else NO_LAWS
+        outcome = NO_LAWS + several
     else:  # conclusive laws, each passing check_laws; when the count is inconclusive the message says so
         outcome = message + (f"; {LONGER}" if found.stopped else "")
     watched = found.conclusive and residual <= RESIDUAL_TOL

@@ -615,12 +615,37 @@ def test_trainer_callback_logs_finite_epsilon_and_laws_drift_less_than_controls(
     assert callback.monitor.steps.tolist() == list(range(9))
 
 
-def _lightning_trainer(pl, tmp_path, callback, max_steps: int):
-    """A CPU Lightning Trainer logging to CSV in ``tmp_path``, with only ``callback`` and nothing else to print."""
+def _lightning_trainer(pl, tmp_path, callback, max_steps: int, **options):
+    """A CPU Lightning Trainer logging to CSV in ``tmp_path``, with only ``callback`` and nothing else to print
+    (``options``: the Trainer's others, e.g. its gradient clipping)."""
     return pl.Trainer(
         max_steps=max_steps, accelerator="cpu", logger=pl.loggers.CSVLogger(tmp_path), callbacks=[callback],
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **options,
     )  # fmt: skip
+
+
+def _regression(pl, child: str, forward: bool):
+    """A ``Regression`` LightningModule holding a ReLU MLP 3-4-1 (float64) as ``child``, trained by SGD on ‖output‖²;
+    with ``forward``, a forward of its own that calls the MLP."""
+
+    class Regression(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            setattr(self, child, nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).double())
+
+        def training_step(self, batch, _):
+            return (getattr(self, child)(batch) ** 2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    if forward:
+
+        class Regression(Regression):  # noqa: F811  (the same name: the monitor names the class)
+            def forward(self, x):
+                return getattr(self, child)(x)
+
+    return Regression()
 
 
 @pytest.mark.slow
@@ -653,25 +678,11 @@ def test_the_lightning_callback_finds_the_laws_of_a_module_outside_the_registry(
     pl = pytest.importorskip("pytorch_lightning", reason="pytorch-lightning is not installed")
     from conslaw_lite.families.hf.lightning import ConservationLightningCallback
 
-    class Regression(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).double()
-
-        def forward(self, x):
-            return self.net(x)
-
-        def training_step(self, batch, _):
-            return (self(batch) ** 2).mean()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     torch.manual_seed(0)
     data = torch.utils.data.DataLoader(torch.randn(16, 3, dtype=torch.float64), batch_size=4)
     callback = ConservationLightningCallback(input_shape=(3,))
     trainer = _lightning_trainer(pl, tmp_path, callback, max_steps=4)
-    trainer.fit(Regression(), data)
+    trainer.fit(_regression(pl, "net", forward=True), data)
     assert [g.key for g in callback.monitor.groups] == ["found"]
     assert 0 < float(trainer.logged_metrics["epsilon/found"]) < 1e-3
 
@@ -683,26 +694,14 @@ def test_the_lightning_callback_warns_of_gradients_clipped_by_value(tmp_path, al
     pl = pytest.importorskip("pytorch_lightning", reason="pytorch-lightning is not installed")
     from conslaw_lite.families.hf.lightning import ConservationLightningCallback
 
-    class Regression(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).double()
-
-        def training_step(self, batch, _):
-            return (self.net(batch) ** 2).mean()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     data = torch.utils.data.DataLoader(torch.randn(8, 3, dtype=torch.float64), batch_size=4)
-    trainer = pl.Trainer(
-        max_steps=2, accelerator="cpu", logger=False, callbacks=[ConservationLightningCallback(input_shape=(3,))],
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        gradient_clip_val=0.01, gradient_clip_algorithm=algorithm,
-    )  # fmt: skip
+    callback = ConservationLightningCallback(input_shape=(3,))
+    trainer = _lightning_trainer(
+        pl, tmp_path, callback, max_steps=2, gradient_clip_val=0.01, gradient_clip_algorithm=algorithm
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trainer.fit(Regression(), data)
+        trainer.fit(_regression(pl, "net", forward=False), data)
     clipped = [str(w.message) for w in caught if "clips gradients by value" in str(w.message)]
     assert len(clipped) == (algorithm == "value"), clipped
 
@@ -714,20 +713,10 @@ def test_the_lightning_callback_searches_the_child_of_a_module_without_forward(t
     pl = pytest.importorskip("pytorch_lightning", reason="pytorch-lightning is not installed")
     from conslaw_lite.families.hf.lightning import ConservationLightningCallback
 
-    class Regression(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).double()
-
-        def training_step(self, batch, _):
-            return (self.model(batch) ** 2).mean()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     def fit(callback):
         trainer = _lightning_trainer(pl, tmp_path, callback, max_steps=4)
-        trainer.fit(Regression(), torch.utils.data.DataLoader(torch.randn(16, 3, dtype=torch.float64), batch_size=4))
+        data = torch.utils.data.DataLoader(torch.randn(16, 3, dtype=torch.float64), batch_size=4)
+        trainer.fit(_regression(pl, "model", forward=False), data)
         return trainer
 
     torch.manual_seed(0)
