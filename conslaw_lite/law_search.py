@@ -35,6 +35,7 @@ from conslaw_lite.time_limit import OutOfTime, check_time
 # counted twice, so the search stopped one law short (41 of 42)
 INDEPENDENT_TOL = 1e-4
 QUIET_DRAWS = 2  # fresh θ in a row that must remove nothing before a search's laws are confirmed (confirmed)
+SEARCH_DECADES = 2.0  # a search's θ: each tensor within 10^±2 of nn.Linear's scale (Problem.random_theta)
 RANK_CUT = 1e-6  # singular values of W(θ)'s samples below RANK_CUT·σ_max add no row (more θ are drawn, never fewer)
 
 
@@ -102,7 +103,9 @@ class Samples:
     def _point(problem: Problem, input_shape, inputs, gen: torch.Generator, m: int):
         """A random θ and m random unit elements of W(θ) there."""
         D = problem.num_params
-        theta = problem.random_theta(gen)
+        # a law's products θ_jθ_k are round-off beside its θ_j where θ is tiny (a ReLU MLP at 10⁻⁶: hundreds of dense
+        # null vectors that are no laws, checked for minutes), and laws hold at every θ
+        theta = problem.random_theta(gen, decades=SEARCH_DECADES)
         probe = sample_inputs(input_shape, inputs, 1, gen, spread=False)
         per_input = max(checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
         # standard-normal inputs: the null space is solved without the counter's per-input weights; the pieces

@@ -740,3 +740,14 @@ def test_several_outputs_are_named_and_a_loss_reading_fewer_is_told_how_to_count
     assert "count a module that returns only those" in found.message
     logits = find_laws(_LogitsAndHidden(logits_only=True).double(), (3,))
     assert logits.count.outputs == () and logits.count.num_laws == 4 and logits.message.endswith("complete")
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e6])
+def test_a_net_initialised_far_from_the_standard_scale_gets_its_laws(scale: float, one_thread) -> None:
+    """At 10⁻⁶ the search, at the model's own scale, returned hundreds of round-off null vectors (inconclusive)."""
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3)).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(scale)
+    found = find_laws(model, (4,), seconds=30)
+    assert found.num_found == found.count.num_laws == 6 and found.complete, found.message

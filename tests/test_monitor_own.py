@@ -611,3 +611,22 @@ def test_laws_given_with_inputs_the_model_fails_on_are_refused_naming_them() -> 
     assert [g.key for g in Monitor(model, laws=laws, inputs=torch.randint(0, 10, (4, 2))).groups] == ["found"]
     with pytest.raises(ValueError, match=r"fails on inputs like those given .*token ids: give inputs="):
         Monitor(model, laws=laws, input_shape=(2,))
+
+
+def test_a_layer_scale_initialised_at_1e_6_gets_its_laws_found_in_seconds() -> None:
+    """CaiT's LayerScale γ = 10⁻⁶: the search at the model's own scale found none in 130 s ("none watched")."""
+
+    class LayerScaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(4, 6), nn.Linear(6, 4, bias=False)
+            self.gamma = nn.Parameter(torch.full((4,), 1e-6))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.gamma * self.fc2(torch.relu(self.fc1(x)))
+
+    torch.manual_seed(0)
+    monitor = Monitor(LayerScaled().double(), input_shape=(4,), search_seconds=30)
+    (part,) = monitor.own.parts
+    assert part.outcome == "10 quadratic laws found; N = 10: the list is complete", part.outcome
+    assert monitor.own.seconds < 30

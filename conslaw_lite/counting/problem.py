@@ -91,10 +91,25 @@ class Problem:
                 raise ValueError(f"at: parameter {name!r} of shape {tuple(shape)} is missing or has another shape")
         return torch.cat([values[n].detach().to(self.device, torch.float64).reshape(-1) for n in self.shapes])
 
-    def random_theta(self, gen: torch.Generator, factor: float = 1.0, standard: bool = False) -> torch.Tensor:
+    def random_theta(
+        self, gen: torch.Generator, factor: float = 1.0, standard: bool = False, decades: float | None = None
+    ) -> torch.Tensor:
         """Each tensor standard normal times ``factor`` times its scale (:func:`_scales`), or with ``standard``
-        times ``1/√(last dimension)`` (``nn.Linear``'s scale for a weight, 1 for a vector)."""
-        scale = {n: s[-1] ** -0.5 if len(s) > 1 else 1.0 for n, s in self.shapes.items()} if standard else self.scales
+        times ``1/√(last dimension)`` (``nn.Linear``'s scale for a weight, 1 for a vector); with ``decades``, each
+        tensor's own scale brought within ``10^±decades`` of that standard one.
+
+        Examples
+        ========
+        >>> tiny = problem_of(lambda p, x: x @ p["w"], {"w": torch.full((3, 2), 1e-6)})
+        >>> float(tiny.random_theta(torch.Generator()).abs().max()) < 1e-5
+        True
+        >>> float(tiny.random_theta(torch.Generator(), decades=2.0).abs().max()) > 1e-4
+        True
+        """
+        ones = {n: s[-1] ** -0.5 if len(s) > 1 else 1.0 for n, s in self.shapes.items()}
+        scale = ones if standard else self.scales
+        if decades is not None and not standard:
+            scale = {n: min(max(scale[n], one * 10.0**-decades), one * 10.0**decades) for n, one in ones.items()}
         parts = [torch.randn(s, generator=gen, dtype=torch.float64) * scale[n] for n, s in self.shapes.items()]
         return (torch.cat([p.reshape(-1) for p in parts]) * factor).to(self.device)
 
