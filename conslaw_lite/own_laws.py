@@ -98,6 +98,8 @@ LONGER = (
 )
 STOPPED = f"not searched in full: its count stopped at the seconds a monitor gives it at its start; {LONGER}"
 NO_LAWS = "no laws (N = 0: none exist)"
+# a part of a model: none as a function of its own input, while laws that couple it to the rest may exist
+NO_LAWS_OF_ITS_OWN = "no laws of its own (N = 0 as a function of its input)"
 # Looser than RESIDUAL_TOL, which the part's own check met: the rest of a model may compute in float32 (round-off
 # about 1e-7), while a law that something outside its part breaks is off by far more (1e-3 and up at a random θ).
 MODEL_TOL = 1e-6
@@ -194,7 +196,7 @@ def own_laws(
     >>> print(own_laws(model).parts[0])
     `1` (Linear, 2 parameters): not searched: no input_shape or inputs given
     >>> print(own_laws(model, input_shape=(1,)).parts[0])
-    `1` (Linear, 2 parameters): no laws (N = 0: none exist)
+    `1` (Linear, 2 parameters): no laws of its own (N = 0 as a function of its input)
 
     A module with no forward of its own (a ``LightningModule`` whose ``training_step`` calls ``self.net(x)``): the
     laws of its children that take the input.
@@ -385,7 +387,7 @@ def _search_held(model: nn.Module, cut: Cut, recorded: dict[str, _Call], x: torc
         except OutOfTime:  # the seconds spent here, not on the parts listed before it: say so before its children
             stopped = _unsearched(model, cut, f"{STOPPED} (searched whole, its blocks held fixed)")
             return [stopped, *(p for c in cut.instead for p in _search(model, c, recorded, x, seed))]
-        if part is not None and (part.laws or part.outcome == NO_LAWS):
+        if part is not None and (part.laws or part.outcome.startswith(NO_LAWS_OF_ITS_OWN)):
             return [part]
     return [p for c in cut.instead for p in _search(model, c, recorded, x, seed)]
 
@@ -505,7 +507,7 @@ def _found(model: nn.Module, cut: Cut, found: FoundLaws, masked: dict[str, float
     elif residual > RESIDUAL_TOL:
         outcome = f"{message}; none watched: check_laws residual {residual:.1e} > {RESIDUAL_TOL:g}"
     elif found.count.conclusive and found.count.num_laws == 0:
-        outcome = NO_LAWS + several
+        outcome = (NO_LAWS_OF_ITS_OWN if base.path or cut.held else NO_LAWS) + several
     else:  # conclusive laws, each passing check_laws; when the count is inconclusive the message says so
         outcome = message + (f"; {LONGER}" if found.stopped else "")
     watched = found.conclusive and residual <= RESIDUAL_TOL

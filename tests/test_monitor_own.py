@@ -81,7 +81,8 @@ def test_a_gelu_ffn_has_no_laws_and_says_so() -> None:
     model = nn.Sequential(SwiGLU(4, 3, 4), nn.Linear(4, 5), nn.GELU(), nn.Linear(5, 3)).double()
     monitor = Monitor(model, input_shape=(4,))  # the SwiGLU's laws are watched, the GELU part has none
     assert [g.key for g in monitor.groups] == ["swiglu", "swiglu:control"]
-    assert monitor.own.parts[0].outcome == "no laws (N = 0: none exist)"
+    # the laws CCᵀ − AᵀA between the SwiGLU's output layer and the Linear after it couple the part to the block
+    assert monitor.own.parts[0].outcome == "no laws of its own (N = 0 as a function of its input)"
 
 
 def test_without_an_input_it_names_what_is_missing() -> None:
