@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import re
 import time
 
 import pytest
@@ -120,6 +121,8 @@ def test_the_bar_ends_its_line_in_a_log_file(monkeypatch: pytest.MonkeyPatch) ->
         count_laws(ToyProduct(a=1.0, b=2.0), (1,), progress=True)
     assert not err.isatty() and "count_laws θ2" in err.getvalue()
     assert err.getvalue().endswith("\n")
+    # the estimate is of the linear algebra alone: the time of the θ before says more of the next
+    assert re.search(r"count_laws θ2 \(est\. [^)]*; θ1 took 0 s\)", err.getvalue())
 
 
 def test_an_interrupted_count_ends_the_bar_line(monkeypatch: pytest.MonkeyPatch) -> None:

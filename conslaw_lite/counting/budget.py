@@ -56,11 +56,11 @@ class Estimate:
     def describe(self) -> str:
         """``"20.1 GB (basis 20.0 GB, …) and about 35 min"``."""
         parts = ", ".join(f"{name} {_size(b)}" for name, b in self.parts.items() if b >= 1e6)
-        return f"{_size(self.bytes)} ({parts}) and about {_duration(self.seconds)} of linear algebra"
+        return f"{_size(self.bytes)} ({parts}) and about {duration(self.seconds)} of linear algebra"
 
     def short(self) -> str:
         """``"20.1 GB, 35 min of linear algebra"``: the brackets' own time is not in it (the bar's rate shows it)."""
-        return f"{_size(self.bytes)}, {_duration(self.seconds)} of linear algebra"
+        return f"{_size(self.bytes)}, {duration(self.seconds)} of linear algebra"
 
 
 def estimate(
@@ -222,7 +222,14 @@ def _size(b: float) -> str:
     return f"{b / 1e9:.1f} GB" if b >= 1e9 else f"{b / 1e6:.0f} MB"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """Seconds as a reader counts them.
+
+    Examples
+    ========
+    >>> duration(42.4), duration(2700), duration(9000)
+    ('42 s', '45 min', '2.5 h')
+    """
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
