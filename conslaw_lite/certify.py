@@ -132,7 +132,8 @@ def certify_module(
     at_own: bool = False,
 ) -> Certificate:
     r"""Count ``N = D − dim Lie(W)(θ)`` for ``FACTORY()`` from ``FILE.py:FACTORY`` (``at_own``: near the θ it is built
-    with, ``at=`` of :func:`~conslaw_lite.counting.count_laws`, where random θ cannot stand for it).
+    with, ``at=`` of :func:`~conslaw_lite.counting.count_laws`, where random θ cannot stand for it; the closed-form
+    laws below and ``laws`` are of random θ, so they are not checked against that count, and not found with it).
 
     No formula is known for a module of one's own (``formula`` is ``None``), but the blocks registered inside it (an
     attention of transformers, ``nn.MultiheadAttention``, timm's, the book's) have their closed-form laws: those are
@@ -161,6 +162,11 @@ def certify_module(
     >>> r.known_laws, r.complete  # ToyProduct is the book's block: its closed form, checked against the count
     (2, True)
     """
+    if at_own and laws:
+        raise ValueError(
+            "--laws finds the laws of random θ and --at-own counts near the θ the file builds (where a dead unit adds "
+            "laws of its own): ask for one of them"
+        )
     with seeded(seed):  # a file that builds its model without a seed of its own: the same weights at each run
         user = load_module(spec)
     inputs = user.inputs(input_shape, vocab, seed)
@@ -171,7 +177,8 @@ def certify_module(
     try:
         at = dict(user.model.named_parameters()) if at_own else None
         count = count_laws(user.model, shape, inputs=inputs, seed=seed, device=device, progress=progress, at=at)
-        known = _known(user.model, shape, inputs, seed, count)  # before the search: a time limit stops the search
+        # before the search: a time limit stops the search; check_laws takes its laws at random θ, not near the file's
+        known = {} if at_own else _known(user.model, shape, inputs, seed, count)
         found = _found(user.model, shape, seed, count, inputs) if laws else None
     except ValueError as err:  # bad input, named with the line of the user's file it surfaced at
         raise ValueError(user.located(err, tokens=vocab is not None)) from err

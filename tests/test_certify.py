@@ -265,6 +265,9 @@ def test_cli_counts_near_the_files_own_theta_with_at_own(run_cli, tmp_path: Path
     assert code == 0 and json.loads(out)["num_laws"] == 6
     code, _, err = run_cli("toy", "--at-own")
     assert code == 2 and "--at-own are for --module" in err
+    # the laws of random θ beside a count near the file's: a dead unit's 6 coordinates were "not quadratic" laws
+    code, out, err = run_cli("--module", str(path), "--input-shape", "4", "--json", "--at-own", "--laws")
+    assert code == 2 and "ask for one of them" in json.loads(out)["error"]
 
 
 def test_a_cast_that_reads_theta_itself_points_to_its_own_theta(run_cli, tmp_path: Path) -> None:

@@ -751,3 +751,18 @@ def test_a_net_initialised_far_from_the_standard_scale_gets_its_laws(scale: floa
             p.mul_(scale)
     found = find_laws(model, (4,), seconds=30)
     assert found.num_found == found.count.num_laws == 6 and found.complete, found.message
+
+
+def test_a_count_near_a_given_theta_is_refused_with_what_to_give_instead(one_thread) -> None:
+    """Unit 0 dead near θ: N = 9 there (its 6 coordinates are laws), 4 at random θ, where the search takes its laws;
+    that count gave "found 4 of N = 9: 5 laws are not quadratic polynomials", marked conclusive."""
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    with torch.no_grad():
+        model[0].weight[0].zero_()
+        model[0].bias[0] = -1.0
+    near = count_laws(model, (3,), at=dict(model.named_parameters()))
+    assert near.num_laws == 9 and near.near_given
+    for search in (find_laws, lambda m, s, count: check_laws(m, {}, s, count=count)):
+        with pytest.raises(ValueError, match=r"near the θ given with at=.*give a count without at=, or none"):
+            search(model, (3,), count=near)
+    assert find_laws(model, (3,)).complete

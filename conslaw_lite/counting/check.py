@@ -325,7 +325,8 @@ def check_count_of(
     count: LawCount, problem: Problem, input_shape: tuple[int, ...] | None, inputs: torch.Tensor | None
 ) -> None:
     """``ValueError`` when a ``count=`` given to :func:`check_laws` or ``find_laws`` is not this problem's: another
-    number of parameters, or another model or input shape (:meth:`~conslaw_lite.counting.problem.Problem.key`).
+    number of parameters, or another model or input shape (:meth:`~conslaw_lite.counting.problem.Problem.key`), or
+    a count near a θ given with ``at=`` (their laws are taken at random θ, where a unit dead near it is not).
 
     Examples
     ========
@@ -344,6 +345,11 @@ def check_count_of(
         raise ValueError(
             f"count is that of a model of {count.num_params} parameters, and this one has {problem.num_params}: "
             f"give the count of this model (count_laws(model, ...)) or none"
+        )
+    if count.near_given:  # a dead unit's coordinates are laws near its θ: "not quadratic" to a search at random θ
+        raise ValueError(
+            "count was taken near the θ given with at= (count_laws(..., at=...)): its N holds near that θ, and "
+            "check_laws and find_laws take their laws at random θ: give a count without at=, or none"
         )
     if count.counted and count.counted != problem.key(input_shape, inputs):
         raise ValueError(

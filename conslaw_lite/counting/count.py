@@ -107,6 +107,7 @@ class LawCount:
     estimated: Estimate | None = field(default=None, repr=False)  # memory and time estimated before starting
     counted: str = field(default="", repr=False)  # the model and input shape counted (Problem.key)
     outputs: tuple[str, ...] = ()  # the tensors a module returns, where several: the laws keep every one
+    near_given: bool = False  # counted near the θ given with at=: the laws there, not those of random θ
 
     @property
     def gap(self) -> float:
@@ -560,6 +561,7 @@ def count_laws(
     patterns = drawn[-1].patterns
     if not results:
         seen = dict(patterns=patterns, strata=strata, estimated=need, counted=counted, outputs=outputs)
+        seen |= dict(near_given=at is not None)
         return LawCount(D, None, None, 0, 0.0, 0.0, time.perf_counter() - start, False, reason, **seen)
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:
@@ -597,4 +599,5 @@ def count_laws(
         estimated=need,
         counted=counted,
         outputs=outputs,
+        near_given=at is not None,
     )
