@@ -23,7 +23,7 @@ from torch.func import vjp
 from torch.overrides import TorchFunctionMode
 
 from conslaw_lite.counting.check import LawGradients
-from conslaw_lite.counting.module_checks import is_mode_dependent
+from conslaw_lite.counting.layer_kinds import is_mode_dependent
 from conslaw_lite.counting.problem import problem_of, sample_inputs
 from conslaw_lite.laws import Law
 from conslaw_lite.seeding import Stream, generator

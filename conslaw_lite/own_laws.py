@@ -72,7 +72,7 @@ from conslaw_lite.config import evaluating
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import LawGradients, law_reads
 from conslaw_lite.counting.exact_ops import quiet_vmap
-from conslaw_lite.counting.module_checks import is_batch_norm
+from conslaw_lite.counting.layer_kinds import is_batch_norm
 from conslaw_lite.counting.problem import outputs_note, problem_of
 from conslaw_lite.find_laws import MAX_PARAMS, FoundLaws, find_laws
 from conslaw_lite.laws import Law, find_blocks

@@ -39,7 +39,7 @@ from torch import nn
 from conslaw_lite.config import evaluating
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import law_residuals
-from conslaw_lite.counting.module_checks import is_batch_norm
+from conslaw_lite.counting.layer_kinds import is_batch_norm
 from conslaw_lite.counting.problem import checked_outputs, problem_of
 from conslaw_lite.dataflow import forward_watched
 from conslaw_lite.head_laws import (

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.block_changes import OUTPUT_KEPT
-from conslaw_lite.counting.module_checks import describe_layer, is_batch_norm, is_mode_dependent
+from conslaw_lite.counting.layer_kinds import describe_layer, is_batch_norm, is_mode_dependent
 from conslaw_lite.dropout_masks import MASK_TOL, FunctionalDropoutsOff, holding, is_dropout, masked_residuals
 from conslaw_lite.law_stacks import Recorder
 from conslaw_lite.laws import BlockLaws, Group, Law, find_blocks

@@ -15,7 +15,8 @@ from conslaw_lite import check_laws, count_laws
 from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.embedding_rows import UnreadRows
 from conslaw_lite.counting.exact_ops import embedding_bag
-from conslaw_lite.counting.module_checks import check_countable, check_dtypes, mode_dependent_layers
+from conslaw_lite.counting.layer_kinds import mode_dependent_layers
+from conslaw_lite.counting.module_checks import check_countable, check_dtypes
 from conslaw_lite.families.ffn.block import SwiGLU
 from conslaw_lite.find_laws import find_laws
 from conslaw_lite.fuzz import Pointwise
@@ -167,6 +168,18 @@ def test_a_rounding_op_is_named() -> None:
     torch.manual_seed(0)
     with pytest.raises(ValueError, match=r"^`1` \(Rounded\) applies round, whose derivative is zero"):
         count_laws(nn.Sequential(nn.Linear(3, 2), Rounded()).double(), (3,))
+
+
+def test_a_cast_of_theta_to_integers_is_refused_at_random_theta_and_counted_near_the_models() -> None:
+    """torch's Householder map multiplies Q by X.diagonal().int(): at random θ the columns with |X_ii| < 1 vanish, and
+    a ReLU MLP behind it with biases (gradient flowing) counted N = 20, conclusive, where its own θ has at most 10."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    nn.utils.parametrizations.orthogonal(model[0], orthogonal_map="householder")
+    with pytest.raises(ValueError, match=r"^`0` \(ParametrizedLinear\) casts a value computed from θ to int32.*at="):
+        count_laws(model, (4,))
+    near = count_laws(model, (4,), at=dict(model.named_parameters()))
+    assert near.num_laws is None or near.num_laws <= 10, near
 
 
 class AboveOne(nn.Module):

@@ -531,7 +531,7 @@ def count_laws(
         checked_outputs(problem, probe_theta, probe[:PROBE_SAMPLES])
         outputs = output_names(problem.module, probe[:PROBE_SAMPLES])
         checked_at = problem.unflatten(probe_theta if at is None else problem.flatten(at))  # at=: the user's own θ
-        check_countable(problem.apply, checked_at, probe[:PROBE_SAMPLES], problem.module)
+        check_countable(problem.apply, checked_at, probe[:PROBE_SAMPLES], problem.module, random_theta=at is None)
         warn_unread_rows(problem.module, inputs, problem.apply, problem.unflatten(probe_theta))
         warn_padding_rows(problem.module)
         problem = problem.on(device)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import nn
 
-from conslaw_lite.counting.module_checks import describe_layer
+from conslaw_lite.counting.layer_kinds import describe_layer
 from conslaw_lite.laws import user_stacklevel
 
 Params = Mapping[str, torch.Tensor]

@@ -27,6 +27,9 @@ one-line ``ValueError`` naming the layer (its name in ``named_modules`` and its 
 * **Not the loss's gradient.** An embedding with ``max_norm`` rescales the rows it reads, in place, in every forward;
   one with ``scale_grad_by_freq`` divides each row's gradient by how often its id occurs in the batch. Either way
   training does not follow the gradient flow whose laws are counted, so the option is named instead.
+* **A cast of θ to integers.** ``X.diagonal().int()`` (torch's Householder map) is constant in θ between steps, and
+  random θ land on other steps than the model's (a ReLU MLP behind it counted N = 20, its own θ at most 10): refused
+  at random θ, not near the model's (``at=``).
 * **No derivative.** An output whose gradient in θ is zero at every θ tried, behind an op whose
   derivative is zero wherever it exists (``round``, ``floor``, ``sign``, a comparison, ``argmax``),
   has no gradient flow to count.
@@ -51,6 +54,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from conslaw_lite.config import evaluating
+from conslaw_lite.counting.layer_kinds import describe_layer, is_batch_norm, is_dropout_layer
 
 Params = Mapping[str, torch.Tensor]
 
@@ -92,7 +96,7 @@ def check_dtypes(params: Params, module: nn.Module | None = None) -> None:
         if not isinstance(p, torch.Tensor) or not (p.is_complex() or p.dtype in (torch.float16, torch.bfloat16)):
             continue
         owner = name.rpartition(".")[0]
-        where = f" of {_describe(owner, module.get_submodule(owner))}" if module is not None and owner else ""
+        where = f" of {describe_layer(owner, module.get_submodule(owner))}" if module is not None and owner else ""
         if p.is_complex():
             raise ValueError(
                 f"parameter {name!r}{where} is complex ({p.dtype}): the laws are counted in real coordinates; write it "
@@ -109,12 +113,14 @@ def check_countable(
     params: Params,
     inputs: torch.Tensor,
     module: nn.Module | None = None,
+    random_theta: bool = True,
 ) -> None:
     """Refuse, with a one-line ``ValueError``, a forward that the counter would count wrongly.
 
     ``apply(params, inputs)`` is the model (float64 ``params`` by name, a batch of ``inputs``);
     ``module`` is the ``nn.Module`` it calls, if any, which names the layer at fault and whose mode
-    is checked. See the module docstring for the checks. Global random state, the module's
+    is checked; ``random_theta``: the count is at random θ, not near ``params``. See the module docstring for the
+    checks. Global random state, the module's
     buffers (a BatchNorm's running statistics) and each submodule's mode are left as they were.
 
     Examples
@@ -149,51 +155,19 @@ def check_countable(
                 "outside the gradient step, which no law of gradient flow survives; do it after optimizer.step(), "
                 "outside forward, or count the model without it"
             )
+        if first.theta_cast is not None and random_theta:
+            name, dtype, line = first.theta_cast
+            raise ValueError(
+                f"{_where(name, module)} casts a value computed from θ to {_dtype(dtype)}{line}: the function is "
+                "constant in θ between the cast's steps, random θ land on other steps than the model's own θ, with "
+                "other laws (torch's Householder orthogonal map zeroes each column whose X.diagonal() lies in "
+                "(−1, 1)); count near the model's θ with at=dict(model.named_parameters()) (certify --at-own)"
+            )
         _check_deterministic(first, _run(apply, leaves, inputs, module), module)
         if module is not None and any(m.training for m in module.modules()):
             _check_train_is_eval(first, apply, leaves, inputs, module)
         _check_per_input(first, apply, leaves, inputs, module)
         _check_differentiable(first, apply, leaves, inputs, module)
-
-
-def mode_dependent_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The submodules (name, module) in train mode that compute otherwise in eval mode, known by type alone.
-
-    A BatchNorm (or an InstanceNorm with running statistics) uses batch statistics in train mode;
-    a Dropout with p > 0 (or a DropPath with ``drop_prob`` > 0) draws random masks. Other modules
-    may read ``self.training`` too: :func:`check_countable` finds those by running the model.
-
-    Examples
-    ========
-    >>> net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Dropout(0.0))
-    >>> [name for name, _ in mode_dependent_layers(net)], mode_dependent_layers(net.eval())
-    (['1'], [])
-    """
-    return [(name, m) for name, m in model.named_modules() if m.training and is_mode_dependent(m)]
-
-
-def is_mode_dependent(module: nn.Module) -> bool:
-    """A BatchNorm, an InstanceNorm with running statistics, a Dropout with p > 0 or a DropPath with drop_prob > 0.
-
-    Those compute otherwise in train mode than in eval mode, whatever mode ``module`` is in now.
-
-    Examples
-    ========
-    >>> [is_mode_dependent(m) for m in (nn.BatchNorm2d(3).eval(), nn.Dropout(0.0), nn.Linear(2, 2))]
-    [True, False, False]
-    """
-    return _mode_dependent(module)
-
-
-def describe_layer(name: str, module: nn.Module | None) -> str:
-    """```name`` (Class, p=…)`` for a submodule, ``the model (Class)`` for the root (``name == ""``).
-
-    Examples
-    ========
-    >>> describe_layer("drop", nn.Dropout(0.25)), describe_layer("", nn.ReLU())
-    ('`drop` (Dropout, p=0.25)', 'the model (ReLU)')
-    """
-    return _describe(name, module)
 
 
 # ---------------------------------------------------------------- runs of the forward
@@ -207,6 +181,7 @@ class _Run:
     calls: list[_Call] = field(default_factory=list)
     downcast: tuple[str, str, torch.dtype, str] | None = None  # (innermost module, aten op, dtype, line) of the first
     flat: list[tuple[str, str]] = field(default_factory=list)  # (module, op) of ops with zero derivative
+    theta_cast: tuple[str, torch.dtype, str] | None = None  # (module, dtype, line) of the first cast of θ to integers
     written: tuple[str, str, str, str] | None = None  # (module, aten op, parameter, line) of the first op writing one
 
 
@@ -255,6 +230,7 @@ class _Watch(TorchDispatchMode):
         self.where = where
         self.downcast: tuple[str, str, torch.dtype, str] | None = None
         self.flat: list[tuple[str, str]] = []
+        self.theta_cast: tuple[str, torch.dtype, str] | None = None
         self.written: tuple[str, str, str, str] | None = None
         self.spans = [(p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(), name) for name, p in params.items()]
 
@@ -273,8 +249,11 @@ class _Watch(TorchDispatchMode):
         lower = [t.dtype for t in outputs if t.dtype in LOWER_DTYPES]
         if lower and self.downcast is None:
             self.downcast = (self.where(), op, lower[0], _forward_line())
-        if op.rstrip("_") in _FLAT or (op == "_to_copy" and any(not t.is_floating_point() for t in outputs)):
-            self.flat.append((self.where(), op if op != "_to_copy" else f"a cast to {outputs[0].dtype}"))
+        cast = op == "_to_copy" and any(not t.is_floating_point() for t in outputs)
+        if op.rstrip("_") in _FLAT or cast:
+            self.flat.append((self.where(), op if not cast else f"a cast to {outputs[0].dtype}"))
+        if cast and self.theta_cast is None and any(t.requires_grad for t in inputs):  # a value computed from θ
+            self.theta_cast = (self.where(), outputs[0].dtype, _forward_line())
         return out
 
 
@@ -332,7 +311,7 @@ def _run(
             "branch on it follows the θ drawn, and the number has no derivative in θ; write it with tensor "
             "operations (torch.where, a mask) to count the function"
         )
-    return _Run(out, calls.calls, watch.downcast, watch.flat, watch.written)
+    return _Run(out, calls.calls, watch.downcast, watch.flat, watch.theta_cast, watch.written)
 
 
 @contextmanager
@@ -379,7 +358,7 @@ def _check_deterministic(first: _Run, second: _Run, module: nn.Module | None) ->
     if name is None:
         return
     layer = _layer(module, name)
-    if layer is not None and layer.training and _is_dropout(layer):
+    if layer is not None and layer.training and is_dropout_layer(layer):
         raise ValueError(
             f"{_where(name, module)} is random in train mode: call model.eval() to count the deterministic function"
         )
@@ -562,35 +541,8 @@ def _layer(module: nn.Module | None, name: str | None) -> nn.Module | None:
 def _where(name: str | None, module: nn.Module | None) -> str:
     if module is None or name is None:
         return "the model function" if module is None else f"the model ({type(module).__name__})"
-    return _describe(name, _layer(module, name))
-
-
-def _describe(name: str, module: nn.Module | None) -> str:
-    cls = type(module).__name__ if module is not None else "?"
-    detail = f", p={module.p:g}" if _is_dropout(module) and hasattr(module, "p") else ""
-    return f"`{name}` ({cls}{detail})" if name else f"the model ({cls})"
+    return describe_layer(name, _layer(module, name))
 
 
 def _dtype(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
-
-
-def _is_dropout(m: nn.Module | None) -> bool:
-    return m is not None and ("Dropout" in type(m).__name__ or "DropPath" in type(m).__name__)
-
-
-def is_batch_norm(m: nn.Module | None) -> bool:
-    """A BatchNorm of any dimension (torch's, SyncBatchNorm, or one of its own by that name).
-
-    Examples
-    ========
-    >>> is_batch_norm(nn.BatchNorm2d(3)), is_batch_norm(nn.LayerNorm(3)), is_batch_norm(None)
-    (True, False, False)
-    """
-    return m is not None and "BatchNorm" in type(m).__name__
-
-
-def _mode_dependent(m: nn.Module) -> bool:
-    if is_batch_norm(m) or ("InstanceNorm" in type(m).__name__ and getattr(m, "track_running_stats", False)):
-        return True
-    return _is_dropout(m) and float(getattr(m, "p", getattr(m, "drop_prob", 0.0)) or 0.0) > 0
