@@ -22,7 +22,7 @@ from torch.func import vjp, vmap
 from conslaw_lite.counting import GAP, RESIDUAL_TOL
 from conslaw_lite.counting.count import outputs_over_pieces
 from conslaw_lite.counting.exact_ops import quiet_vmap
-from conslaw_lite.counting.problem import Problem, checked_outputs, sample_inputs
+from conslaw_lite.counting.problem import NEAR_STANDARD, Problem, checked_outputs, sample_inputs
 from conslaw_lite.law_basis import COEFFICIENT_TOL, law_count
 from conslaw_lite.law_blocks import pair_seconds, unknowns
 from conslaw_lite.null_space import gap, null_space
@@ -35,7 +35,6 @@ from conslaw_lite.time_limit import OutOfTime, check_time
 # counted twice, so the search stopped one law short (41 of 42)
 INDEPENDENT_TOL = 1e-4
 QUIET_DRAWS = 2  # fresh θ in a row that must remove nothing before a search's laws are confirmed (confirmed)
-SEARCH_DECADES = 2.0  # a search's θ: each tensor within 10^±2 of nn.Linear's scale (Problem.random_theta)
 RANK_CUT = 1e-6  # singular values of W(θ)'s samples below RANK_CUT·σ_max add no row (more θ are drawn, never fewer)
 
 
@@ -105,7 +104,7 @@ class Samples:
         D = problem.num_params
         # a law's products θ_jθ_k are round-off beside its θ_j where θ is tiny (a ReLU MLP at 10⁻⁶: hundreds of dense
         # null vectors that are no laws, checked for minutes), and laws hold at every θ
-        theta = problem.random_theta(gen, decades=SEARCH_DECADES)
+        theta = problem.random_theta(gen, decades=NEAR_STANDARD)
         probe = sample_inputs(input_shape, inputs, 1, gen, spread=False)
         per_input = max(checked_outputs(problem, theta, probe).numel() // max(len(probe), 1), 1)
         # standard-normal inputs: the null space is solved without the counter's per-input weights; the pieces

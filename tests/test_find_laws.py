@@ -766,3 +766,31 @@ def test_a_count_near_a_given_theta_is_refused_with_what_to_give_instead(one_thr
         with pytest.raises(ValueError, match=r"near the θ given with at=.*give a count without at=, or none"):
             search(model, (3,), count=near)
     assert find_laws(model, (3,)).complete
+
+
+def test_a_wrong_term_on_biases_initialised_at_1e_6_fails_the_check(one_thread) -> None:
+    """check_laws drew θ at each tensor's own scale: c·‖b‖² with b ~ 10⁻⁶ moved the residual by 10⁻¹⁰ and passed."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    with torch.no_grad():
+        model[2].bias.normal_(0, 1e-6)
+    unit = lambda p: (p["0.weight"] ** 2).sum(1) + p["0.bias"] ** 2 - (p["2.weight"] ** 2).sum(0)  # noqa: E731
+    wrong = lambda p: unit(p) + 1e-3 * (p["2.bias"] ** 2).sum()  # noqa: E731
+    residuals = check_laws(model, {"unit": unit, "wrong": wrong}, (3,)).residuals
+    assert residuals["unit"] < 1e-12 and residuals["wrong"] > 1e3 * RESIDUAL_TOL, residuals
+
+
+def test_timm_resmlp_with_its_biases_at_1e_6_gets_laws_without_round_off_terms(one_thread) -> None:
+    """Searched at 10⁻² of their scale, fc2's biases amplified their columns' round-off: a channel's law printed
+    ``+ 6.646e-06·blocks.0.mlp_channels.fc2.bias[0]²`` and drifted at first order below τ = 10⁻⁵."""
+    from timm.models.mlp_mixer import Affine, MlpMixer, ResBlock
+
+    torch.manual_seed(0)
+    model = MlpMixer(
+        num_classes=3, img_size=8, in_chans=1, patch_size=4, num_blocks=1, embed_dim=4, mlp_ratio=2,
+        block_layer=ResBlock, norm_layer=Affine,
+    ).double().eval()  # fmt: skip
+    found = find_laws(model, (1, 8, 8))
+    assert found.num_found == 18 and found.check.max_residual < 1e-14, found.message
+    channels = next(law for law in found.laws if "stem.proj.bias[i]²" in law)
+    assert channels.startswith("for i in 0..3:") and "fc2.bias" not in channels, channels

@@ -11,7 +11,15 @@ from torch.func import jacrev, jvp, vjp, vmap
 from conslaw_lite.counting.count import NUM_POINTS, LawCount, count_laws, outputs_over_pieces
 from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.lie_rank import CUT
-from conslaw_lite.counting.problem import Field, Model, Problem, checked_outputs, problem_of, sample_inputs
+from conslaw_lite.counting.problem import (
+    NEAR_STANDARD,
+    Field,
+    Model,
+    Problem,
+    checked_outputs,
+    problem_of,
+    sample_inputs,
+)
 from conslaw_lite.counting.sample_sizes import saved_by
 from conslaw_lite.laws import Law, Params
 from conslaw_lite.seeding import Stream, generator
@@ -389,7 +397,7 @@ def law_residuals(
     independent = 0
     for point in range(NUM_POINTS if laws else 0):  # no laws (e.g. a GELU FFN): nothing to check, 0 independent
         gen = generator(seed, Stream.LAW_CHECK, point)  # not the counter's θ and inputs
-        theta = problem.random_theta(gen)
+        theta = problem.random_theta(gen, decades=NEAR_STANDARD)  # laws hold at every θ; a tiny tensor hides terms
         # standard-normal inputs: where a softmax saturates, ∇f_i is round-off and so is its cosine with ∇h; the
         # pieces that only other scales reach (a cap) are taken from random θ' of many decades, as the count does
         x = sample_inputs(input_shape, inputs, num_samples, gen, spread=False)

@@ -40,6 +40,9 @@ WEIGHT_FLOOR = 1e-3
 
 EMBEDDING_LAYERS = (nn.Embedding, nn.EmbeddingBag)  # layers that read token ids, not float inputs
 TOKEN_IDS = "; its nn.Embedding reads token ids: give them with inputs= (a batch of integers), not input_shape="
+# decades from nn.Linear's scale within which a search or a check draws each tensor (Problem.random_theta): at a
+# model's own 10⁻⁶ a law's products θ_jθ_k are round-off beside its θ_j, and a wrong term c·b² of biases at 10⁻⁶ hides
+NEAR_STANDARD = 2.0
 INPUT_DECADES = (-3.0, 3.0)  # log10 range of the scales of half the sampled inputs (_input_scales)
 
 
