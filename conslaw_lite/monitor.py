@@ -51,6 +51,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from conslaw_lite.attached_optimizers import AttachedOptimizers, training_warnings
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
 from conslaw_lite.law_stacks import Recorder, Source, stack_sources
@@ -65,9 +66,7 @@ from conslaw_lite.watch_conditions import (
     conflict_message,
     laws_under_masks,
     mode_conflicts,
-    optimizer_breaks_laws,
     refuse_calls,
-    steps_apart,
     without_frozen,
 )
 from conslaw_lite.wrapped_modules import unwrapped
@@ -260,7 +259,6 @@ class Monitor:
         self._count = 0
         self.own: OwnLaws | None = None  # the parts outside the registered blocks and the laws found for them
         self._alarm = alarm
-        self._handles: dict[int, list[torch.utils.hooks.RemovableHandle]] = {}
         if laws is not None:
             grouped = {FOUND: laws}
         else:
@@ -288,6 +286,7 @@ class Monitor:
         self._model, self._read = model, read
         self._theta = [named[n] for n in read]  # copied into a snapshot at each record
         self._links = _links(model, read)
+        self._optimizers = AttachedOptimizers(self.step, dict(zip(read, self._theta, strict=True)))
         self._steps = [0]
         self._drift = list(self._laws.drift(self._laws.h0[None]))  # per record: each law's ‖h_i(θ_k) − h_i(θ₀)‖
         self._say_zero_laws(list(laws))
@@ -389,35 +388,20 @@ class Monitor:
             )
 
     def optimizer_warnings(self, *optimizers: torch.optim.Optimizer) -> list[str]:
-        """Why the watched laws are not those of training with ``optimizers``: :func:`optimizer_breaks_laws`,
-        :func:`steps_apart`, and parameters the laws read that no optimizer updates (then they are not conserved)."""
-        why = [reason for optimizer in optimizers for reason in optimizer_breaks_laws(optimizer)]
-        why += steps_apart(optimizers, dict(zip(self._read, self._theta, strict=True)))
-        stepped = {id(p) for optimizer in optimizers for group in optimizer.param_groups for p in group["params"]}
-        missed = [name for name, p in zip(self._read, self._theta) if id(p) not in stepped]
-        if missed:
-            why.append(
-                f"the optimizer does not update {_listed(missed, 4)}, which the laws read: they are not conserved by "
-                "this training (ε measures how far it moves them); give it every parameter, or freeze these "
-                "(requires_grad_(False)) before starting the Monitor, which then leaves their laws out"
-            )
-        return why
+        """Why the watched laws are not those of training with ``optimizers``
+        (:func:`~conslaw_lite.attached_optimizers.training_warnings`)."""
+        return training_warnings(optimizers, self._optimizers.watched)
 
     def attach(self, optimizer: torch.optim.Optimizer) -> torch.utils.hooks.RemovableHandle:
-        """Call :meth:`step` after every ``optimizer.step()``; returns the handle (``.remove()`` detaches).
+        """Call :meth:`step` once every optimizer attached has stepped (one per layer: after all of them); returns the
+        handle (``.remove()`` detaches).
 
         Attaching twice to one optimizer is an error (each step would count twice). An optimizer that does not
         follow the gradient flow the laws belong to (weight decay, Adam's per-coordinate steps) gets a warning: ε
-        then measures how far it moves the laws, at first order in τ.
+        then measures how far it moves the laws, at first order in τ
+        (:class:`~conslaw_lite.attached_optimizers.AttachedOptimizers`).
         """
-        hooks = getattr(optimizer, "_optimizer_step_post_hooks", {})  # where a removed handle is no longer
-        if any(handle.id in hooks for handle in self._handles.get(id(optimizer), [])):
-            raise ValueError("Monitor.attach: already attached to this optimizer; each step would count twice")
-        for why in self.optimizer_warnings(optimizer):
-            warnings.warn(f"Monitor: {why}", stacklevel=2)
-        handle = optimizer.register_step_post_hook(lambda *_: self.step())
-        self._handles.setdefault(id(optimizer), []).append(handle)
-        return handle
+        return self._optimizers.attach(optimizer)
 
     def relative_drift(self, key: str) -> np.ndarray:
         """``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖`` per record and law of the group ``key``, shape (records, N); NaN for a

@@ -122,8 +122,11 @@ def checked_laws(laws: Mapping[str, Law], model: nn.Module) -> dict[str, Law]:
     return dict(laws)
 
 
-def optimizer_breaks_laws(optimizer: torch.optim.Optimizer) -> list[str]:
-    """Why ``optimizer`` does not follow the gradient flow whose laws are watched (none for SGD, with momentum too).
+def optimizer_breaks_laws(
+    optimizer: torch.optim.Optimizer, watched: Mapping[str, torch.Tensor] | None = None
+) -> list[str]:
+    """Why ``optimizer`` does not follow the gradient flow whose laws are watched (none for SGD, with momentum too),
+    judged on the param groups that hold a parameter of ``watched`` (name → parameter; default: all of them).
 
     Examples
     ========
@@ -132,20 +135,25 @@ def optimizer_breaks_laws(optimizer: torch.optim.Optimizer) -> list[str]:
     []
     >>> optimizer_breaks_laws(torch.optim.SGD(params, lr=0.1, weight_decay=0.01))[0][:68]
     'weight_decay=0.01 shrinks θ at every step: the laws decay at first o'
+    >>> optimizer_breaks_laws(torch.optim.Adam(params), watched={})  # it updates no parameter a law reads
+    []
     """
     while isinstance(getattr(optimizer, "optimizer", None), torch.optim.Optimizer):  # accelerate's wrapper
         optimizer = optimizer.optimizer
+    read = None if watched is None else {id(p) for p in watched.values()}
+    groups = [g for g in optimizer.param_groups if read is None or any(id(p) in read for p in g["params"])]
     why = []
-    decay = max((group.get("weight_decay", 0.0) or 0.0 for group in optimizer.param_groups), default=0.0)
+    decay = max((group.get("weight_decay", 0.0) or 0.0 for group in groups), default=0.0)
     if decay > 0:
         why.append(
             f"weight_decay={decay:g} shrinks θ at every step: the laws decay at first order in τ (ε is not O(τ²k)); "
             "set it to 0 to watch gradient flow's laws"
         )
-    if not isinstance(optimizer, torch.optim.SGD):
+    if groups and not isinstance(optimizer, torch.optim.SGD):
         why.append(
-            f"{type(optimizer).__name__} rescales each coordinate's step: the laws of gradient flow are not its "
-            "laws, and ε measures how far it moves them (SGD, with or without momentum, keeps them to O(τ²k))"
+            f"{type(optimizer).__name__} does not step along −τ∇L as SGD does (Adam and its kin rescale each "
+            "coordinate, L-BFGS bends the step by curvature): the laws of gradient flow are not its laws, and ε "
+            "measures how far it moves them (SGD, with or without momentum, keeps them to O(τ²k))"
         )
     return why
 

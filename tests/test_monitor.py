@@ -204,7 +204,7 @@ def test_attach_warns_of_optimizers_that_break_the_laws_and_refuses_a_second_att
     monitor = Monitor(model)
     with pytest.warns(UserWarning, match="weight_decay=0.1 shrinks θ"):
         monitor.attach(torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=0.1))
-    with pytest.warns(UserWarning, match="Adam rescales each coordinate's step"):
+    with pytest.warns(UserWarning, match="Adam does not step along −τ∇L as SGD does"):
         monitor.attach(torch.optim.Adam(model.parameters()))
     sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     monitor.attach(sgd).remove()
@@ -295,13 +295,15 @@ def test_an_optimizer_that_leaves_out_a_parameter_the_laws_read_is_warned_of() -
     model = MultiHeadAttention(4, 2, 2).double()
     monitor = Monitor(model)
     partial = torch.optim.SGD([p for n, p in model.named_parameters() if n != "V.weight"], lr=0.1)
-    with pytest.warns(UserWarning, match="the optimizer does not update V.weight, which the laws read"):
-        monitor.attach(partial)
+    monitor.attach(partial)  # another optimizer may be attached for V.weight: said at the first step
+    model(torch.randn(2, 3, 4, dtype=torch.float64)).sum().backward()
+    with pytest.warns(UserWarning, match="no optimizer attached updates V.weight, which the laws read"):
+        partial.step()
 
 
 def test_an_optimizer_inside_a_wrapper_is_judged_by_what_it_wraps() -> None:
     # accelerate's AcceleratedOptimizer (what a Trainer hands its callbacks) is an Optimizer holding the real one
-    from conslaw_lite.monitor import optimizer_breaks_laws
+    from conslaw_lite.watch_conditions import optimizer_breaks_laws
 
     class Wrapper(torch.optim.Optimizer):
         def __init__(self, optimizer: torch.optim.Optimizer) -> None:
@@ -309,7 +311,8 @@ def test_an_optimizer_inside_a_wrapper_is_judged_by_what_it_wraps() -> None:
 
     sgd = torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1)
     assert optimizer_breaks_laws(Wrapper(sgd)) == []
-    assert "Adam rescales" in optimizer_breaks_laws(Wrapper(torch.optim.Adam(sgd.param_groups[0]["params"])))[0]
+    adam = torch.optim.Adam(sgd.param_groups[0]["params"])
+    assert "Adam does not step along −τ∇L" in optimizer_breaks_laws(Wrapper(adam))[0]
 
 
 def test_a_law_that_starts_at_0_is_named_and_followed_by_its_absolute_drift(capsys: pytest.CaptureFixture) -> None:
@@ -335,3 +338,59 @@ def test_a_law_that_starts_at_0_is_named_and_followed_by_its_absolute_drift(caps
         drifts.append(monitor.absolute_drift("found")[-1, 0])
     assert capsys.readouterr().out.count("Monitor: 1 law starts at 0") == 2
     assert drifts[1] > 0 and 3.5 < drifts[0] / drifts[1] < 4.5  # τ² at the same k: conserved by the flow
+
+
+def _unit_laws(p: dict[str, torch.Tensor]) -> torch.Tensor:
+    return (p["0.weight"] ** 2).sum(1) + p["0.bias"] ** 2 - (p["2.weight"] ** 2).sum(0)
+
+
+def _two_layer_run(lr: float, steps: int = 5, **options: object) -> tuple[Monitor, list]:
+    """A ReLU MLP trained by one SGD per layer, both attached: the monitor and the warnings it gave."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    x, y = torch.randn(16, 3, dtype=torch.float64), torch.randn(16, 2, dtype=torch.float64)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        monitor = Monitor(model, laws={"units": _unit_laws})
+        optimizers = [torch.optim.SGD(model[i].parameters(), lr=lr, **options) for i in (0, 2)]
+        for optimizer in optimizers:
+            monitor.attach(optimizer)
+        for _ in range(steps):
+            loss = ((model(x) - y) ** 2).mean()
+            for optimizer in optimizers:
+                optimizer.zero_grad()
+            loss.backward()
+            for optimizer in optimizers:
+                optimizer.step()
+    return monitor, [str(w.message) for w in said]
+
+
+def test_one_optimizer_per_layer_records_once_a_step_after_both() -> None:
+    """Each optimizer's step was a record: 10 records for 5 steps, every other one with the first layer moved and the
+    second not (ε ten times larger, first order), and each attach warned that it did not update the other layer."""
+    monitor, said = _two_layer_run(0.05)
+    assert monitor.steps.tolist() == [0, 1, 2, 3, 4, 5] and said == []
+    small, _ = _two_layer_run(0.05 / 4)
+    ratio = monitor.epsilon("found")[-1] / small.epsilon("found")[-1]
+    assert 12 < ratio < 20, ratio  # second order: 16 for τ/4 over the same steps
+
+
+def test_weight_decay_on_parameters_no_law_reads_is_not_warned_of_and_a_later_lr_gap_is() -> None:
+    _, said = _two_layer_run(0.05, weight_decay=0.0)
+    assert said == []
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    monitor = Monitor(model, laws={"units": _unit_laws})
+    groups = [{"params": [model[0].weight, model[2].weight]}, {"params": [model[2].bias], "weight_decay": 0.1}]
+    optimizer = torch.optim.SGD([*groups, {"params": [model[0].bias]}], lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the decay is on 2.bias, which no law reads
+        monitor.attach(optimizer)
+    split = torch.optim.lr_scheduler.LambdaLR(optimizer, [lambda k: 1.0, lambda k: 1.0, lambda k: 1.0])
+    split.lr_lambdas[0] = lambda k: 0.5 ** k  # the groups the laws read come apart after the first step
+    model(torch.randn(2, 3, dtype=torch.float64)).sum().backward()
+    optimizer.step()
+    split.step()
+    optimizer.param_groups[2]["params"][0].grad = None
+    with pytest.warns(UserWarning, match="step with different settings"):
+        optimizer.step()

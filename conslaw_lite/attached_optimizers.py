@@ -1,0 +1,126 @@
+"""The optimizers a :class:`~conslaw_lite.monitor.Monitor` is attached to: one record per training step, however
+many optimizers take it, and what their settings do to the laws.
+
+A training step is taken when every attached optimizer has stepped. A model trained by one optimizer per layer was
+recorded between them too, with one layer moved and the other not: there a law that couples the layers
+(``‖W1[i, :]‖² − ‖W2[:, i]‖²``) has moved at first order (ten times the drift of a whole step, four times less at τ/4
+instead of sixteen), and each step counted twice. So the monitor records once all of them have stepped.
+
+What breaks the laws is said once each (:func:`training_warnings`): an optimizer's own settings when it is attached
+(weight decay or Adam on a parameter a law reads, param groups stepping apart), the parameters no attached optimizer
+updates at the first step (the optimizer that updates them may be attached after the first), and groups that come to
+step apart later (a ``LambdaLR`` with one lambda per group) at the step where they do.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+
+import torch
+from torch.utils.hooks import RemovableHandle
+
+from conslaw_lite.watch_conditions import STEP_SETTINGS, optimizer_breaks_laws, steps_apart
+
+
+def training_warnings(
+    optimizers: Iterable[torch.optim.Optimizer], watched: Mapping[str, torch.Tensor], missed: bool = True
+) -> list[str]:
+    """Why the laws reading ``watched`` (name → parameter) are not those of training with ``optimizers``:
+    :func:`~conslaw_lite.watch_conditions.optimizer_breaks_laws`, :func:`~conslaw_lite.watch_conditions.steps_apart`,
+    and (``missed``) the parameters no optimizer updates.
+
+    Examples
+    ========
+    >>> from torch import nn
+    >>> w, head = nn.Parameter(torch.ones(2)), nn.Parameter(torch.ones(2))
+    >>> training_warnings([torch.optim.SGD([w], lr=0.1), torch.optim.SGD([head], lr=0.1, weight_decay=0.1)], {"w": w})
+    []
+    >>> training_warnings([torch.optim.SGD([head], lr=0.1)], {"w": w})[0][:48]
+    'no optimizer attached updates w, which the laws '
+    """
+    optimizers = tuple(optimizers)
+    why = [reason for optimizer in optimizers for reason in optimizer_breaks_laws(optimizer, watched)]
+    why += steps_apart(optimizers, watched)
+    stepped = {id(p) for optimizer in optimizers for group in optimizer.param_groups for p in group["params"]}
+    left = [name for name, p in watched.items() if id(p) not in stepped]
+    if missed and left:
+        shown = ", ".join(left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
+        why.append(
+            f"no optimizer attached updates {shown}, which the laws read: they are not conserved by this training (ε "
+            "measures how far it moves them); give an optimizer every parameter, or freeze these "
+            "(requires_grad_(False)) before starting the Monitor, which then leaves their laws out"
+        )
+    return why
+
+
+class AttachedOptimizers:
+    """Calls ``record()`` once every optimizer attached has stepped since the last record; ``watched`` (name →
+    parameter) are the parameters the laws read, which :func:`training_warnings` judges the optimizers by.
+
+    Examples
+    ========
+    >>> from torch import nn
+    >>> a, b = nn.Parameter(torch.ones(1)), nn.Parameter(torch.ones(1))
+    >>> records = []
+    >>> attached = AttachedOptimizers(lambda: records.append(1), {"a": a, "b": b})
+    >>> first, second = torch.optim.SGD([a], lr=0.1), torch.optim.SGD([b], lr=0.1)
+    >>> _ = attached.attach(first), attached.attach(second)
+    >>> (a + b).sum().backward()
+    >>> first.step(); len(records), second.step(), len(records)  # one record, after both
+    (0, None, 1)
+    """
+
+    def __init__(self, record: Callable[[], object], watched: Mapping[str, torch.Tensor]) -> None:
+        self.record, self.watched = record, watched
+        self._attached: dict[int, tuple[torch.optim.Optimizer, RemovableHandle]] = {}
+        self._stepped: set[int] = set()
+        self._settings: tuple | None = None  # the live optimizers' step settings at the last step (None: none yet)
+        self._said: set[str] = set()
+
+    def attach(self, optimizer: torch.optim.Optimizer) -> RemovableHandle:
+        """Record after each step that ``optimizer`` takes with the others attached; its handle's ``.remove()``
+        detaches it. Attaching twice is an error (each step would count twice)."""
+        if id(optimizer) in self.live():
+            raise ValueError("Monitor.attach: already attached to this optimizer; each step would count twice")
+        handle = optimizer.register_step_post_hook(lambda stepped, *_: self._stepped_by(stepped))
+        self._attached[id(optimizer)] = (optimizer, handle)
+        self._say(training_warnings(self.live().values(), self.watched, missed=False))
+        return handle
+
+    def live(self) -> dict[int, torch.optim.Optimizer]:
+        """The optimizers attached whose handle was not removed, by ``id``."""
+        return {
+            key: optimizer
+            for key, (optimizer, handle) in self._attached.items()
+            if handle.id in getattr(optimizer, "_optimizer_step_post_hooks", {})
+        }
+
+    def _stepped_by(self, optimizer: torch.optim.Optimizer) -> None:
+        live = self.live()
+        settings = _settings(live.values())
+        if settings != self._settings:  # the first step, or a scheduler that set the groups apart
+            self._say(training_warnings(live.values(), self.watched, missed=self._settings is None))
+            self._settings = settings
+        self._stepped.add(id(optimizer))
+        if self._stepped >= live.keys():
+            self._stepped.clear()
+            self.record()
+
+    def _say(self, reasons: list[str]) -> None:
+        for why in reasons:
+            if why not in self._said:
+                self._said.add(why)
+                warnings.warn(f"Monitor: {why}", stacklevel=3)
+
+
+def _settings(optimizers: Iterable[torch.optim.Optimizer]) -> tuple:
+    """Each group's step settings: a tensor lr (capturable optimizers) by its identity and version, read without a
+    device sync."""
+    return tuple(
+        (key, (id(v), v._version) if isinstance(v, torch.Tensor) else v)
+        for optimizer in optimizers
+        for group in optimizer.param_groups
+        for key, v in group.items()
+        if key in STEP_SETTINGS
+    )
