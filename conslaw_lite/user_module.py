@@ -148,13 +148,17 @@ def load_module(spec: str) -> UserModule:
     conslaw_lite.user_module.UserCodeError: .../mine.py:2: OSError: no weights file (in build())
     """
     path_text, sep, factory_name = spec.rpartition(":")
-    if not sep and spec.endswith(".py"):
+    if spec.endswith(".py"):  # a folder's name may hold a colon: a/b:c/mine.py is the file itself
         path_text, factory_name = spec, ""
+    elif Path(spec).is_dir():
+        raise ValueError(f"{spec} is a directory; give the file: FILE.py:FACTORY")
     elif not sep or not path_text or not factory_name:
         raise ValueError(f"a module file is given as FILE.py:FACTORY (or FILE.py, whose model is taken), got {spec!r}")
     path = Path(path_text)
     if path.is_dir():
         raise ValueError(f"{path} is a directory; give the file: FILE.py:FACTORY")
+    if path.is_file() and path.suffix != ".py":
+        raise ValueError(f"{path} is not a Python file: a module file is given as FILE.py:FACTORY")
     if not path.is_file():
         inner, _, _ = path_text.partition(":")
         if inner != path_text and Path(inner).is_file():  # FILE.py:NAME:more: one name after the file
@@ -174,6 +178,17 @@ def load_module(spec: str) -> UserModule:
         raise TypeError(f"{path}: {factory_name}() returned {type(model).__name__!r}, not an nn.Module")
     make_inputs = getattr(source, INPUTS, None)
     return UserModule(model, path, make_inputs if callable(make_inputs) else None)
+
+
+def names_a_file(spec: str) -> bool:
+    """Whether ``spec`` names a module file, ``FILE.py[:FACTORY]`` (its folders may hold a colon), not an architecture.
+
+    Examples
+    ========
+    >>> names_a_file("runs/a:b/mine.py:build"), names_a_file("mine.py"), names_a_file("swiglu")
+    (True, True, False)
+    """
+    return spec.endswith(".py") or spec.rpartition(":")[0].endswith(".py")
 
 
 def _built_model(source: ModuleType, path: Path) -> str:

@@ -636,10 +636,31 @@ def test_cli_module_file_with_a_dataclass_config_and_string_annotations(run_cli,
     assert code == 2 and err.startswith(f"error: {tmp_path}/config.py:9: Net needs arguments")
 
 
-def test_cli_json_errors_are_json_on_stdout(run_cli, tmp_path: Path) -> None:
+def test_a_module_file_in_a_folder_with_a_colon_or_of_another_kind_is_named_as_a_file(run_cli, tmp_path: Path) -> None:
+    """The CLI split ``runs/a:b/mlp.py:make`` at its first colon ("unknown architecture", every name listed)."""
+    folder = tmp_path / "a:b"
+    folder.mkdir()
+    (folder / "mlp.py").write_text("from torch import nn\n\nmodel = nn.Sequential(nn.Linear(3, 4), nn.ReLU())\n")
+    (tmp_path / "mlp.txt").write_text("model = None\n")
+    for spec in (f"{folder}/mlp.py:model", f"{folder}/mlp.py"):
+        code, out, _ = run_cli(spec, "--input-shape", "3", "--json")
+        assert code == 0 and json.loads(out)["num_laws"] == 0
+    code, _, err = run_cli(f"{tmp_path}/mlp.txt:model", "--input-shape", "3")
+    assert code == 2 and err.startswith(f"error: {tmp_path}/mlp.txt:model is a file, not an architecture: ")
+    code, _, err = run_cli(str(tmp_path), "--input-shape", "3")
+    assert code == 2 and "is a folder, not an architecture" in err
+
+
+def test_cli_json_errors_are_json_on_stdout(run_cli, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """A script reading stdout got nothing from an error with --json; it gets the error and the exit code."""
     (tmp_path / "user.py").write_text("def make(:\n")
     code, out, err = run_cli("--module", f"{tmp_path}/user.py:make", "--input-shape", "2", "--json")
     assert code == 4 and json.loads(out) == {"error": err.removeprefix("error: ").rstrip("\n"), "exit_code": 4}
     code, out, _ = run_cli("toy", "--dim", "3", "--depth", "2", "--json")
     assert code == 2 and json.loads(out) == {"error": "toy takes no --depth (its size options: --dim)", "exit_code": 2}
+    with pytest.raises(SystemExit) as usage:  # argparse's own errors printed its usage alone, no JSON
+        run_cli("toy", "--seed", "abc", "--json")
+    out, err = capsys.readouterr()
+    assert usage.value.code == 2 and "usage:" in err
+    assert json.loads(out) == {"error": "python -m conslaw_lite certify: argument --seed: invalid int value: 'abc'",
+                               "exit_code": 2}  # fmt: skip

@@ -251,6 +251,15 @@ def test_cli_drift_of_a_module_file_keeps_its_prints_off_the_json_and_names_its_
     assert len(err.splitlines()) == 1
     assert main(["drift", f"{path}:build", "--lr", "1e-4", "-0.01", "--input-shape", "2"]) == 2
     assert "--lr takes step sizes τ > 0, got 0.0001 -0.01" in capsys.readouterr().err
+    path.write_text(  # a forward that fails on the training batch only (64 inputs): it was exit 3 and a traceback
+        "import torch\nfrom torch import nn\n\nclass Net(nn.Sequential):\n    def forward(self, x):\n"
+        "        if len(x) == 64:\n            raise RuntimeError('no batch of 64')\n"
+        "        return super().forward(x)\n"
+        "\ndef build():\n    return Net(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))\n"
+    )
+    assert main(["drift", f"{path}:build", "--lr", "1e-4", "2e-4", "--input-shape", "2", "--steps", "2"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err == f"error: {path}:7: the model fails on the training batch (RuntimeError: no batch of 64)"
 
 
 def test_cli_drifts_a_module_past_find_laws_on_its_rescaled_units(

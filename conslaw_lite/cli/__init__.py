@@ -18,7 +18,7 @@ import sys
 import traceback
 import warnings
 from importlib.metadata import version
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from conslaw_lite.flows import Diverged
 from conslaw_lite.user_module import UserCodeError
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     exit 0
     """
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m conslaw_lite", description=__doc__.splitlines()[0])
+    parser = _parser_class("--json" in argv)(prog="python -m conslaw_lite", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"conslaw_lite {version('conslaw_lite')}")
     sub = parser.add_subparsers(dest="command", required=True)
     chosen = next((a for a in argv if not a.startswith("-")), None)  # the subcommand, when one is named
@@ -139,6 +139,19 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # a bug: Python's own exit status would be 1, the code of an inconclusive result
         traceback.print_exc()
         return _failed(args, f"internal error: {type(err).__name__}: {err}", 3, said=True)
+
+
+def _parser_class(json_wanted: bool) -> type[argparse.ArgumentParser]:
+    """argparse's parser, whose usage errors (``--seed abc``, ``--lr`` missing) also print ``{"error": ..., "exit_code":
+    2}`` on stdout with ``--json``, as every other failure does; the subcommands' parsers are of the same class."""
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            if json_wanted:
+                print(json_text({"error": f"{self.prog}: {message}", "exit_code": 2}))
+            super().error(message)
+
+    return Parser
 
 
 def _failed(args: argparse.Namespace, message: str, code: int, said: bool = False) -> int:

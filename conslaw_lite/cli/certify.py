@@ -33,6 +33,7 @@ from conslaw_lite.certify import Certificate, certify, certify_module, table
 from conslaw_lite.cli import json_text
 from conslaw_lite.config import device as default_device
 from conslaw_lite.time_limit import OutOfTime, time_limit
+from conslaw_lite.user_module import names_a_file
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     """
     if args.list:
         return _print_archs(args.json)
-    if args.module is None and args.arch is not None and args.arch.partition(":")[0].endswith(".py"):
+    if args.module is None and args.arch is not None and names_a_file(args.arch):
         args.module, args.arch = args.arch, None  # `certify mine.py:build`, as a user first types it
     if args.arch is not None and args.module is not None:
         raise ValueError("give either an architecture name or --module FILE.py:FACTORY, not both")
@@ -192,8 +193,10 @@ def _certified(args: argparse.Namespace) -> Certificate:
                 progress=None, at_own=args.at_own,
             )  # fmt: skip
     else:
-        if args.arch not in list_archs() and Path(args.arch).is_file():
-            raise ValueError(f"{args.arch} is a file, not an architecture: a module file is FILE.py[:NAME]")
+        path = Path(args.arch.rpartition(":")[0] or args.arch)
+        if args.arch not in list_archs() and (path.is_file() or Path(args.arch).exists()):
+            kind = "folder" if Path(args.arch).is_dir() else "file"
+            raise ValueError(f"{args.arch} is a {kind}, not an architecture: a module file is FILE.py[:NAME]")
         get_arch(args.arch)  # an unknown name: said before the options it would not take
         if args.input_shape is not None or args.vocab is not None or args.input_dtype != "float64":
             raise ValueError("--input-shape, --input-dtype and --vocab are for --module; an arch knows its inputs")

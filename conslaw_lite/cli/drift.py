@@ -28,11 +28,11 @@ from conslaw_lite.config import device as default_device
 from conslaw_lite.drift import DriftReport, Setup, arch_setup, batch_size, measure, model_setup
 from conslaw_lite.early_warning import DIVERGENCE, SweepPoint, sweep
 from conslaw_lite.find_laws import MAX_PARAMS, find_laws
-from conslaw_lite.flows import OPTIMIZERS, SCHEDULES
+from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged
 from conslaw_lite.laws import Law
 from conslaw_lite.rescaling_laws import rescaling_laws
 from conslaw_lite.seeding import seeded
-from conslaw_lite.user_module import load_module
+from conslaw_lite.user_module import load_module, names_a_file
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}  # training dtypes of the command line
 PARTIAL = 1  # the exit code when some τ diverged: the report is there, but not for every τ asked
@@ -120,7 +120,7 @@ def _report(args: argparse.Namespace) -> tuple[str, int]:
     batch = batch_size(args.optimizer, args.batch, args.samples)
     options = size_options(args)
     laws, locate = None, str
-    if args.arch.partition(":")[0].endswith(".py"):
+    if names_a_file(args.arch):
         setup, laws, locate = own_module(args, batch)
     else:
         if args.input_shape is not None or args.vocab is not None or args.input_dtype != "float64":
@@ -137,8 +137,24 @@ def _report(args: argparse.Namespace) -> tuple[str, int]:
         )  # fmt: skip
     except ValueError as err:  # a module file's: named with the line of the file it surfaced at
         raise ValueError(locate(err)) from err
+    except Diverged:
+        raise
+    except Exception as err:  # the file's forward, raising on the training batch: its line and exit 2, as certify's
+        located = _in_file(err, "the training batch", locate if laws is not None else None)
+        if located is None:
+            raise
+        raise located from err
     text = json_text(report.to_dict()) if args.json else format_report(report)
     return text, PARTIAL if report.diverged else 0  # measure warned of the diverged τ, one line on stderr
+
+
+def _in_file(err: Exception, where: str, locate: Callable[[ValueError], str] | None) -> ValueError | None:
+    """``err`` as the ``ValueError`` naming the line of the module file it was raised in (exit 2, as certify's), or
+    ``None`` where it was not (``locate`` is ``None`` for an architecture): a bug of this package, exit 3."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    failed = ValueError(f"the model fails on {where} ({type(err).__name__}: {first})")
+    failed.__cause__ = err
+    return None if locate is None or locate(failed) == str(failed) else ValueError(locate(failed))
 
 
 def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict[str, Law], Callable]:
@@ -167,6 +183,11 @@ def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict
             laws = found.laws
     except ValueError as err:
         raise ValueError(locate(err)) from err
+    except Exception as err:  # the file's forward, raising where the search calls it
+        located = _in_file(err, "the inputs of the law search", locate)
+        if located is None:
+            raise
+        raise located from err
     if not laws:
         raise ValueError(f"{args.arch} has no laws whose drift to measure: {found}")
     print(f"laws of {args.arch}: {found}", file=sys.stderr)
