@@ -13,7 +13,6 @@ Laws that hold only under the masks (none with its dropouts off) are not searche
 
 from __future__ import annotations
 
-import copy
 import inspect
 
 import torch
@@ -27,6 +26,7 @@ from conslaw_lite.counting.layer_kinds import is_mode_dependent
 from conslaw_lite.counting.problem import problem_of, sample_inputs
 from conslaw_lite.laws import Law
 from conslaw_lite.seeding import Stream, generator
+from conslaw_lite.wrapped_modules import module_copy
 
 MASK_DRAWS = 8  # forwards, each with its own masks, at each θ
 MASK_TOL = 1e-6  # a law's cosine with the masked gradients: round-off is ~1e-14, a broken law 1e-2 and up
@@ -97,7 +97,7 @@ def dropouts_off(module: nn.Module) -> nn.Module:
     >>> quiet.training, quiet[1].training, net[1].training
     (True, False, True)
     """
-    quiet = copy.deepcopy(module)
+    quiet = module_copy(module)
     for name in training_dropouts(quiet):
         layer = quiet.get_submodule(name)
         if isinstance(layer, nn.MultiheadAttention):

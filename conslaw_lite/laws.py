@@ -19,7 +19,6 @@ walks a model and collects them; :func:`quantities` lists them as typed
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import sys
 import warnings
@@ -32,7 +31,7 @@ import torch
 from torch import nn
 
 from conslaw_lite.block_changes import altered
-from conslaw_lite.wrapped_modules import unwrapped
+from conslaw_lite.wrapped_modules import module_copy, unwrapped
 
 Params = Mapping[str, torch.Tensor]  # θ (or a gradient) by the model's own parameter names
 Law = Callable[[Params], torch.Tensor]
@@ -264,7 +263,7 @@ def float64_form(module: nn.Module) -> nn.Module:
     (torch.float64, torch.float32, ['weight', 'bias'])
     """
     form = registered_form(module)
-    return _norm_eps_resolved(module, copy.deepcopy(module).to(torch.float64) if form is None else form)
+    return _norm_eps_resolved(module, module_copy(module).to(torch.float64) if form is None else form)
 
 
 def registered_form(module: nn.Module) -> nn.Module | None:

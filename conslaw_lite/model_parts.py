@@ -14,7 +14,6 @@ is cut into :class:`Cut` s, walked from the top:
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import torch
@@ -22,6 +21,7 @@ from torch import nn
 
 from conslaw_lite.config import model_device
 from conslaw_lite.laws import find_blocks
+from conslaw_lite.wrapped_modules import module_copy
 
 MAX_LAYERS_SHOWN = 6  # classes named in a part's description before "…"
 
@@ -231,7 +231,7 @@ def part_module(model: nn.Module, cut: Cut, extra: tuple[tuple, dict] = ((), {})
             return model
         return Chain([(name, model.get_submodule(name)) for name in cut.members], extra)
     (name,) = cut.members
-    held = copy.deepcopy(model.get_submodule(name))
+    held = module_copy(model.get_submodule(name))
     for block in cut.held:
         below = held.get_submodule(block[len(name) + 1 :] if name else block)
         for path, p in list(below.named_parameters()):
@@ -257,5 +257,5 @@ def searchable(module: nn.Module) -> nn.Module:
     low = any(p.dtype in (torch.float16, torch.bfloat16) for p in module.parameters())
     if model_device(module) in (None, torch.device("cpu")) and not low:
         return module
-    moved = copy.deepcopy(module).cpu()
+    moved = module_copy(module).cpu()
     return moved.to(torch.float64) if low else moved

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import jvp
+from torch.nn.utils import prune
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.counting import GAP, check_laws, count_laws, lie_rank
@@ -1330,3 +1331,37 @@ def test_inputs_with_nan_are_named_not_blamed_on_theta() -> None:
     x[1, 2] = float("nan")
     with pytest.raises(ValueError, match="inputs hold 1 NaN or infinite entries of 12: give finite inputs"):
         count_laws(nn.Linear(3, 2).double(), inputs=x)
+
+
+def test_a_count_near_a_theta_whose_last_layer_is_zero_is_no_division_by_zero() -> None:
+    """Weight and bias of the last layer zero: f = 0 near θ, both ways of D²f, D³f exactly 0 (ZeroDivisionError)."""
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    with torch.no_grad():
+        model[2].weight.zero_()
+        model[2].bias.zero_()
+    count = count_laws(model, (3,), at=dict(model.named_parameters()))
+    assert count.conclusive and count.num_laws == 4, count
+
+
+def _pruned() -> nn.Module:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    prune.random_unstructured(model[0], "weight", amount=0.25)
+    return model
+
+
+def _weight_normed() -> nn.Module:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    with pytest.warns(FutureWarning):  # torch's old weight_norm, deprecated, still in use
+        torch.nn.utils.weight_norm(model[0])
+    return model
+
+
+@pytest.mark.parametrize("make", [_pruned, _weight_normed, lambda: nn.DataParallel(_pruned())])
+def test_pruned_weight_normed_and_data_parallel_models_are_counted(make: Callable[[], nn.Module]) -> None:
+    """A pre-hook's computed ``weight`` attribute made copy.deepcopy fail (a RuntimeError of torch's), and
+    nn.DataParallel was blamed on the inputs' shape: each is 4 unit laws plus its own (a pruned entry, read by no
+    output, or the rescaling of each row of weight_norm's v): 8."""
+    torch.manual_seed(0)
+    count = count_laws(make(), (4,))
+    assert count.conclusive and count.num_laws == 8, count

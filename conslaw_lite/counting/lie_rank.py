@@ -328,6 +328,7 @@ def derivative_mismatch(
     size = float(a.norm() * f(theta).norm())  # D^k f[u, v, ..] is about f's size: u, v, w are θ-sized
     # Relative to the size of the summed terms, not of their sum: on inputs over six decades the terms of
     # ⟨a, D^k f⟩ can be many times the sum (a saturated softmax), and round-off is relative to the terms.
-    return max(
-        float((a @ t - q).abs()) / (float((a * t).abs().sum() + q.abs()) + 1e-9 * size) for t, q in zip(terms, reverse)
-    )
+    pairs = [(float((a @ t - q).abs()), float((a * t).abs().sum() + q.abs()) + 1e-9 * size) for t, q in
+             zip(terms, reverse)]  # fmt: skip
+    # both ways exactly 0 (at= a θ whose last layer is zero, weight and bias: f = 0 near it) agree
+    return max(diff / scale if scale else 0.0 for diff, scale in pairs)

@@ -7,7 +7,6 @@ input so that none buries the others (:mod:`conslaw_lite.counting`).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 from collections.abc import Callable, Mapping
@@ -23,7 +22,7 @@ from torch.utils._pytree import tree_map_only
 from conslaw_lite.counting.module_checks import check_dtypes
 from conslaw_lite.laws import Params, counted_eps, float64_form
 from conslaw_lite.time_limit import OutOfTime
-from conslaw_lite.wrapped_modules import unwrapped
+from conslaw_lite.wrapped_modules import module_copy, unwrapped
 
 Model = nn.Module | Callable[[Params, torch.Tensor], torch.Tensor]
 
@@ -63,7 +62,7 @@ class Problem:
             return self
         if self.module is None:
             return replace(self, device=device)
-        module = copy.deepcopy(self.module).to(device)
+        module = module_copy(self.module).to(device)
         return replace(self, apply=_module_apply(module), module=module, device=device)
 
     def modules(self) -> list[nn.Module]:
