@@ -559,9 +559,9 @@ def count_laws(
             bar.close()
     strata = _strata(results, drawn)
     patterns = drawn[-1].patterns
+    seen = dict(patterns=patterns, strata=strata, estimated=need, counted=counted, outputs=outputs)
+    seen |= dict(near_given=at is not None)
     if not results:
-        seen = dict(patterns=patterns, strata=strata, estimated=need, counted=counted, outputs=outputs)
-        seen |= dict(near_given=at is not None)
         return LawCount(D, None, None, 0, 0.0, 0.0, time.perf_counter() - start, False, reason, **seen)
     ranks = [r for _, r in results]
     if len({r.rank for r in ranks}) > 1:
@@ -594,10 +594,5 @@ def count_laws(
         ranks_by_depth=ranks[0].ranks_by_depth,
         singular_values=ranks[0].singular_values,
         evidence=ranks[0].evidence if len({r.evidence for r in ranks}) == 1 else "residuals",
-        patterns=patterns,
-        strata=strata,
-        estimated=need,
-        counted=counted,
-        outputs=outputs,
-        near_given=at is not None,
+        **seen,
     )
