@@ -82,9 +82,22 @@ def time_left() -> float:
 def check_time(need: float = 0.0) -> None:
     """Raise :class:`OutOfTime` if the earliest-ending :func:`time_limit` has passed, or will have before a step
     expected to take ``need`` seconds ends (a step that cannot end within the limit is not started); nothing
-    without a limit."""
-    if time_left() <= need:
+    without a limit.
+
+    Examples
+    ========
+    >>> with time_limit(60.0):
+    ...     check_time(need=100.0)  # find_laws(seconds=30) stopped at 22.7 s said it stopped at its limit of 30 s
+    Traceback (most recent call last):
+    ...
+    conslaw_lite.time_limit.OutOfTime: stopped 60 s before its time limit of 60 s, the next step needing about 100 s ...
+    """
+    left = time_left()
+    if left <= need:
         seconds = _LIMIT.get()[1]
+        if left > 0:  # a step that would end past the limit is not started: say so, not that the limit was reached
+            early = f"{left:.0f} s before its time limit of {seconds:g} s, the next step needing about {need:.0f} s"
+            raise OutOfTime(f"stopped {early} (seconds={seconds:g})")
         raise OutOfTime(f"stopped at its time limit of {seconds:g} s (seconds={seconds:g})")
 
 
