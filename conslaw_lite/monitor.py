@@ -369,8 +369,12 @@ class Monitor:
                 h = self._snapshots.evaluate().cpu().numpy()
             bad = ~np.isfinite(h).all(axis=1)
             if bad.any():
-                step = self._steps[len(self._drift) + int(np.argmax(bad))]
-                raise Diverged(step, "the laws are NaN or infinite there (a step size too large, or a NaN in the loss)")
+                index = len(self._drift) + int(np.argmax(bad))
+                step, before = self._steps[index], self._steps[index - 1]
+                why = "the laws are NaN or infinite there (a step size too large, or a NaN in the loss)"
+                if step - before > 1:  # every > 1: it happened after step `before`, when they were finite
+                    why += f", first recorded there: records are every {self.every} steps, at step {before} finite"
+                raise Diverged(step, why)
             self._drift.extend(self._laws.drift(h))
 
     def _check_parameters(self) -> None:

@@ -238,7 +238,7 @@ def _check_no_arguments(factory: Callable, name: str, path: Path) -> None:
     except TypeError:
         raise ValueError(
             f"{path}:{_defined_at(factory)}: {name} needs arguments, and it is called with none: name a function "
-            f"that takes none (def make(): return {name}(...))"
+            f"that takes none (def {'build' if name == 'make' else 'make'}(): return {name}(...))"
         ) from None
     except ValueError:  # no signature Python can read (a builtin): the call itself will say
         pass

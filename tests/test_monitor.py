@@ -13,7 +13,7 @@ from torch import nn
 from conslaw_lite.drift import arch_setup, trajectory
 from conslaw_lite.families.attention.block import MultiHeadAttention
 from conslaw_lite.laws import groups, parameters_of
-from conslaw_lite.monitor import Monitor, laws_against_controls, relative_drift, train_watched
+from conslaw_lite.monitor import Diverged, Monitor, laws_against_controls, relative_drift, train_watched
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -394,3 +394,17 @@ def test_weight_decay_on_parameters_no_law_reads_is_not_warned_of_and_a_later_lr
     optimizer.param_groups[2]["params"][0].grad = None
     with pytest.warns(UserWarning, match="step with different settings"):
         optimizer.step()
+
+
+def test_a_divergence_between_two_records_says_how_far_apart_they_are() -> None:
+    """every=3, θ NaN from step 4 on: the record at step 6 is the first to see it, and it said only "step 6"."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    monitor = Monitor(model, laws={"units": _unit_laws}, every=3)
+    for step in range(1, 7):
+        if step == 4:
+            with torch.no_grad():
+                model[0].weight[0, 0] = float("nan")
+        monitor.step()
+    with pytest.raises(Diverged, match="at step 6: .*, first recorded there: records are every 3 steps, at step 3"):
+        monitor.flush()
