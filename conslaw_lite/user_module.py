@@ -228,7 +228,7 @@ def _run(path: Path, what: str, call: Callable, line: int = 0):
         return call()
     except (Exception, SystemExit) as err:  # the user's code: neither bad input to the CLI nor a bug of ours
         where = user_line(err, path) or (f"{path}:{line}" if line else str(path))
-        raise UserCodeError(f"{where}: {_first_line(err)}" + (f" (in {what})" if what else "")) from err
+        raise UserCodeError(f"{where}: {first_line(err)}" + (f" (in {what})" if what else "")) from err
 
 
 def _check_no_arguments(factory: Callable, name: str, path: Path) -> None:
@@ -271,7 +271,14 @@ def user_line(err: BaseException, path: Path) -> str:
     return ""
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
+    """``Type: the first line of its message``, as an error of the user's file is said in one line.
+
+    Examples
+    ========
+    >>> first_line(RuntimeError("no batch of 64")), first_line(SystemExit(3))
+    ('RuntimeError: no batch of 64', 'SystemExit: the file called sys.exit(3)')
+    """
     if isinstance(err, SystemExit):
         return f"SystemExit: the file called sys.exit({err.code!r})"
     text = err.msg if isinstance(err, SyntaxError) else str(err)

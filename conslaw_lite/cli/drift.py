@@ -32,7 +32,7 @@ from conslaw_lite.flows import OPTIMIZERS, SCHEDULES, Diverged
 from conslaw_lite.laws import Law
 from conslaw_lite.rescaling_laws import rescaling_laws
 from conslaw_lite.seeding import seeded
-from conslaw_lite.user_module import load_module, names_a_file
+from conslaw_lite.user_module import first_line, load_module, names_a_file
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}  # training dtypes of the command line
 PARTIAL = 1  # the exit code when some τ diverged: the report is there, but not for every τ asked
@@ -151,8 +151,7 @@ def _report(args: argparse.Namespace) -> tuple[str, int]:
 def _in_file(err: Exception, where: str, locate: Callable[[ValueError], str] | None) -> ValueError | None:
     """``err`` as the ``ValueError`` naming the line of the module file it was raised in (exit 2, as certify's), or
     ``None`` where it was not (``locate`` is ``None`` for an architecture): a bug of this package, exit 3."""
-    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    failed = ValueError(f"the model fails on {where} ({type(err).__name__}: {first})")
+    failed = ValueError(f"the model fails on {where} ({first_line(err)})")
     failed.__cause__ = err
     return None if locate is None or locate(failed) == str(failed) else ValueError(locate(failed))
 
