@@ -15,6 +15,7 @@ step apart later (a ``LambdaLR`` with one lambda per group) at the step where th
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
@@ -72,7 +73,10 @@ class AttachedOptimizers:
     """
 
     def __init__(self, record: Callable[[], object], watched: Mapping[str, torch.Tensor]) -> None:
-        self.record, self.watched = record, watched
+        # a monitor's own method, held weakly: the monitor holds this, and a cycle kept a replaced monitor (and the
+        # hooks by which it refuses calls on the model) alive until the garbage collector ran
+        self._record = weakref.WeakMethod(record) if hasattr(record, "__self__") else lambda: record
+        self.watched = watched
         self._attached: dict[int, tuple[torch.optim.Optimizer, RemovableHandle]] = {}
         self._stepped: set[int] = set()
         self._settings: tuple | None = None  # the live optimizers' step settings at the last step (None: none yet)
@@ -103,9 +107,10 @@ class AttachedOptimizers:
             self._say(training_warnings(live.values(), self.watched, missed=self._settings is None))
             self._settings = settings
         self._stepped.add(id(optimizer))
-        if self._stepped >= live.keys():
+        record = self._record()
+        if self._stepped >= live.keys() and record is not None:
             self._stepped.clear()
-            self.record()
+            record()
 
     def _say(self, reasons: list[str]) -> None:
         for why in reasons:

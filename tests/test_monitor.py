@@ -408,3 +408,19 @@ def test_a_divergence_between_two_records_says_how_far_apart_they_are() -> None:
         monitor.step()
     with pytest.raises(Diverged, match="at step 6: .*, first recorded there: records are every 3 steps, at step 3"):
         monitor.flush()
+
+
+def test_a_monitor_let_go_is_freed_at_once_with_the_hooks_it_holds_on_the_model() -> None:
+    """The optimizers' record callback held the monitor in a cycle: a replaced monitor, and the hooks by which it
+    refuses calls on the model, lived on until the garbage collector ran."""
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    gc.disable()
+    try:
+        let_go = weakref.ref(Monitor(model, laws={"units": _unit_laws}))
+        assert let_go() is None
+    finally:
+        gc.enable()
