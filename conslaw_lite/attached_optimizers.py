@@ -73,11 +73,12 @@ class AttachedOptimizers:
     """
 
     def __init__(self, record: Callable[[], object], watched: Mapping[str, torch.Tensor]) -> None:
-        # a monitor's own method, held weakly: the monitor holds this, and a cycle kept a replaced monitor (and the
-        # hooks by which it refuses calls on the model) alive until the garbage collector ran
+        # The monitor holds this, so its method and the optimizers are held weakly here (a cycle kept a replaced
+        # monitor, and the hooks by which it refuses calls on the model, alive until the garbage collector ran); an
+        # optimizer's hook holds the method, which keeps a monitor attached alive as long as its optimizer.
         self._record = weakref.WeakMethod(record) if hasattr(record, "__self__") else lambda: record
         self.watched = watched
-        self._attached: dict[int, tuple[torch.optim.Optimizer, RemovableHandle]] = {}
+        self._attached: dict[int, tuple[weakref.ref, RemovableHandle]] = {}
         self._stepped: set[int] = set()
         self._settings: tuple | None = None  # the live optimizers' step settings at the last step (None: none yet)
         self._said: set[str] = set()
@@ -87,28 +88,29 @@ class AttachedOptimizers:
         detaches it. Attaching twice is an error (each step would count twice)."""
         if id(optimizer) in self.live():
             raise ValueError("Monitor.attach: already attached to this optimizer; each step would count twice")
-        handle = optimizer.register_step_post_hook(lambda stepped, *_: self._stepped_by(stepped))
-        self._attached[id(optimizer)] = (optimizer, handle)
+        record = self._record()
+        handle = optimizer.register_step_post_hook(lambda stepped, *_: self._stepped_by(stepped, record))
+        self._attached[id(optimizer)] = (weakref.ref(optimizer), handle)
         self._say(training_warnings(self.live().values(), self.watched, missed=False))
         return handle
 
     def live(self) -> dict[int, torch.optim.Optimizer]:
         """The optimizers attached whose handle was not removed, by ``id``."""
+        alive = {key: (held(), handle) for key, (held, handle) in self._attached.items()}
         return {
             key: optimizer
-            for key, (optimizer, handle) in self._attached.items()
-            if handle.id in getattr(optimizer, "_optimizer_step_post_hooks", {})
+            for key, (optimizer, handle) in alive.items()
+            if optimizer is not None and handle.id in getattr(optimizer, "_optimizer_step_post_hooks", {})
         }
 
-    def _stepped_by(self, optimizer: torch.optim.Optimizer) -> None:
+    def _stepped_by(self, optimizer: torch.optim.Optimizer, record: Callable[[], object]) -> None:
         live = self.live()
         settings = _settings(live.values())
         if settings != self._settings:  # the first step, or a scheduler that set the groups apart
             self._say(training_warnings(live.values(), self.watched, missed=self._settings is None))
             self._settings = settings
         self._stepped.add(id(optimizer))
-        record = self._record()
-        if self._stepped >= live.keys() and record is not None:
+        if self._stepped >= live.keys():
             self._stepped.clear()
             record()
 

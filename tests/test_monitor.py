@@ -422,5 +422,11 @@ def test_a_monitor_let_go_is_freed_at_once_with_the_hooks_it_holds_on_the_model(
     try:
         let_go = weakref.ref(Monitor(model, laws={"units": _unit_laws}))
         assert let_go() is None
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # attached, it lives as long as its optimizer
+        attached = Monitor(model, laws={"units": _unit_laws})
+        attached.attach(optimizer)
+        kept, attached = weakref.ref(attached), None
+        optimizer.step()
+        assert kept() is not None and kept().steps.tolist() == [0, 1]
     finally:
         gc.enable()
