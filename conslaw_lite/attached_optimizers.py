@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from conslaw_lite.watch_conditions import STEP_SETTINGS, optimizer_breaks_laws, steps_apart
+from conslaw_lite.watch_conditions import STEP_SETTINGS, listed, optimizer_breaks_laws, steps_apart
 
 
 def training_warnings(
@@ -46,10 +46,9 @@ def training_warnings(
     stepped = {id(p) for optimizer in optimizers for group in optimizer.param_groups for p in group["params"]}
     left = [name for name, p in watched.items() if id(p) not in stepped]
     if missed and left:
-        shown = ", ".join(left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
         why.append(
-            f"no optimizer attached updates {shown}, which the laws read: they are not conserved by this training (ε "
-            "measures how far it moves them); give an optimizer every parameter, or freeze these "
+            f"no optimizer attached updates {listed(left, 4)}, which the laws read: they are not conserved by this "
+            "training (ε measures how far it moves them); give an optimizer every parameter, or freeze these "
             "(requires_grad_(False)) before starting the Monitor, which then leaves their laws out"
         )
     return why

@@ -65,6 +65,7 @@ from conslaw_lite.watch_conditions import (
     check_watchable,
     conflict_message,
     laws_under_masks,
+    listed,
     mode_conflicts,
     refuse_calls,
     without_frozen,
@@ -170,17 +171,6 @@ class Diverged(RuntimeError):
         super().__init__(f"training diverged at step {step}: {reason}")
         self.step = step
         self.reason = reason
-
-
-def _listed(names: list[str], shown: int) -> str:
-    """The first ``shown`` names, and how many more.
-
-    Examples
-    ========
-    >>> _listed(["a", "b", "c"], 2)
-    'a, b and 1 more'
-    """
-    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 class Monitor:
@@ -386,7 +376,7 @@ class Monitor:
         if replaced:
             verb = "is" if len(replaced) == 1 else "are"
             raise ValueError(
-                f"Monitor: {_listed([repr(name) for name in replaced], 3)} of the model {verb} no longer the parameter "
+                f"Monitor: {listed([repr(name) for name in replaced], 3)} of the model {verb} no longer the parameter "
                 "the monitor started with (replaced by a new nn.Parameter, load_state_dict(assign=True), or deleted), "
                 "so its records read the old tensor: start a new Monitor after replacing parameters"
             )
@@ -437,7 +427,7 @@ class Monitor:
             law = "law starts" if len(zero) == 1 else "laws start"
             it = "it" if len(zero) == 1 else "them"
             print(f"Monitor: {len(zero)} {law} at 0 (no relative drift, left out of ε; absolute_drift(key) follows "
-                  f"{it}): {_listed(zero, 3)}")  # fmt: skip
+                  f"{it}): {listed(zero, 3)}")  # fmt: skip
 
     def last_relative_drift(self, key: str) -> np.ndarray:
         """The latest record's ``‖h_i(θ_k) − h_i(θ_0)‖ / ‖h_i(θ_0)‖`` per law of group ``key``, shape (N,).

@@ -122,6 +122,17 @@ def checked_laws(laws: Mapping[str, Law], model: nn.Module) -> dict[str, Law]:
     return dict(laws)
 
 
+def listed(names: list[str], shown: int) -> str:
+    """The first ``shown`` names, and how many more.
+
+    Examples
+    ========
+    >>> listed(["a", "b", "c"], 2)
+    'a, b and 1 more'
+    """
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 def optimizer_breaks_laws(
     optimizer: torch.optim.Optimizer, watched: Mapping[str, torch.Tensor] | None = None
 ) -> list[str]:

@@ -559,8 +559,8 @@ def count_laws(
             bar.close()
     strata = _strata(results, drawn)
     patterns = drawn[-1].patterns
-    seen = dict(patterns=patterns, strata=strata, estimated=need, counted=counted, outputs=outputs)
-    seen |= dict(near_given=at is not None)
+    seen = dict(patterns=patterns, strata=strata, estimated=need, counted=counted, outputs=outputs,
+                near_given=at is not None)  # fmt: skip
     if not results:
         return LawCount(D, None, None, 0, 0.0, 0.0, time.perf_counter() - start, False, reason, **seen)
     ranks = [r for _, r in results]

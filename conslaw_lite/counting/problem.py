@@ -298,8 +298,8 @@ def one_output(out: object, batch: int) -> object:
     """
     if isinstance(out, torch.Tensor):
         return out
-    if _logits(out) is not None:
-        return _logits(out)
+    if (logits := _logits(out)) is not None:
+        return logits
     if not isinstance(out, (tuple, list, Mapping)):
         return out
     tensors = [t for t in _tensors(out) if t.is_floating_point()]
