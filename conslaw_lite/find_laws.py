@@ -16,8 +16,9 @@ and fewer on one block's coordinates, so the first θ measures that rank on each
 an exactly-zero singular value, a spurious "law" that no gap can flag. The laws are the null
 space of that matrix.
 Rows and columns are scaled to unit length first (:mod:`conslaw_lite.null_space`); a singular value below
-``CUT`` times the largest is dropped, and the search is *conclusive* only if the smallest kept one exceeds
-the largest dropped one by ``GAP`` = 10⁴ (the counter's evidence, for the same reason).
+``CUT`` times the largest is dropped, and the search is *conclusive* only if, in every block searched, the
+smallest kept one exceeds the largest dropped one by ``GAP`` = 10⁴ (the counter's evidence, for the same reason;
+a block's σ are weighed against each other only, :func:`~conslaw_lite.null_space.weaker`).
 
 Structure keeps it small. D parameters give D(D+1)/2 + D unknowns, too many to treat
 densely beyond D ≈ 100, but every law the book knows couples at most two *layers* (the
@@ -137,8 +138,8 @@ class FoundLaws:
     conclusive: bool
     reason: str
     searched: str  # "pairs of layers" or "all of θ"
-    sigma_kept: float  # smallest kept singular value over the searched systems
-    sigma_dropped: float  # largest dropped one
+    sigma_kept: float  # the smallest kept singular value of the searched system with the smallest gap
+    sigma_dropped: float  # the largest dropped one of that system
     degree: int
     seconds: float
     stopped: str = ""  # why the search stopped before its end: its time limit (seconds=), or "" when it did not

@@ -25,7 +25,7 @@ from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.problem import NEAR_STANDARD, Problem, checked_outputs, sample_inputs
 from conslaw_lite.law_basis import COEFFICIENT_TOL, law_count
 from conslaw_lite.law_blocks import pair_seconds, unknowns
-from conslaw_lite.null_space import gap, null_space
+from conslaw_lite.null_space import gap, null_space, weaker
 from conslaw_lite.polynomial_laws import Monomial
 from conslaw_lite.seeding import Stream, generator
 from conslaw_lite.time_limit import OutOfTime, check_time
@@ -164,6 +164,12 @@ class Search:
     removed: int = 0  # null directions that fresh θ showed were no laws (confirmed)
 
     @property
+    def evidence(self) -> tuple[float, float]:
+        """``(sigma_kept, sigma_dropped)`` of the block with the smallest gap (:func:`~conslaw_lite.null_space.weaker`).
+        """
+        return self.sigma_kept, self.sigma_dropped
+
+    @property
     def gap(self) -> float:
         """``sigma_kept / sigma_dropped`` (infinite when nothing was dropped)."""
         return gap(self.sigma_kept, self.sigma_dropped)
@@ -280,7 +286,7 @@ def block_laws(
             raise Stopped(str(stop), replace(assembled(vectors, kept, dropped, searched), blocks=done)) from None
         done += 1
         null, sigma_kept, sigma_dropped = null_space(_rows(samples, coords, degree))
-        kept, dropped = min(kept, sigma_kept), max(dropped, sigma_dropped)
+        kept, dropped = weaker((kept, dropped), (sigma_kept, sigma_dropped))
         names = _columns(coords, degree, samples.monomials.get(tuple(coords)))
         for v in null.numpy():
             vectors.append(_terms(v, names))
@@ -320,7 +326,8 @@ def assembled(vectors: list[dict], kept: float, dropped: float, searched: str) -
     reason = ""
     if not kept >= GAP * dropped:  # NaN bounds too
         reason = (
-            f"no clear gap in the null space: smallest kept singular value {kept:.2e}, largest dropped {dropped:.2e}"
+            f"no clear gap in the null space of a block: smallest kept singular value {kept:.2e}, largest dropped "
+            f"{dropped:.2e}"
         )
     return Search(dense, list(columns), not reason, reason, searched, kept, dropped)
 

@@ -34,6 +34,23 @@ def gap(sigma_kept: float, sigma_dropped: float) -> float:
     return math.inf if sigma_dropped == 0 else sigma_kept / sigma_dropped
 
 
+def weaker(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    """Of two rank decisions' evidence ``(σ kept, σ dropped)``, the one with the smaller :func:`gap` (NaN first).
+
+    Each block of a search decides its null space on its own rows, their columns scaled to unit length, so a block's
+    σ are weighed against each other and never against another block's: a near-law of one block (a LayerNorm's ε
+    breaks a rescaling at 10⁻⁶) beside the round-off of another is no doubt about either.
+
+    Examples
+    ========
+    >>> weaker((6e-6, 2e-10), (1e-3, 7e-10))  # gaps 3·10⁴ and 1.4·10⁶: the first block's is the evidence
+    (6e-06, 2e-10)
+    >>> weaker((math.inf, 0.0), (1e-3, 7e-10))  # nothing decided yet
+    (0.001, 7e-10)
+    """
+    return b if math.isnan(gap(*b)) or gap(*b) < gap(*a) else a
+
+
 def null_space(rows: torch.Tensor) -> tuple[torch.Tensor, float, float]:
     """Orthonormal null vectors (k, U) of ``rows`` after column scaling, the smallest kept and largest dropped σ.
 

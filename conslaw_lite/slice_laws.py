@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from conslaw_lite.law_blocks import PAIR_SECONDS, SLICE_SECONDS, squares_only, unit_group
 from conslaw_lite.law_moves import MOVED_TOL, swapped, swapped_pair
 from conslaw_lite.law_search import Samples, Search, Stopped, as_dicts, assembled, residuals, within_budget
+from conslaw_lite.null_space import weaker
 from conslaw_lite.polynomial_laws import Layout
 
 
@@ -42,19 +43,21 @@ class Units:  # what the unit slices gave: the laws, the evidence, the slices so
     later: list[list[int]] = field(default_factory=list)  # the other slices of the axes whose first has none
     over_budget: int = 0  # slices or pairs of them not solved: SLICE_SECONDS or PAIR_SECONDS spent
 
+    @property
+    def evidence(self) -> tuple[float, float]:
+        return self.sigma_kept, self.sigma_dropped
+
     def join(self, other: Units) -> Units:
         """Take another stage's laws and evidence in; that stage."""
         self.vectors += other.vectors
-        self.sigma_kept = min(self.sigma_kept, other.sigma_kept)
-        self.sigma_dropped = max(self.sigma_dropped, other.sigma_dropped)
+        self.sigma_kept, self.sigma_dropped = weaker((self.sigma_kept, self.sigma_dropped), other.evidence)
         return other
 
     def add(self, found: Search) -> list[dict]:
         """Take a search's laws and evidence in; its laws."""
         laws = as_dicts(found)
         self.vectors += laws
-        self.sigma_kept = min(self.sigma_kept, found.sigma_kept)
-        self.sigma_dropped = max(self.sigma_dropped, found.sigma_dropped)
+        self.sigma_kept, self.sigma_dropped = weaker((self.sigma_kept, self.sigma_dropped), found.evidence)
         self.solved += found.blocks
         return laws
 

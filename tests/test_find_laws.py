@@ -822,3 +822,32 @@ def test_a_search_whose_laws_fail_the_check_is_run_once_more_on_other_theta(one_
     _ZeroBranch()
     found = find_laws(_ZeroBranch(), (3,))
     assert found.complete and found.num_found == 18 and found.left_out == 0, found.message
+
+
+
+def _block_of(sigma: list[float], gen: torch.Generator) -> torch.Tensor:
+    """40 samples' rows on 4 coordinates with singular values ``sigma``; all columns of one length (Hadamard), so the
+    search's column scaling keeps their ratios."""
+    u = torch.linalg.qr(torch.randn(40, 4, dtype=torch.float64, generator=gen))[0]
+    hadamard = torch.tensor([[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]], dtype=torch.float64) / 2
+    return u @ torch.diag(torch.tensor(sigma, dtype=torch.float64)) @ hadamard
+
+
+def test_each_block_weighs_its_own_singular_values() -> None:
+    """timm's MLP-Mixer found all its N = 39 laws and was called inconclusive: the near-law of one block (a
+    LayerNorm's ε breaks a rescaling, σ kept 5.9·10⁻⁶) was weighed against the round-off of another (6.7·10⁻¹⁰)."""
+    gen = torch.Generator().manual_seed(0)
+    near = _block_of([1.0, 1.0, 1.0, 6e-6], gen)  # nothing dropped
+    law = _block_of([1.0, 1.0, 1.0, 7e-10], gen)  # one law, gap 1.4·10⁹
+    doubtful = _block_of([1.0, 1.0, 1e-6, 7e-10], gen)  # gap 1.4·10³ within the block
+
+    def searched(*blocks: torch.Tensor) -> search.Search:
+        g = torch.cat(blocks, dim=1)[:, None, :]  # 40 samples of one output
+        samples = search.Samples(torch.zeros(40, 8, dtype=torch.float64), g)
+        return search.block_laws(samples, [[0, 1, 2, 3], [4, 5, 6, 7]], 1, "")
+
+    found = searched(near, law)
+    assert found.conclusive, found.reason
+    assert len(found.vectors) == 1 and found.gap == pytest.approx(1 / 7e-10, rel=1e-3)
+    assert not searched(law, doubtful).conclusive
+    assert searched(doubtful, law).gap == pytest.approx(1e-6 / 7e-10, rel=1e-3)  # the weaker block's, in any order
