@@ -247,7 +247,7 @@ def test_cli_drift_of_a_module_file_keeps_its_prints_off_the_json_and_names_its_
     )
     assert main(["drift", f"{path}:build", "--lr", "1e-4", "--input-shape", "2"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {path}:9: the model fails on inputs of shape (2,) (AttributeError: ")
+    assert err.startswith(f"error: {path}:9: the model fails on the training batch of 64 inputs of shape (2,) (Attrib")
     assert len(err.splitlines()) == 1
     assert main(["drift", f"{path}:build", "--lr", "1e-4", "-0.01", "--input-shape", "2"]) == 2
     assert "--lr takes step sizes τ > 0, got 0.0001 -0.01" in capsys.readouterr().err
@@ -259,7 +259,16 @@ def test_cli_drift_of_a_module_file_keeps_its_prints_off_the_json_and_names_its_
     )
     assert main(["drift", f"{path}:build", "--lr", "1e-4", "2e-4", "--input-shape", "2", "--steps", "2"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
-    assert err == f"error: {path}:7: the model fails on the training batch (RuntimeError: no batch of 64)"
+    batch = "the training batch of 64 inputs of shape (2,)"
+    assert err == f"error: {path}:7: the model fails on {batch} (RuntimeError: no batch of 64)"
+    path.write_text(  # two outputs: the MSE loss needs one, said once the law search (seconds) had ended
+        "import torch\nfrom torch import nn\n\nclass Net(nn.Sequential):\n    def forward(self, x):\n"
+        "        y = super().forward(x)\n        return y, y.sum(-1)\n"
+        "\ndef build():\n    return Net(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))\n"
+    )
+    assert main(["drift", f"{path}:build", "--lr", "1e-4", "--input-shape", "2", "--steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: the model returns tuple; the MSE loss needs one tensor\n"  # no "laws of ...: found" before
 
 
 def test_cli_drifts_a_module_past_find_laws_on_its_rescaled_units(

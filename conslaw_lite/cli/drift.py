@@ -17,7 +17,7 @@ import argparse
 import contextlib
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -127,7 +127,7 @@ def _report(args: argparse.Namespace) -> tuple[str, int]:
             raise ValueError("--input-shape, --input-dtype and --vocab are for FILE.py; an arch knows its inputs")
         check_sizes(args.arch, options)
         setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
-    try:
+    with _named_in_file("the training batch", locate if laws is not None else None):
         if args.alarm:
             return run_alarm(args, setup, laws), 0
         report = measure(
@@ -135,25 +135,27 @@ def _report(args: argparse.Namespace) -> tuple[str, int]:
             seeds=args.seeds, name=args.arch, batch=batch, device=default_device(args.device),
             dtype=DTYPES[args.dtype], laws=laws,
         )  # fmt: skip
-    except ValueError as err:  # a module file's: named with the line of the file it surfaced at
-        raise ValueError(locate(err)) from err
-    except Diverged:
-        raise
-    except Exception as err:  # the file's forward, raising on the training batch: its line and exit 2, as certify's
-        located = _in_file(err, "the training batch", locate if laws is not None else None)
-        if located is None:
-            raise
-        raise located from err
     text = json_text(report.to_dict()) if args.json else format_report(report)
     return text, PARTIAL if report.diverged else 0  # measure warned of the diverged τ, one line on stderr
 
 
-def _in_file(err: Exception, where: str, locate: Callable[[ValueError], str] | None) -> ValueError | None:
-    """``err`` as the ``ValueError`` naming the line of the module file it was raised in (exit 2, as certify's), or
-    ``None`` where it was not (``locate`` is ``None`` for an architecture): a bug of this package, exit 3."""
-    failed = ValueError(f"the model fails on {where} ({first_line(err)})")
-    failed.__cause__ = err
-    return None if locate is None or locate(failed) == str(failed) else ValueError(locate(failed))
+@contextlib.contextmanager
+def _named_in_file(where: str, locate: Callable[[ValueError], str] | None) -> Iterator[None]:
+    """Errors raised inside named with the line of the module file they surfaced at (exit 2, as certify's): a
+    ``ValueError`` as it is, any other as the model failing on ``where``; one raised outside the file (``locate`` is
+    ``None`` for an architecture) is a bug of this package, exit 3. A divergence passes through."""
+    try:
+        yield
+    except ValueError as err:
+        raise ValueError(str(err) if locate is None else locate(err)) from err
+    except Diverged:
+        raise
+    except Exception as err:
+        failed = ValueError(f"the model fails on {where} ({first_line(err)})")
+        failed.__cause__ = err
+        if locate is None or locate(failed) == str(failed):
+            raise
+        raise ValueError(locate(failed)) from err
 
 
 def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict[str, Law], Callable]:
@@ -173,27 +175,23 @@ def own_module(args: argparse.Namespace, batch: int | None) -> tuple[Setup, dict
         raise ValueError(f"{args.arch} needs --input-shape, e.g. --input-shape 3,4 (or a function inputs(n) in it)")
     D = sum(p.numel() for p in user.model.parameters() if p.requires_grad)
     locate = lambda err: user.located(err, tokens=vocab is not None)  # noqa: E731
-    try:
+    setup = model_setup(
+        lambda: load_module(args.arch).model, shape if inputs is None else None, inputs=inputs, samples=args.samples,
+        batch=batch,
+    )  # fmt: skip
+    batch_of = f"the training batch of {args.samples} inputs" + ("" if shape is None else f" of shape {shape}")
+    with _named_in_file(batch_of, locate):
+        setup(0)  # the training's model and loss, before a search of seconds: a model it cannot train stops here
+    with _named_in_file("the inputs of the law search", locate):
         if D > MAX_PARAMS:  # past find_laws: the laws of its rescaled units, checked, not counted
             laws, found = rescaling_laws(user.model, shape if inputs is None else None, inputs=searched_on)
             found += f" (D = {D:,} is over the {MAX_PARAMS:,} find_laws counts)"
         else:
             found = find_laws(user.model, shape if inputs is None else None, inputs=searched_on)
             laws = found.laws
-    except ValueError as err:
-        raise ValueError(locate(err)) from err
-    except Exception as err:  # the file's forward, raising where the search calls it
-        located = _in_file(err, "the inputs of the law search", locate)
-        if located is None:
-            raise
-        raise located from err
     if not laws:
         raise ValueError(f"{args.arch} has no laws whose drift to measure: {found}")
     print(f"laws of {args.arch}: {found}", file=sys.stderr)
-    setup = model_setup(
-        lambda: load_module(args.arch).model, shape if inputs is None else None, inputs=inputs, samples=args.samples,
-        batch=batch,
-    )  # fmt: skip
     return setup, laws, locate
 
 
