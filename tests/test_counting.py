@@ -1365,3 +1365,61 @@ def test_pruned_weight_normed_and_data_parallel_models_are_counted(make: Callabl
     torch.manual_seed(0)
     count = count_laws(make(), (4,))
     assert count.conclusive and count.num_laws == 8, count
+
+
+class _InPlace(nn.Module):
+    """3 → 4 → 2 with the activation ``act(h)`` written in place, its result discarded: the model reads ``h``."""
+
+    def __init__(self, act: Callable[[torch.Tensor], object]) -> None:
+        super().__init__()
+        self.f1, self.f2, self.act = nn.Linear(3, 4), nn.Linear(4, 2), act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.f1(x)
+        self.act(h)
+        return self.f2(h)
+
+
+@pytest.mark.parametrize(
+    ("act", "laws"),
+    [
+        (lambda h: h.relu_(), 4),
+        (lambda h: F.relu(h, True), 4),  # inplace given by position
+        (nn.ReLU(inplace=True), 4),
+        (lambda h: F.leaky_relu(h, 0.1, inplace=True), 4),
+        (lambda h: h.abs_(), 4),
+        (lambda h: F.hardtanh(h, inplace=True), 0),
+        (lambda h: F.hardswish(h, inplace=True), 0),  # an exact stand-in of the counter
+    ],
+)
+def test_an_activation_written_in_place_is_counted_as_torch_computes_it(act: Callable, laws: int) -> None:
+    """The counter's stand-ins returned a new tensor: ``h.relu_()``, its result discarded, was the identity (N = 10,
+    conclusive, instead of the 4 unit laws; a hardtanh 10 instead of 0)."""
+    torch.manual_seed(0)
+    result = count_laws(_InPlace(act).double(), (3,), progress=False)
+    assert result.conclusive and result.num_laws == laws
+
+
+class _Aliased(nn.Module):
+    """A ReLU in place whose input is read afterwards (``z``, rectified by then), or (``view``) on half the units."""
+
+    def __init__(self, view: bool) -> None:
+        super().__init__()
+        self.f1, self.f2, self.f3, self.view = nn.Linear(3, 4), nn.Linear(4, 2), nn.Linear(4, 2), view
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.f1(x)
+        if self.view:
+            z[:, :2].relu_()
+            return self.f2(z)
+        return self.f2(torch.relu_(z)) + self.f3(z)
+
+
+def test_an_in_place_activation_changes_its_aliases() -> None:
+    """Through ``z``, f2 and f3 read the same rectified units: their 4 unit laws, and f2 − f3 is not read (10 laws);
+    it was 6, z read unrectified. On the view: 2 unit laws, GL(2) of the 2 linear units, 3 laws, and f3, unread, 10;
+    it was 20, every unit linear."""
+    for view, laws in ((False, 4 + 10), (True, 2 + 3 + 10)):
+        torch.manual_seed(0)
+        result = count_laws(_Aliased(view).double(), (3,), progress=False)
+        assert result.conclusive and result.num_laws == laws, view

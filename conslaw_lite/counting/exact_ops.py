@@ -42,9 +42,11 @@ counter's own derivative self-check then reports the count as inconclusive.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 import torch
@@ -143,6 +145,59 @@ def instance_norm(
     return _affine(_normalize(input, dims, eps), weight, bias, _channel_shape(input))
 
 
+@functools.cache
+def _inplace_position(func: Callable) -> int | None:
+    """Where ``func`` takes ``inplace`` (``F.relu``: 1, ``F.hardtanh``: 3), or None."""
+    try:
+        names = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature: torch.relu, Tensor.clamp
+        return None
+    return names.index("inplace") if "inplace" in names else None
+
+
+def modified_tensor(func: Callable, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The tensor a call writes in place: its ``out=``, or its input for ``relu_``, ``Tensor.clamp_`` and a call with
+    ``inplace=True``; None for a call that returns a new tensor.
+
+    Examples
+    ========
+    >>> h = torch.zeros(2)
+    >>> modified_tensor(F.relu, (h,), {"inplace": True}) is h, modified_tensor(F.relu, (h, True), {}) is h
+    (True, True)
+    >>> modified_tensor(torch.Tensor.relu_, (h,), {}) is h, modified_tensor(torch.relu, (h,), {})
+    (True, None)
+    """
+    out = kwargs.get("out")
+    if isinstance(out, torch.Tensor):
+        return out
+    if not args or not isinstance(args[0], torch.Tensor):
+        return None
+    name = getattr(func, "__name__", "")
+    if name.endswith("_") and not name.endswith("__"):
+        return args[0]
+    at = _inplace_position(func) if callable(func) else None
+    return args[0] if kwargs.get("inplace", args[at] if at is not None and len(args) > at else False) else None
+
+
+def as_torch_writes(func: Callable, args: tuple, kwargs: dict, stand_in: Callable[[tuple], torch.Tensor]):
+    """``stand_in(args)``, a call's replacement, with the call's writes: for an in-place call (:func:`modified_tensor`)
+    computed on a copy of its input (a tensor its derivative saved stays as it was) and written into the tensor torch
+    would write, which it returns. A model that discards the result (``h.relu_()``) or reads an alias of the input
+    (the view it was, its base) sees the change, as it does outside the counter (without it, ``h.relu_()`` counted as
+    the identity: a ReLU MLP's N was 10 instead of 4, conclusive).
+
+    Examples
+    ========
+    >>> h = torch.tensor([-1.0, 2.0])
+    >>> as_torch_writes(torch.Tensor.relu_, (h,), {}, lambda a: a[0].clamp_min(0)) is h, h.tolist()
+    (True, [0.0, 2.0])
+    """
+    target = modified_tensor(func, args, kwargs)
+    if target is None:
+        return stand_in(args)
+    return target.copy_(stand_in((args[0].clone(), *args[1:])))
+
+
 def hardsigmoid(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     """``clamp(z/6 + 1/2, 0, 1)`` (``F.hardsigmoid``, whose backward kernel has no forward-mode derivative).
 
@@ -152,7 +207,7 @@ def hardsigmoid(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     >>> torch.allclose(hardsigmoid(z), F.hardsigmoid(z))
     True
     """
-    return (input / 6 + 0.5).clamp(0, 1)
+    return as_torch_writes(hardsigmoid, (input,), {"inplace": inplace}, lambda a: (a[0] / 6 + 0.5).clamp(0, 1))
 
 
 def hardswish(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
@@ -164,7 +219,7 @@ def hardswish(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     >>> torch.allclose(hardswish(z), F.hardswish(z))
     True
     """
-    return input * (input + 3).clamp(0, 6) / 6
+    return as_torch_writes(hardswish, (input,), {"inplace": inplace}, lambda a: a[0] * (a[0] + 3).clamp(0, 6) / 6)
 
 
 _GELU = F.gelu  # torch's own, which the stand-in calls for the erf form
@@ -195,7 +250,7 @@ def mish(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     >>> torch.allclose(mish(z), F.mish(z))
     True
     """
-    return input * torch.tanh(F.softplus(input))
+    return as_torch_writes(mish, (input,), {"inplace": inplace}, lambda a: a[0] * torch.tanh(F.softplus(a[0])))
 
 
 def glu(input: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -377,4 +432,4 @@ class _Routed(TorchFunctionMode):
         self.routes = routes
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        return self.routes.get(func, func)(*args, **(kwargs or {}))
+        return self.routes.get(func, func)(*args, **(kwargs or {}))  # a stand-in does an in-place call's writes

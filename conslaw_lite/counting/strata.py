@@ -297,7 +297,7 @@ class _Recorder(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         x = args[0] if args else None
         if func in KINKED_AT_ZERO and isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[0] == self.batch:
-            in_place = func.__name__.endswith("_") or (kwargs or {}).get("inplace", False)
+            in_place = exact_ops.modified_tensor(func, args, kwargs or {}) is not None
             self.calls.append((self.where(), x.detach().clone() if in_place else x))  # in place: overwritten
         return func(*args, **(kwargs or {}))
 
@@ -478,7 +478,7 @@ class _Forced(TorchFunctionMode):
         if func in EXPONENTIAL and self.batch is not None and m.dim() and m.shape[0] == self.batch:
             far = (m == 0) & (args[0].detach() > EXP_CONTINUATION)
             self.far = self.far | far.reshape(self.batch, -1).any(1).cpu()
-        return _on_piece(func, args, kwargs, m, branch)
+        return exact_ops.as_torch_writes(func, args, kwargs, lambda a: _on_piece(func, a, kwargs, m, branch))
 
 
 @contextmanager
