@@ -3,7 +3,11 @@ parametrized weight, a forward hook of the user's on it or its parts (:func:`alt
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from torch import nn
+from torch.nn.modules.module import _global_forward_hooks as _GLOBAL_HOOKS
+from torch.nn.modules.module import _global_forward_pre_hooks as _GLOBAL_PRE_HOOKS
 from torch.nn.utils import parametrize
 
 
@@ -54,22 +58,61 @@ def altered(module: nn.Module, registered: type) -> str | None:
     if hooked:
         hooks = "a forward hook" if len(hooked) == 1 else "forward hooks"
         return f"{hooks} on {', '.join(hooked)} (a hook can change what the block computes)"
+    if any(_foreign(h) for h in (*_GLOBAL_HOOKS.values(), *_GLOBAL_PRE_HOOKS.values())):
+        return "a global forward hook (register_module_forward_hook: it can change what every block computes)"
+    ours = __name__.partition(".")[0]  # the count's float64 copies: a softmax in float64 (families.hf.exact)
+    replaced = [name or "itself" for name, m in module.named_modules() if _foreign(vars(m).get("forward"), home, ours)]
+    if replaced:
+        return f"its forward replaced on {', '.join(replaced)} (an instance's own forward can compute anything)"
     return None
+
+
+def _foreign(fn: object, *homes: str) -> bool:
+    """Whether ``fn`` (a hook, a forward set on an instance; None: none) comes from outside the packages ``homes``
+    and may change outputs (it is not marked ``OUTPUT_KEPT``)."""
+    if fn is None or getattr(fn, OUTPUT_KEPT, False):
+        return False
+    fn = getattr(fn, "func", fn)  # functools.partial
+    origin = str(getattr(getattr(fn, "__func__", fn), "__module__", ""))  # a bound method's function
+    return origin.partition(".")[0] not in homes
 
 
 def _foreign_hooks(module: nn.Module, home: str) -> bool:
     """Forward hooks on ``module`` from outside the package ``home`` whose block it is part of (transformers records
     outputs with hooks of its own, installed at the first forward; a user's hook is another matter), but for those
     marked ``OUTPUT_KEPT`` (a monitor's refusal of a call that breaks its laws)."""
-    hooks = [*module._forward_hooks.values(), *module._forward_pre_hooks.values()]
-    return any(
-        str(getattr(getattr(h, "func", h), "__module__", "")).partition(".")[0] != home
-        for h in hooks
-        if not getattr(h, OUTPUT_KEPT, False)
-    )
+    return any(_foreign(h, home) for h in (*module._forward_hooks.values(), *module._forward_pre_hooks.values()))
 
 
 OUTPUT_KEPT = "conslaw_lite_output_kept"  # an attribute of a hook of this package that changes no output
 
 
 _SAME = frozenset({"__init__", "__repr__", "extra_repr"})  # methods a subclass may redefine without changing f
+
+
+def _inside(name: str, path: str) -> bool:
+    return path == "" or name.startswith(path + ".")
+
+
+def tied_outside(model: nn.Module, paths: Sequence[str]) -> dict[str, str]:
+    """Per block path, why its laws fail: one of its parameters is also registered outside it (a tied weight).
+
+    Examples
+    ========
+    >>> model = nn.ModuleDict({"attn": nn.Linear(2, 2), "head": nn.Linear(2, 2)})
+    >>> model["head"].weight = model["attn"].weight
+    >>> tied_outside(model, ["attn"])
+    {'attn': '`attn.weight` is also `head.weight`'}
+    """
+    names: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    why = {}
+    for path in paths:
+        for aliases in names.values():
+            inside = [n for n in aliases if _inside(n, path)]
+            outside = [n for n in aliases if not _inside(n, path)]
+            if inside and outside:
+                why[path] = f"`{inside[0]}` is also `{outside[0]}`"
+                break
+    return why

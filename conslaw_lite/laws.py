@@ -30,7 +30,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from conslaw_lite.block_changes import altered
+from conslaw_lite.block_changes import altered, tied_outside
 from conslaw_lite.wrapped_modules import module_copy, unwrapped
 
 Params = Mapping[str, torch.Tensor]  # θ (or a gradient) by the model's own parameter names
@@ -443,6 +443,10 @@ def find_blocks(model: nn.Module, *, required: bool = False) -> list[BlockLaws]:
             left_out(module, f"{name}.", why)
             continue
         blocks.append(replace(found, path=name))  # the finder knows its prefix, not its name
+    tied = tied_outside(model, [block.path for block in blocks])  # gradient from outside moves the laws
+    for block in [b for b in blocks if b.path in tied]:
+        left_out(model.get_submodule(block.path), f"{block.path}.", f"a weight shared outside it ({tied[block.path]})")
+    blocks = [b for b in blocks if b.path not in tied]
     if required and not blocks:
         raise ValueError(
             f"no block with known conservation laws in {type(model).__name__}; "

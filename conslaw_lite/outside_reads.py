@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from conslaw_lite.block_changes import tied_outside
 from conslaw_lite.config import evaluating
 from conslaw_lite.laws import registered_form
 from conslaw_lite.model_parts import lacks_forward
@@ -33,34 +34,6 @@ def _children_on(model: nn.Module, x: torch.Tensor) -> None:
             child(x)
         except Exception:  # noqa: BLE001 - a child that takes other inputs: no read of it is seen on x
             continue
-
-
-def _inside(name: str, path: str) -> bool:
-    return path == "" or name.startswith(path + ".")
-
-
-def tied_outside(model: nn.Module, paths: Sequence[str]) -> dict[str, str]:
-    """Per block path, why its laws fail: one of its parameters is also registered outside it (a tied weight).
-
-    Examples
-    ========
-    >>> model = nn.ModuleDict({"attn": nn.Linear(2, 2), "head": nn.Linear(2, 2)})
-    >>> model["head"].weight = model["attn"].weight
-    >>> tied_outside(model, ["attn"])
-    {'attn': '`attn.weight` is also `head.weight`'}
-    """
-    names: dict[int, list[str]] = {}
-    for name, p in model.named_parameters(remove_duplicate=False):
-        names.setdefault(id(p), []).append(name)
-    why = {}
-    for path in paths:
-        for aliases in names.values():
-            inside = [n for n in aliases if _inside(n, path)]
-            outside = [n for n in aliases if not _inside(n, path)]
-            if inside and outside:
-                why[path] = f"`{inside[0]}` is also `{outside[0]}`"
-                break
-    return why
 
 
 class _Reads(TorchFunctionMode):

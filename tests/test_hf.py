@@ -786,3 +786,89 @@ def test_a_transformers_attention_narrower_than_its_heads_is_refused_as_mha_is()
     laws per head, which are not independent under d ≥ k. Refused, as mha, gqa and linear attention refuse it."""
     with pytest.raises(ValueError, match=r"--dim \(2\) must be at least --head-dim \(8\): the counts assume d ≥ k"):
         get_arch("qwen3-attention").build(ArchOptions(dim=2, head_dim=8))
+
+
+def _edited(edit) -> set[str]:
+    """The block kinds of a two-layer Llama with ReLU gates after ``edit(model)``, and the warnings it gave."""
+    model = tiny_model("llama", ArchOptions(dim=8, heads=2, head_dim=4, hidden=4), num_hidden_layers=2,
+                       hidden_act="relu")  # fmt: skip
+    edit(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        keys = set(laws_of(model))  # evaluated: a law reading a weight the model lacks raised KeyError
+    return keys, " ".join(str(w.message) for w in caught)
+
+
+def test_a_model_changed_after_it_was_built_keeps_only_the_laws_that_still_hold() -> None:
+    """Each change below kept laws that moved at first order (a probe's τ-ratio 4, not 16), or crashed laws_of: the
+    adapters read the config and trusted the modules."""
+    keys, _ = _edited(lambda model: None)
+    assert any(":|A_{:,i}|^2" in k for k in keys) and any("input_layernorm" in k for k in keys)
+
+    def gelu(model):  # the config still says ReLU, whose gate law the MLP lost
+        model.model.layers[0].mlp.act_fn = nn.GELU()
+
+    keys, said = _edited(gelu)
+    assert not any(k.startswith("model.layers.0.mlp:") for k in keys) and any("layers.1.mlp:" in k for k in keys)
+    assert "has act_fn = GELU(approximate='none'), not the config's hidden_act='relu'" in said
+
+    def layer_norm(model):  # a bias and a mean: no coupling of the gain with q, k, v
+        model.model.layers[0].input_layernorm = nn.LayerNorm(8)
+
+    keys, said = _edited(layer_norm)
+    assert not any(k.startswith("model.layers.0:input_layernorm") for k in keys)
+    assert any(k.startswith("model.layers.0:post_attention_layernorm") for k in keys)
+    assert "the coupling of input_layernorm is left out: input_layernorm is LayerNorm" in said
+
+    def lora(model):  # W + BA
+        class LoRA(nn.Module):
+            def __init__(self, base: nn.Linear) -> None:
+                super().__init__()
+                self.base_layer, self.A, self.B = base, nn.Linear(8, 2, bias=False), nn.Linear(2, base.out_features)
+
+            def forward(self, x):
+                return self.base_layer(x) + self.B(self.A(x))
+
+        model.model.layers[0].self_attn.q_proj = LoRA(model.model.layers[0].self_attn.q_proj)
+
+    keys, said = _edited(lora)
+    assert not any(k.startswith(("model.layers.0.self_attn:", "model.layers.0:input")) for k in keys)
+    assert "has q_proj = LoRA, not nn.Linear" in said
+
+    def gemma_norm(model):  # an instance's own forward: x/rms·(1 + γ)
+        norm = model.model.norm
+        norm.forward = lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * (1 + norm.weight)
+
+    keys, said = _edited(gemma_norm)
+    assert not any(k.startswith("model.norm") for k in keys) and "its forward replaced on model.norm" in said
+
+    def shared(model):
+        model.model.layers[1].self_attn.q_proj.weight = model.model.layers[0].self_attn.q_proj.weight
+
+    keys, said = _edited(shared)
+    assert not any(k.startswith(("model.layers.0.self_attn:", "model.layers.1.self_attn:")) for k in keys)
+    assert "a weight shared outside it (`model.layers.0.self_attn.q_proj.weight` is also `model.layers.1" in said
+
+
+def test_a_global_forward_hook_leaves_every_block_out() -> None:
+    model = tiny_model("llama", ArchOptions(dim=8, heads=2, head_dim=4))
+    handle = nn.modules.module.register_module_forward_hook(lambda module, args, out: out)
+    try:
+        with pytest.warns(UserWarning, match="a global forward hook"):
+            with pytest.raises(ValueError, match="no block with known conservation laws in LlamaForCausalLM"):
+                laws_of(model)
+    finally:
+        handle.remove()
+    assert laws_of(model)
+
+
+def test_a_rotary_buffer_edited_after_it_was_built_is_counted_as_the_model_turns() -> None:
+    """A frequency zeroed (p-RoPE's unturned pairs): the count took the config's table and said N = 39, conclusive; the
+    unturned pair's whole 2×2 Gram law is conserved, two laws more than its block law."""
+    model = tiny_model("llama", ArchOptions(dim=8, heads=1, head_dim=4, hidden=3, out=16))
+    ids = torch.arange(16).reshape(4, 4)
+    before = count_laws(countable(model), inputs=ids, progress=False)
+    with torch.no_grad():
+        model.model.rotary_emb.inv_freq[-1] = 0.0
+    after = count_laws(countable(model), inputs=ids, progress=False)
+    assert before.conclusive and after.conclusive and after.num_laws == before.num_laws + 2

@@ -46,6 +46,17 @@ GATE_ACTIVATIONS = {"silu": "silu", "swish": "silu", "relu": "relu", "leaky_relu
 _GATES = "SiLU, ReLU, leaky ReLU and gates of no rescaling (GELU's, tanh, sigmoid, ...)"
 
 
+def is_rms_norm(module: nn.Module) -> bool:
+    """``γ ⊙ x/rms(x)``: transformers' RMSNorm of one of ``MODELS``, or torch's (the count's float64 copy holds it).
+
+    Examples
+    ========
+    >>> is_rms_norm(nn.RMSNorm(2)), is_rms_norm(nn.LayerNorm(2))
+    (True, False)
+    """
+    return class_name(module) in NORMS or type(module) is nn.RMSNorm
+
+
 def class_name(module: nn.Module) -> str:
     """The class name of ``module`` (``"Qwen3Attention"``).
 
@@ -240,6 +251,9 @@ def unsupported(module: nn.Module) -> str | None:
     "hidden_act='relu2' (the gated MLP's laws are de"
     """
     config = config_of(module)
+    replaced = _replaced_part(module)
+    if replaced:
+        return replaced
     if hasattr(module, "q_proj"):  # a sliding window masks scores, which the laws' symmetries leave unchanged
         return attention_problem(config) or rope_problem(config)
     act = getattr(config, "hidden_act", "silu")
@@ -247,6 +261,41 @@ def unsupported(module: nn.Module) -> str | None:
         return f"hidden_act={act!r} (the gated MLP's laws are derived for {_GATES})"
     if hasattr(module, "experts") and GATE_ACTIVATIONS[act] == "relu":
         return f"hidden_act={act!r} (the experts' laws are derived for gates of no rescaling: not a ReLU gate's own)"
+    return _other_gate(module, act)
+
+
+LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def _replaced_part(module: nn.Module) -> str | None:
+    """A projection or QK-norm of an attention or MLP that is no longer what transformers builds (a LoRA adapter
+    around ``q_proj``: W + BA, whose laws are others; an ``nn.Identity`` for ``q_norm``), or None."""
+    for name in LINEARS:
+        part = getattr(module, name, None)
+        if part is not None and type(part) is not nn.Linear:
+            return f"{name} = {type(part).__name__}, not nn.Linear (replaced or wrapped after it was built)"
+    for name in ("q_norm", "k_norm"):
+        part = getattr(module, name, None)
+        if part is not None and not is_rms_norm(part):
+            return f"{name} = {type(part).__name__}, not the RMSNorm of {', '.join(MODELS.values())}"
+    return None
+
+
+def _other_gate(module: nn.Module, act: str) -> str | None:
+    """The gate the block computes where it is not ``config.hidden_act``'s, which its laws are chosen by: an
+    ``act_fn`` replaced, or the config edited, after the model was built (a GELU where the config says ReLU kept
+    ReLU's gate law, which moved at first order)."""
+    from transformers.activations import ACT2FN
+
+    z = torch.linspace(-4.0, 4.0, 33, dtype=torch.float64)
+    for name, owner in (("act_fn", module), ("experts.act_fn", getattr(module, "experts", None))):
+        gate = getattr(owner, "act_fn", None)
+        if gate is None:
+            continue
+        with torch.no_grad():
+            same = act in ACT2FN and torch.allclose(gate(z.clone()), ACT2FN[act](z.clone()), rtol=0.0, atol=1e-12)
+        if not same:
+            return f"{name} = {gate!r}, not the config's hidden_act={act!r} (one of them changed after it was built)"
     return None
 
 

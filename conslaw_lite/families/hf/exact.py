@@ -59,11 +59,20 @@ class ExactRotary(nn.Module):
         self.inv_freq, self.scale, self.longest = nn.Buffer(omega.to(torch.float64)), scale, longest
 
     @classmethod
-    def of(cls, config: object) -> ExactRotary:
-        """The rotary table of a transformers ``config`` (:func:`~conslaw_lite.families.hf.config.check_rope` first)."""
+    def of(cls, config: object, rotary: nn.Module | None = None) -> ExactRotary:
+        """The rotary table of a transformers ``config`` (:func:`~conslaw_lite.families.hf.config.check_rope` first),
+        or, where the model's ``rotary`` module turns by other frequencies than its config's (a buffer edited after it
+        was built: a frequency zeroed to leave a pair unturned), by those: the count is of the model as it computes.
+        """
         check_rope(config)
         dynamic = "dynamic" in (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
-        return cls(*rope_frequencies(config), longest=config.max_position_embeddings if dynamic else None)
+        omega, scale = rope_frequencies(config)
+        # dynamic's forward puts its original frequencies back on the sequences the count takes
+        held = None if rotary is None else getattr(rotary, "original_inv_freq" if dynamic else "inv_freq", None)
+        if held is not None and not (held.shape == omega.shape and torch.allclose(held.double(), omega, rtol=1e-6)):
+            omega = held.detach().to(torch.float64)  # from float32, as the model turns by them
+        scale = float(getattr(rotary, "attention_scaling", scale))
+        return cls(omega, scale, longest=config.max_position_embeddings if dynamic else None)
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.longest is not None and position_ids.max() >= self.longest:
@@ -245,7 +254,7 @@ def _replacement(module: nn.Module) -> nn.Module | None:
         adopt(norm, "weight", module.weight)  # the same Parameter: same name, same value
         return norm
     if name in ROTARIES:
-        return ExactRotary.of(module.config)
+        return ExactRotary.of(module.config, module)
     if name == "Qwen3MoeTopKRouter":
         return ExactRouter(module)
     if name == "Qwen3MoeExperts":

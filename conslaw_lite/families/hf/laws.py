@@ -70,7 +70,7 @@ def _moe(module: nn.Module, prefix: str) -> BlockLaws | None:
 
 
 @register_laws(*full_names("DecoderLayer"))
-def _layer(module: nn.Module, prefix: str) -> BlockLaws:
+def _layer(module: nn.Module, prefix: str) -> BlockLaws | None:
     return layer_laws(module, prefix)
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from conslaw_lite.laws import BlockLaws, Law, Params
+from conslaw_lite.families.hf.config import MODELS, is_rms_norm
+from conslaw_lite.laws import BlockLaws, Law, Params, say_once
 from conslaw_lite.shared_squares import squared
 
 ATTENTION_READERS = ("q_proj", "k_proj", "v_proj")
@@ -47,30 +48,65 @@ def coupling(gain: str, readers: list[str]) -> Law:
     return law
 
 
-def _add(laws: dict[str, Law], controls: dict[str, Law], prefix: str, norm: str, readers: list[str], what: str):
+def _add(
+    owner: nn.Module, laws: dict[str, Law], controls: dict[str, Law], prefix: str, norm: str, readers: list[str],
+    what: str,
+) -> None:  # fmt: skip
+    """The coupling of ``norm`` (a path in ``owner``) with ``readers``, or a warning naming why it is left out."""
+    problem = _changed(owner, norm, readers)
+    if problem:
+        where = prefix.rstrip(".") or "the model"
+        say_once(owner, f"{type(owner).__name__} at {where}: the coupling of {norm} is left out: {problem}")
+        return
     gain = f"{prefix}{norm}.weight"
     laws[f"{norm}.γ²−‖W[:,j]‖² ({what})"] = coupling(gain, [prefix + r for r in readers])
     controls[f"{norm}.γ²"] = coupling(gain, [])
 
 
-def layer_laws(layer: nn.Module, prefix: str) -> BlockLaws:
+def _changed(owner: nn.Module, norm: str, readers: list[str]) -> str | None:
+    """Why ``norm`` and its ``readers`` are not as transformers builds them, or None: the norm replaced (a LayerNorm's
+    bias, Gemma's 1 + γ: the coupling moved at first order), a weight not where it was (a layer wrapped)."""
+    try:
+        module = owner.get_submodule(norm)
+    except AttributeError:
+        return f"it has no {norm}"
+    if not is_rms_norm(module):
+        return f"{norm} is {type(module).__name__}, not the RMSNorm of {', '.join(MODELS.values())}"
+    held = dict(owner.named_parameters())
+    missing = [name for name in (f"{norm}.weight", *readers) if name not in held]
+    return f"{missing[0]} is not among its parameters (a layer replaced or wrapped)" if missing else None
+
+
+def layer_laws(layer: nn.Module, prefix: str) -> BlockLaws | None:
     """The two norm couplings of one decoder layer (``Qwen3DecoderLayer``, ``LlamaDecoderLayer``, ...).
 
     Examples
     ========
+    >>> class Qwen3RMSNorm(nn.RMSNorm):  # transformers' class name
+    ...     pass
     >>> layer = nn.Module()  # laid out like transformers' decoder layer
+    >>> layer.input_layernorm, layer.post_attention_layernorm = Qwen3RMSNorm(2), Qwen3RMSNorm(2)
     >>> layer.self_attn, layer.mlp = nn.Module(), nn.Module()
+    >>> for name in ("q_proj", "k_proj", "v_proj"):
+    ...     layer.self_attn.add_module(name, nn.Linear(2, 2))
+    >>> layer.mlp.gate_proj, layer.mlp.up_proj = nn.Linear(2, 3), nn.Linear(2, 3)
     >>> sorted(layer_laws(layer, "model.layers.0.").laws)
     ['input_layernorm.γ²−‖W[:,j]‖² (q+k+v)', 'post_attention_layernorm.γ²−‖W[:,j]‖² (gate+up)']
+    >>> layer.input_layernorm = nn.LayerNorm(2)  # a norm of another kind: that coupling is left out, with a warning
+    >>> list(layer_laws(layer, "model.layers.0.").laws)
+    ['post_attention_layernorm.γ²−‖W[:,j]‖² (gate+up)']
     """
     laws: dict[str, Law] = {}
     controls: dict[str, Law] = {}
-    _add(laws, controls, prefix, "input_layernorm", [f"self_attn.{r}.weight" for r in ATTENTION_READERS], "q+k+v")
+    attention = [f"self_attn.{r}.weight" for r in ATTENTION_READERS]
+    _add(layer, laws, controls, prefix, "input_layernorm", attention, "q+k+v")
     if hasattr(layer.mlp, "experts"):
-        _add(laws, controls, prefix, "post_attention_layernorm", [f"mlp.{r}" for r in MOE_READERS], "router+experts")
+        moe = [f"mlp.{r}" for r in MOE_READERS]
+        _add(layer, laws, controls, prefix, "post_attention_layernorm", moe, "router+experts")
     else:
-        _add(laws, controls, prefix, "post_attention_layernorm", [f"mlp.{r}.weight" for r in MLP_READERS], "gate+up")
-    return BlockLaws("network", laws, controls)
+        mlp = [f"mlp.{r}.weight" for r in MLP_READERS]
+        _add(layer, laws, controls, prefix, "post_attention_layernorm", mlp, "gate+up")
+    return BlockLaws("network", laws, controls) if laws else None
 
 
 def head_laws(model: nn.Module, prefix: str) -> BlockLaws | None:
@@ -79,8 +115,11 @@ def head_laws(model: nn.Module, prefix: str) -> BlockLaws | None:
 
     Examples
     ========
+    >>> class Qwen3RMSNorm(nn.RMSNorm):  # transformers' class name
+    ...     pass
     >>> lm = nn.Module()  # laid out like Qwen3ForCausalLM
     >>> lm.model, lm.lm_head = nn.Module(), nn.Linear(2, 5, bias=False)
+    >>> lm.model.norm = Qwen3RMSNorm(2)
     >>> lm.model.embed_tokens = nn.Embedding(5, 2)
     >>> list(head_laws(lm, "").laws)
     ['model.norm.γ²−‖W[:,j]‖² (lm_head)']
@@ -92,5 +131,5 @@ def head_laws(model: nn.Module, prefix: str) -> BlockLaws | None:
         return None
     laws: dict[str, Law] = {}
     controls: dict[str, Law] = {}
-    _add(laws, controls, prefix, "model.norm", ["lm_head.weight"], "lm_head")
-    return BlockLaws("network", laws, controls)
+    _add(model, laws, controls, prefix, "model.norm", ["lm_head.weight"], "lm_head")
+    return BlockLaws("network", laws, controls) if laws else None
