@@ -1423,3 +1423,15 @@ def test_an_in_place_activation_changes_its_aliases() -> None:
         torch.manual_seed(0)
         result = count_laws(_Aliased(view).double(), (3,), progress=False)
         assert result.conclusive and result.num_laws == laws, view
+
+
+def test_a_sparse_embedding_is_counted_as_its_dense_twin() -> None:
+    """``nn.Embedding(sparse=True)``: the same function, a sparse gradient; the count raised torch's
+    NotImplementedError (and the CLI exited 3 with a traceback)."""
+    ids = torch.randint(0, 6, (32, 4), generator=torch.Generator().manual_seed(0))
+    counts = []
+    for sparse in (True, False):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Embedding(6, 3, sparse=sparse), nn.Flatten(), nn.Linear(12, 2, bias=False)).double()
+        counts.append(count_laws(model, inputs=ids, progress=False))
+    assert counts[0].conclusive and counts[0].num_laws == counts[1].num_laws

@@ -284,11 +284,15 @@ def weight_norm(v: torch.Tensor, g: torch.Tensor, dim: int = 0) -> torch.Tensor:
 _EMBEDDING = F.embedding  # torch's own, which the stand-in calls
 
 
-def embedding(input: torch.Tensor, weight: torch.Tensor, padding_idx: int | None = None, *rest: object, **kw: object):
+def embedding(
+    input: torch.Tensor, weight: torch.Tensor, padding_idx: int | None = None, max_norm: float | None = None,
+    norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False,
+) -> torch.Tensor:  # fmt: skip
     """``F.embedding`` with row ``padding_idx`` of ``weight`` held constant: torch's backward gives that row no
     gradient, so training never moves it, while its forward-mode derivative moves it (two ways of taking D²f
     disagreed on every ``nn.Embedding(padding_idx=…)``). Held constant, each of the row's entries is a law, as for a
-    row the inputs never read.
+    row the inputs never read. ``sparse`` is dropped: the same function, whose gradient torch's transforms take dense
+    (a sparse one raised torch's NotImplementedError from inside the count).
 
     Examples
     ========
@@ -301,7 +305,7 @@ def embedding(input: torch.Tensor, weight: torch.Tensor, padding_idx: int | None
     if padding_idx is not None:
         pad = torch.arange(weight.shape[0], device=weight.device) == padding_idx % weight.shape[0]
         weight = torch.where(pad[:, None], weight.detach(), weight)
-    return _EMBEDDING(input, weight, None, *rest, **kw)
+    return _EMBEDDING(input, weight, None, max_norm, norm_type, scale_grad_by_freq, False)
 
 
 _EMBEDDING_BAG = F.embedding_bag
