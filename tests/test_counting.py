@@ -14,9 +14,10 @@ from torch.nn.utils import prune
 
 from conslaw_lite.archs import ArchOptions, get_arch
 from conslaw_lite.counting import GAP, check_laws, count_laws, lie_rank
-from conslaw_lite.counting.check import RESIDUAL_TOL
+from conslaw_lite.counting.check import RESIDUAL_TOL, law_residuals
 from conslaw_lite.counting.covering import covering_patterns
 from conslaw_lite.counting.exact_ops import exact_derivatives
+from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.counting.strata import forced_patterns
 from conslaw_lite.families.toy.block import ToyProduct
 
@@ -1435,3 +1436,27 @@ def test_a_sparse_embedding_is_counted_as_its_dense_twin() -> None:
         model = nn.Sequential(nn.Embedding(6, 3, sparse=sparse), nn.Flatten(), nn.Linear(12, 2, bias=False)).double()
         counts.append(count_laws(model, inputs=ids, progress=False))
     assert counts[0].conclusive and counts[0].num_laws == counts[1].num_laws
+
+
+class _OldStyleSquare(torch.autograd.Function):  # ctx in forward: torch.func refuses a Function without setup_context
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def test_an_autograd_function_without_setup_context_is_refused_by_the_checks_too() -> None:
+    """check_laws' gradient rows (and the monitor's search of a large part, which checks its rescaled units) raised
+    torch's RuntimeError from inside the package; the count said what to do."""
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2)).double()
+    model[0].register_forward_hook(lambda module, args, out: _OldStyleSquare.apply(out))
+    law = {"unit": lambda p: (p["0.weight"] ** 2).sum()}
+    problem = problem_of(model, None)
+    for call in (lambda: count_laws(model, (3,), progress=False), lambda: law_residuals(problem, law, (3,), None)):
+        with pytest.raises(ValueError, match="cannot differentiate through an autograd.Function without setup_context"):
+            call()

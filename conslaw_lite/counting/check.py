@@ -19,6 +19,7 @@ from conslaw_lite.counting.problem import (
     checked_outputs,
     problem_of,
     sample_inputs,
+    transformable,
 )
 from conslaw_lite.counting.sample_sizes import saved_by
 from conslaw_lite.laws import Law, Params
@@ -274,8 +275,9 @@ def gradient_rows(
     >>> torch.cat(list(gradient_rows(f, torch.tensor([1.0, 2.0])))).tolist()  # the Jacobian, row by row
     [[2.0, 1.0], [2.0, 0.0], [0.0, 1.0]]
     """
-    saved = saved_by(lambda: f(theta.detach().requires_grad_()))  # torch.func's vjp takes no saved-tensor hooks
-    out, pullback = vjp(f, theta)
+    with transformable():
+        saved = saved_by(lambda: f(theta.detach().requires_grad_()))  # torch.func's vjp takes no saved-tensor hooks
+        out, pullback = vjp(f, theta)
     n = out.numel()
     drawn = most is not None and n > most
     outputs = torch.randperm(n, generator=gen)[:most].sort().values if drawn else torch.arange(n)

@@ -43,6 +43,7 @@ from conslaw_lite.counting.problem import (
     output_names,
     problem_of,
     sample_inputs,
+    transformable,
 )
 from conslaw_lite.counting.progress import Progress, wanted
 from conslaw_lite.counting.sample_sizes import num_inputs, output_entries
@@ -538,23 +539,9 @@ def count_laws(
         theta = None if at is None else problem.flatten(at)
         bar = Progress(D, need, wanted(progress))
         try:
-            with exact_derivatives() if exact_ops else nullcontext():
+            with transformable(), exact_derivatives() if exact_ops else nullcontext():
                 run = replace(plan, bar=bar, buffers=Buffers(D, device, plan.replay) if plan.complement else None)
                 results, drawn, reason = _ranks_at_points(problem, input_shape, inputs, seed, num_samples, theta, run)
-        except RuntimeError as err:
-            if "saved tensor hooks" in str(err):
-                raise ValueError(
-                    "torch.func cannot differentiate through saved tensor hooks (torch.utils.checkpoint with "
-                    "use_reentrant=False, or saved_tensors_hooks in the forward): count the model without them "
-                    "(transformers: model.eval() or model.gradient_checkpointing_disable())"
-                ) from err
-            if "setup_context" in str(err):
-                raise ValueError(
-                    "torch.func cannot differentiate through an autograd.Function without setup_context "
-                    "(torch.utils.checkpoint with use_reentrant=True, or a Function of one's own): count the model "
-                    "without checkpointing (transformers: model.eval()), or give the Function a setup_context"
-                ) from err
-            raise
         finally:
             bar.close()
     strata = _strata(results, drawn)

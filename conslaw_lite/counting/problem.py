@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import torch
@@ -155,6 +156,37 @@ class Problem:
             return lambda theta: self.apply(self.unflatten(theta), inputs).reshape(-1)
         rows = lambda theta: self.apply(self.unflatten(theta), inputs).reshape(len(inputs), -1)  # noqa: E731
         return lambda theta: (rows(theta) * weights[:, None]).reshape(-1)
+
+
+@contextmanager
+def transformable() -> Iterator[None]:
+    """torch.func's refusal of a forward it cannot transform, inside the block, as the ``ValueError`` that says what
+    to do (it was torch's RuntimeError from inside the package: a BLOOM's monitor crashed).
+
+    Examples
+    ========
+    >>> with transformable():
+    ...     raise RuntimeError("... an autograd.Function ... must override the setup_context staticmethod")
+    Traceback (most recent call last):
+    ...
+    ValueError: torch.func cannot differentiate through an autograd.Function without setup_context (...
+    """
+    try:
+        yield
+    except RuntimeError as err:
+        if "saved tensor hooks" in str(err):
+            raise ValueError(
+                "torch.func cannot differentiate through saved tensor hooks (torch.utils.checkpoint with "
+                "use_reentrant=False, or saved_tensors_hooks in the forward): count the model without them "
+                "(transformers: model.eval() or model.gradient_checkpointing_disable())"
+            ) from err
+        if "setup_context" in str(err):
+            raise ValueError(
+                "torch.func cannot differentiate through an autograd.Function without setup_context "
+                "(torch.utils.checkpoint with use_reentrant=True, or a Function of one's own): count the model "
+                "without checkpointing (transformers: model.eval()), or give the Function a setup_context"
+            ) from err
+        raise
 
 
 def problem_of(model: Model, params: Params | None) -> Problem:
