@@ -385,8 +385,8 @@ def left_out(module: nn.Module, prefix: str, option: str) -> None:
     >>> str(caught[0].message)
     'Linear at layers.0 has a window: its laws are not derived here and are left out'
     """
-    where = prefix.rstrip(".") or "the model"
-    say_once(module, f"{type(module).__name__} at {where} has {option}: its laws are not derived here and are left out")
+    where = f"at {prefix.rstrip('.')}" if prefix.rstrip(".") else "(the model)"
+    say_once(module, f"{type(module).__name__} {where} has {option}: its laws are not derived here and are left out")
 
 
 _SAID: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module ↦ the warnings said of it

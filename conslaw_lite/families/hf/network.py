@@ -55,8 +55,8 @@ def _add(
     """The coupling of ``norm`` (a path in ``owner``) with ``readers``, or a warning naming why it is left out."""
     problem = _changed(owner, norm, readers)
     if problem:
-        where = prefix.rstrip(".") or "the model"
-        say_once(owner, f"{type(owner).__name__} at {where}: the coupling of {norm} is left out: {problem}")
+        where = f"at {prefix.rstrip('.')}" if prefix.rstrip(".") else "(the model)"
+        say_once(owner, f"{type(owner).__name__} {where}: the coupling of {norm} is left out: {problem}")
         return
     gain = f"{prefix}{norm}.weight"
     laws[f"{norm}.γ²−‖W[:,j]‖² ({what})"] = coupling(gain, [prefix + r for r in readers])
