@@ -271,8 +271,9 @@ def weight_pieces(pieces: set[tuple[tuple[int, ...], ...]]) -> str:
     if not pieces:
         return ""
     return (
-        "a piecewise op acts on a tensor without the batch of inputs first (a clamp, ReLU or abs of a weight, or of "
-        "features laid out (features, batch): put the batch first), and a random θ puts its entries on "
+        "a piecewise op acts on a tensor without the batch of inputs first (a clamp, ReLU or abs of a weight, of "
+        "features laid out (features, batch), or of a batch merged with another axis, (B·T, features): keep the "
+        "batch first and apart), and a random θ puts its entries on "
         f"{_pieces(pieces)}, other θ on others: the count at such a θ is that of θ's own pattern, not of the whole "
         "parameter space; count near your θ with at=dict(model.named_parameters()) (certify --at-own)"
     )
