@@ -54,6 +54,7 @@ from torch import nn
 from conslaw_lite.attached_optimizers import AttachedOptimizers, training_warnings
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
+from conslaw_lite.counting.training_field import gradient_hooks
 from conslaw_lite.law_stacks import Recorder, Source, stack_sources
 from conslaw_lite.laws import Group, Law, find_blocks, groups
 from conslaw_lite.outside_reads import read_outside
@@ -238,6 +239,10 @@ class Monitor:
         if evaluate_every is not None:
             check_every(evaluate_every)
         check_watchable(model)
+        hook = gradient_hooks(model)
+        if hook:  # the laws are those of the loss's gradient flow: watched, they measure how far the hook moves them
+            warnings.warn(f"Monitor: {hook}: training does not step along the loss's gradient, and the laws "
+                          "watched drift at first order in τ", stacklevel=2)  # fmt: skip
         self._conflicts = mode_conflicts(model, laws is not None)
         if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
             laws, self._conflicts = laws_under_masks(model, laws, self._conflicts, input_shape, inputs)

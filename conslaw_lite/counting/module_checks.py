@@ -55,6 +55,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from conslaw_lite.config import evaluating
 from conslaw_lite.counting.layer_kinds import describe_layer, is_batch_norm, is_dropout_layer
+from conslaw_lite.counting.training_field import check_training_field
 
 Params = Mapping[str, torch.Tensor]
 
@@ -168,6 +169,7 @@ def check_countable(
             _check_train_is_eval(first, apply, leaves, inputs, module)
         _check_per_input(first, apply, leaves, inputs, module)
         _check_differentiable(first, apply, leaves, inputs, module)
+        check_training_field(apply, leaves, inputs)
 
 
 # ---------------------------------------------------------------- runs of the forward
@@ -459,9 +461,9 @@ def _check_differentiable(first: _Run, apply: Callable, params: Params, inputs: 
             "at=dict(model.named_parameters()) (certify --at-own)"
         )
     raise ValueError(
-        f"{zero}, there is no gradient flow there; give the forward a differentiable path (a straight-through "
-        "estimator x + (round(x) − x).detach(), say) to count what it trains, or, if it flows only where a value lies "
-        "in a narrow band ((z > 0.8) & (z < 1.2)), count near a θ where it does, with at="
+        f"{zero}, there is no gradient flow there; if it flows only where a value lies in a narrow band "
+        "((z > 0.8) & (z < 1.2)), count near a θ where it does, with at= (a straight-through estimator, "
+        "x + (round(x) − x).detach(), trains along a field that is no derivative of the model's values: no count)"
     )
 
 

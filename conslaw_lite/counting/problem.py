@@ -21,6 +21,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map_only
 
 from conslaw_lite.counting.module_checks import check_dtypes
+from conslaw_lite.counting.training_field import gradient_hooks
 from conslaw_lite.laws import Params, counted_eps, float64_form
 from conslaw_lite.time_limit import OutOfTime
 from conslaw_lite.wrapped_modules import module_copy, unwrapped
@@ -197,6 +198,9 @@ def problem_of(model: Model, params: Params | None) -> Problem:
         if params is not None:
             raise TypeError("params is only for a model given as a function f(params, x); a module has its own")
         check_dtypes(dict(model.named_parameters()), model)
+        hook = gradient_hooks(model)  # asked of the model itself: its float64 copy holds no hook
+        if hook:
+            raise ValueError(f"{hook}: training does not step along the loss's gradient, whose laws are counted")
         module = float64_form(model)
         params = {n: p for n, p in module.named_parameters() if p.requires_grad}
         apply = _module_apply(module)

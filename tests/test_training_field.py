@@ -1,0 +1,104 @@
+"""Models whose training does not follow the field the counter differentiates are refused, not counted: hooks on the
+gradient, straight-through estimators, autograd Functions whose derivative is not their forward's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+from conslaw_lite import count_laws, find_laws
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4, bias=False), nn.ReLU(), nn.Linear(4, 2, bias=False)).double()
+
+
+def _hooked(hook: Callable[[nn.Module], object]) -> nn.Module:
+    model = _mlp()
+    hook(model)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("hook", "named"),
+    [
+        (lambda m: m[0].weight.register_hook(lambda g: 2 * g), r"gradient of parameter '0.weight' \(Tensor.register"),
+        (lambda m: m[0].weight.register_post_accumulate_grad_hook(lambda p: None), "register_post_accumulate_grad"),
+        (lambda m: m[1].register_full_backward_hook(lambda mod, gi, go: gi), "a backward hook on `1`"),
+        (lambda m: m[1].register_backward_hook(lambda mod, gi, go: gi), "a backward hook on `1`"),  # it crashed
+    ],
+)
+def test_a_hook_on_the_gradient_is_refused(hook, named: str) -> None:
+    """W's gradient doubled: the unit laws ‖W_i‖² − ‖V_{:,i}‖² were certified complete, and drift at first order under
+    that training (which keeps ‖W_i‖² − 2‖V_{:,i}‖²)."""
+    with pytest.raises(ValueError, match=f"{named}.*training does not step along the loss's gradient"):
+        count_laws(_hooked(hook), (3,), progress=False)
+
+
+class _StraightThrough(nn.Module):
+    """``V (W + (round(W) − W).detach()) x``: W trains by the estimator's gradient, its values move by steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.W, self.V = nn.Parameter(2 * torch.randn(2, 3)), nn.Parameter(torch.randn(2, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        quantized = self.W + (self.W.round() - self.W).detach()
+        return x @ quantized.T @ self.V.T
+
+
+class _Reversal(torch.autograd.Function):
+    """A gradient reversal whose jvp mirrors its backward: −t, where the forward's derivative is t."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return -grad
+
+    @staticmethod
+    def jvp(ctx, tangent: torch.Tensor) -> torch.Tensor:
+        return -tangent
+
+
+class _Adversarial(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.A, self.B = nn.Linear(2, 3, bias=False), nn.Linear(4, 2, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.A(_Reversal.apply(self.B(x)))
+
+
+@pytest.mark.parametrize(("model", "shape"), [(_StraightThrough, (3,)), (_Adversarial, (4,))])
+def test_a_derivative_that_is_not_the_values_is_refused(model: type, shape: tuple[int, ...]) -> None:
+    """The estimator counted N = 10, conclusive, where the field it trains by has 11; the reversal N = 0 for 3
+    (AᵀA + BBᵀ): the brackets were of a field training does not follow."""
+    with pytest.raises(ValueError, match="derivative in θ is not the derivative of its values"):
+        count_laws(model().double(), shape, progress=False)
+    with pytest.raises(ValueError, match="derivative in θ is not the derivative of its values"):
+        find_laws(model().double(), shape)
+
+
+def test_the_monitor_warns_of_a_hook_on_the_gradient() -> None:
+    from conslaw_lite import Monitor
+    from conslaw_lite.families.ffn.block import SwiGLU
+
+    block = SwiGLU(4, 3, 4).double()
+    block.A.weight.register_hook(lambda g: 2 * g)
+    with pytest.warns(UserWarning, match="Monitor: a hook on the gradient of parameter 'A.weight'"):
+        Monitor(block)
