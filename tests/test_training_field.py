@@ -102,3 +102,46 @@ def test_the_monitor_warns_of_a_hook_on_the_gradient() -> None:
     block.A.weight.register_hook(lambda g: 2 * g)
     with pytest.warns(UserWarning, match="Monitor: a hook on the gradient of parameter 'A.weight'"):
         Monitor(block)
+
+
+class _BatchBranch(nn.Module):
+    """A tanh taken or not on the sign of the whole batch's sum: the output of an input depends on the others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(3, 4), nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.a(x)
+        return self.b(torch.tanh(z) if x.sum() > 0 else z)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_branch_on_a_statistic_of_the_batch_is_refused_at_every_seed(seed: int) -> None:
+    """Both halves of the probe batch took the branch's same side by chance: N = 10 conclusive at seed 0 (the linear
+    path's laws, broken by every batch of positive sum), N = 0 at others. Each input alone is now compared too."""
+    torch.manual_seed(seed)
+    with pytest.raises(ValueError, match="mixes the inputs of a batch"):
+        count_laws(_BatchBranch().double(), (3,), seed=seed, progress=False)
+
+
+class _NoVmapRule(torch.autograd.Function):
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return x * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return 2 * ctx.saved_tensors[0] * grad
+
+
+def test_an_autograd_function_without_a_vmap_rule_is_refused_with_what_to_do() -> None:
+    """torch's RuntimeError from inside the count (the CLI exited 3 with a traceback)."""
+    model = _mlp()
+    model[1].register_forward_hook(lambda module, args, out: _NoVmapRule.apply(out))
+    with pytest.raises(ValueError, match="autograd.Function without a vmap rule: give it generate_vmap_rule = True"):
+        count_laws(model, (3,), progress=False)

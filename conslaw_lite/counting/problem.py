@@ -181,6 +181,11 @@ def transformable() -> Iterator[None]:
                 "use_reentrant=False, or saved_tensors_hooks in the forward): count the model without them "
                 "(transformers: model.eval() or model.gradient_checkpointing_disable())"
             ) from err
+        if "does not have vmap support" in str(err):
+            raise ValueError(
+                "torch.func cannot vmap over an autograd.Function without a vmap rule: give it generate_vmap_rule = "
+                "True (or a vmap staticmethod), or write it in torch operations"
+            ) from err
         if "setup_context" in str(err):
             raise ValueError(
                 "torch.func cannot differentiate through an autograd.Function without setup_context "
