@@ -27,7 +27,7 @@ def _hooked(hook: Callable[[nn.Module], object]) -> nn.Module:
     ("hook", "named"),
     [
         (lambda m: m[0].weight.register_hook(lambda g: 2 * g), r"gradient of parameter '0.weight' \(Tensor.register"),
-        (lambda m: m[0].weight.register_post_accumulate_grad_hook(lambda p: None), "register_post_accumulate_grad"),
+        (lambda m: m[0].weight.register_post_accumulate_grad_hook(lambda p: p.grad.mul_(2)), "register_post_acc"),
         (lambda m: m[1].register_full_backward_hook(lambda mod, gi, go: gi), "a backward hook on `1`"),
         (lambda m: m[1].register_backward_hook(lambda mod, gi, go: gi), "a backward hook on `1`"),  # it crashed
     ],
@@ -37,6 +37,35 @@ def test_a_hook_on_the_gradient_is_refused(hook, named: str) -> None:
     that training (which keeps ‖W_i‖² − 2‖V_{:,i}‖²)."""
     with pytest.raises(ValueError, match=f"{named}.*training does not step along the loss's gradient"):
         count_laws(_hooked(hook), (3,), progress=False)
+
+
+def test_a_hook_that_only_reads_the_gradient_is_counted() -> None:
+    """A logger's hook (wandb.watch's kind) leaves the step as it is: the 4 unit laws, as without it."""
+    norms: list[torch.Tensor] = []
+    model = _hooked(lambda m: m[0].weight.register_hook(lambda g: norms.append(g.norm())))
+    model[2].weight.register_post_accumulate_grad_hook(lambda p: norms.append(p.grad.norm()))
+    count = count_laws(model, (3,), progress=False)
+    assert count.conclusive and count.num_laws == 4 and model[2].weight.grad is None
+
+
+def test_a_small_or_large_scale_and_a_kink_at_the_given_theta_are_no_mismatch() -> None:
+    """A LayerScale at 10⁻⁸ moves f by 10⁻¹⁶ of itself (round-off, refused at first); zero biases on zero inputs put
+    every unit on its kink at the model's θ, where differences cross it (checked at random θ instead)."""
+
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.g = nn.Linear(4, 3), nn.Linear(3, 4), nn.Parameter(torch.full((4,), 1e-8))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return 1e6 * x + self.g * self.b(torch.relu(self.a(x)))
+
+    torch.manual_seed(0)
+    assert count_laws(Scaled().double(), (4,), progress=False).num_laws == 3 + 4
+    model = _mlp()
+    inputs = torch.randn(32, 3, dtype=torch.float64)
+    inputs[:6] = 0.0
+    assert count_laws(model, inputs=inputs, at=dict(model.named_parameters()), progress=False).num_laws == 4
 
 
 class _StraightThrough(nn.Module):

@@ -49,6 +49,7 @@ from conslaw_lite.counting.progress import Progress, wanted
 from conslaw_lite.counting.sample_sizes import num_inputs, output_entries
 from conslaw_lite.counting.saturation import MIN_FACTOR, frozen_error, linear_units, too_few_moving, zeros_everywhere
 from conslaw_lite.counting.strata import Stratum, activation_pattern, forced_patterns, kinked_calls, parameter_pieces
+from conslaw_lite.counting.training_field import check_training_field
 from conslaw_lite.counting.unseen_kinks import POINTS, Kinks, one_piece, too_few, unpaired, unseen_kinks, weight_pieces
 from conslaw_lite.counting.windows import aimer, windows
 from conslaw_lite.laws import Params
@@ -533,6 +534,8 @@ def count_laws(
         outputs = output_names(problem.module, probe[:PROBE_SAMPLES])
         checked_at = problem.unflatten(probe_theta if at is None else problem.flatten(at))  # at=: the user's own θ
         check_countable(problem.apply, checked_at, probe[:PROBE_SAMPLES], problem.module, random_theta=at is None)
+        # at random θ, even with at=: the user's own θ may put a unit exactly on its kink (zero biases, zero inputs)
+        check_training_field(problem.apply, problem.unflatten(probe_theta), probe[:PROBE_SAMPLES])
         warn_unread_rows(problem.module, inputs, problem.apply, problem.unflatten(probe_theta))
         warn_padding_rows(problem.module)
         problem = problem.on(device)

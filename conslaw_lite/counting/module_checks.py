@@ -55,7 +55,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from conslaw_lite.config import evaluating
 from conslaw_lite.counting.layer_kinds import describe_layer, is_batch_norm, is_dropout_layer
-from conslaw_lite.counting.training_field import check_training_field
 
 Params = Mapping[str, torch.Tensor]
 
@@ -169,7 +168,6 @@ def check_countable(
             _check_train_is_eval(first, apply, leaves, inputs, module)
         _check_per_input(first, apply, leaves, inputs, module)
         _check_differentiable(first, apply, leaves, inputs, module)
-        check_training_field(apply, leaves, inputs)
 
 
 # ---------------------------------------------------------------- runs of the forward

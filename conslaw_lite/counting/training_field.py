@@ -35,12 +35,16 @@ NOISE = 64  # times eps·‖f‖/step, the round-off of the differences: a Layer
 
 
 def gradient_hooks(module: nn.Module | None) -> str | None:
-    """What changes the gradient of ``module``'s training, or None: a hook on a parameter's gradient, a module's
-    backward hook, a global one.
+    """What changes the gradient of ``module``'s training, or None: a hook that changes a parameter's gradient (called
+    once on a random one: a hook that only reads it, a logger's, passes), a module's backward hook, a global one.
 
     Examples
     ========
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    >>> gradient_hooks(net) is None
+    True
+    >>> norms = []
+    >>> _ = net[0].weight.register_hook(lambda g: norms.append(g.norm()))  # reads it: wandb.watch's kind
     >>> gradient_hooks(net) is None
     True
     >>> _ = net[0].weight.register_hook(lambda g: 2 * g)
@@ -50,14 +54,40 @@ def gradient_hooks(module: nn.Module | None) -> str | None:
     if torch_module._global_backward_hooks or torch_module._global_backward_pre_hooks:
         return "a global backward hook (register_module_full_backward_hook)"
     for name, p in module.named_parameters() if module is not None else ():
-        if p._backward_hooks:
+        if any(_changes_gradient(p, hook) for hook in (p._backward_hooks or {}).values()):
             return f"a hook on the gradient of parameter {name!r} (Tensor.register_hook)"
-        if getattr(p, "_post_accumulate_grad_hooks", None):
+        if any(_changes_step(p, hook) for hook in (getattr(p, "_post_accumulate_grad_hooks", None) or {}).values()):
             return f"a hook on the gradient of parameter {name!r} (register_post_accumulate_grad_hook)"
     for name, m in module.named_modules() if module is not None else ():
         if m._backward_hooks or m._backward_pre_hooks:
             return f"a backward hook on `{name or type(m).__name__}` (register_full_backward_hook)"
     return None
+
+
+def _changes_gradient(p: torch.Tensor, hook: Callable) -> bool:
+    """Whether a tensor hook changes the gradient it is given (a mask, a scale), not only reads it (a logger's norm):
+    called once on a random gradient."""
+    given = torch.randn(p.shape, generator=torch.Generator().manual_seed(0), dtype=p.dtype)
+    seen = given.clone()
+    with torch.no_grad():
+        out = hook(seen)
+    return not torch.equal(seen, given) or (out is not None and not torch.equal(out, given))
+
+
+def _changes_step(p: torch.Tensor, hook: Callable) -> bool:
+    """Whether a post-accumulate hook changes the parameter's gradient or the parameter (an optimizer stepped in
+    backward), called once on a random gradient; both are put back."""
+    held, value = p.grad, p.detach().clone()
+    given = torch.randn(p.shape, generator=torch.Generator().manual_seed(0), dtype=p.dtype)
+    p.grad = given.clone()
+    try:
+        with torch.no_grad():
+            hook(p)
+        return p.grad is None or not torch.equal(p.grad, given) or not torch.equal(p.detach(), value)
+    finally:
+        with torch.no_grad():
+            p.copy_(value)
+        p.grad = held
 
 
 def derivative_mismatch(apply: Callable, params: Params, inputs: torch.Tensor) -> float:
@@ -118,8 +148,8 @@ def check_training_field(apply: Callable, params: Params, inputs: torch.Tensor) 
     mismatch = derivative_mismatch(apply, params, inputs)
     if mismatch > MATCH:
         raise ValueError(
-            f"the forward's derivative in θ is not the derivative of its values (they differ by {mismatch:.0%} along "
-            "the parameters training moves): a straight-through estimator (W + (round(W) − W).detach()), a "
+            f"the forward's derivative in θ is not the derivative of its values (they differ by {mismatch:.2g} of "
+            "it along the parameters training moves): a straight-through estimator (W + (round(W) − W).detach()), a "
             "gradient trick (a .detach() of a weight that also trains, an autograd.Function whose jvp or backward "
             "is not its forward's derivative); training then follows another field than the one whose brackets "
             "are counted, so no count is given"
