@@ -59,8 +59,11 @@ def gradient_hooks(module: nn.Module | None) -> str | None:
         if any(_changes_step(p, hook) for hook in (getattr(p, "_post_accumulate_grad_hooks", None) or {}).values()):
             return f"a hook on the gradient of parameter {name!r} (register_post_accumulate_grad_hook)"
     for name, m in module.named_modules() if module is not None else ():
-        if m._backward_hooks or m._backward_pre_hooks:
-            return f"a backward hook on `{name or type(m).__name__}` (register_full_backward_hook)"
+        if m._backward_hooks or m._backward_pre_hooks:  # torch.func cannot differentiate through one, whatever it does
+            return (
+                f"a backward hook on `{name or type(m).__name__}` (register_full_backward_hook: torch.func cannot "
+                "differentiate through it, and it may change the gradient)"
+            )
     return None
 
 
