@@ -57,6 +57,20 @@ def is_rms_norm(module: nn.Module) -> bool:
     return class_name(module) in NORMS or type(module) is nn.RMSNorm
 
 
+def not_rms_norm(name: str, module: nn.Module) -> str | None:
+    """Why ``module`` (at ``name``) does not hold an RMSNorm's laws, or None where it is one (:func:`is_rms_norm`).
+
+    Examples
+    ========
+    >>> not_rms_norm("q_norm", nn.LayerNorm(2))
+    'q_norm is LayerNorm, not the RMSNorm of Qwen3, Llama, Qwen3Moe, Mistral, Qwen2'
+    >>> not_rms_norm("q_norm", nn.RMSNorm(2)) is None
+    True
+    """
+    models = ", ".join(MODELS.values())
+    return None if is_rms_norm(module) else f"{name} is {class_name(module)}, not the RMSNorm of {models}"
+
+
 def class_name(module: nn.Module) -> str:
     """The class name of ``module`` (``"Qwen3Attention"``).
 
@@ -276,8 +290,8 @@ def _replaced_part(module: nn.Module) -> str | None:
             return f"{name} = {type(part).__name__}, not nn.Linear (replaced or wrapped after it was built)"
     for name in ("q_norm", "k_norm"):
         part = getattr(module, name, None)
-        if part is not None and not is_rms_norm(part):
-            return f"{name} = {type(part).__name__}, not the RMSNorm of {', '.join(MODELS.values())}"
+        if part is not None and (why := not_rms_norm(name, part)):
+            return why
     return None
 
 

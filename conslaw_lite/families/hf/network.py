@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from conslaw_lite.families.hf.config import MODELS, is_rms_norm
+from conslaw_lite.families.hf.config import not_rms_norm
 from conslaw_lite.laws import BlockLaws, Law, Params, say_once
 from conslaw_lite.shared_squares import squared
 
@@ -70,8 +70,8 @@ def _changed(owner: nn.Module, norm: str, readers: list[str]) -> str | None:
         module = owner.get_submodule(norm)
     except AttributeError:
         return f"it has no {norm}"
-    if not is_rms_norm(module):
-        return f"{norm} is {type(module).__name__}, not the RMSNorm of {', '.join(MODELS.values())}"
+    if why := not_rms_norm(norm, module):
+        return why
     held = dict(owner.named_parameters())
     missing = [name for name in (f"{norm}.weight", *readers) if name not in held]
     return f"{missing[0]} is not among its parameters (a layer replaced or wrapped)" if missing else None
