@@ -206,12 +206,21 @@ def too_few(kinks: Sequence[str], usable: int, draws: int) -> str:
     'a kink of θ the counter does not see (aten.amax), and only 2'
     >>> "give more inputs" in too_few(["max_pool2d_with_indices"], 0, 16)
     True
+    >>> "without the floor" in too_few(["clamp_min"], 0, 16)  # F.normalize's ε
+    True
     """
     advice = []
     if any("pool" not in name and name not in SORTS for name in kinks):  # a ReLU spelled another way, maybe
         advice.append(
             "write the activation with torch.relu, F.relu or an nn module so that its patterns are taken (a clamp at "
             "a learned bound as torch.minimum(F.relu(z), bound))"
+        )
+    if any(name.startswith("clamp_min") for name in kinks):
+        advice.append(
+            "where it is a norm's floor (F.normalize, cosine_similarity: a norm clamped at a small ε), its other "
+            "piece is met only by inputs whose norm falls below ε, so the count depends on whether yours do: write "
+            "the norm without the floor (z / z.norm(dim=-1, keepdim=True)) to count the model on inputs that never "
+            "do"
         )
     if set(kinks) & PICKS:
         advice.append(
