@@ -107,6 +107,19 @@ def test_the_downcast_is_named_by_its_layer_and_a_float32_constant_is_not_one() 
     torch.manual_seed(0)
     assert relu_count(ReLUNet(Shifted())) == relu_count(ReLUNet())
 
+    class Table(nn.Module):  # a float64 buffer rounded to float32, as transformers' rotary tables are: no θ in it
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("scale", torch.tensor([1.5, 0.5, 2.0]))
+
+        def forward(self, h: torch.Tensor) -> torch.Tensor:
+            return h * self.scale.float()
+
+    net = ReLUNet(Table()).double()
+    assert net.mid.scale.dtype == torch.float64  # the counter rounds a float64 buffer
+    torch.manual_seed(0)
+    assert relu_count(net) == relu_count(ReLUNet())
+
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_parameters_are_refused(dtype: torch.dtype) -> None:

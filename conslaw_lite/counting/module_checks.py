@@ -247,7 +247,8 @@ class _Watch(TorchDispatchMode):
             return out
         outputs = _tensors(out)
         lower = [t.dtype for t in outputs if t.dtype in LOWER_DTYPES]
-        if lower and self.downcast is None:
+        moving = any(t.requires_grad for t in inputs if t.dtype == torch.float64)  # computed from θ: not a constant
+        if lower and moving and self.downcast is None:
             self.downcast = (self.where(), op, lower[0], _forward_line())
         cast = op == "_to_copy" and any(not t.is_floating_point() for t in outputs)
         if op.rstrip("_") in _FLAT or cast:

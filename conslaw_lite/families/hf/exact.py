@@ -316,8 +316,9 @@ def countable(module: nn.Module) -> nn.Module:
     if name.endswith(("Attention", "DecoderLayer")) and name not in (*ROTARY_LAYERS, *WITHOUT_POSITIONS):
         raise ValueError(
             f"transformers' {name} is counted only as the attention or decoder layer of {', '.join(MODELS.values())}, "
-            "whose rotary embedding and call it knows, or as GPT-2's or BERT's attention; count the model's MLP, or "
-            "the whole model, instead"
+            "whose rotary embedding and call it knows, or as GPT-2's or BERT's attention; count the model's MLP "
+            "instead, or the whole model where its forward keeps float64 throughout (Gemma's and Phi3's norms round "
+            "to float32: refused)"
         )
     exact = exact_copy(module)
     if name in WITHOUT_POSITIONS:
