@@ -14,6 +14,7 @@ step apart later (a ``LambdaLR`` with one lambda per group) at the step where th
 
 from __future__ import annotations
 
+import re
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -114,9 +115,12 @@ class AttachedOptimizers:
             record()
 
     def _say(self, reasons: list[str]) -> None:
+        """Warn once for each reason; one that differs only in its numbers (an lr that a scheduler sets at every
+        step) is the same reason."""
         for why in reasons:
-            if why not in self._said:
-                self._said.add(why)
+            kind = re.sub(r"\d[\d.e+-]*", "#", why)
+            if kind not in self._said:
+                self._said.add(kind)
                 warnings.warn(f"Monitor: {why}", stacklevel=3)
 
 

@@ -55,6 +55,7 @@ from conslaw_lite.attached_optimizers import AttachedOptimizers, training_warnin
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
 from conslaw_lite.counting.training_field import gradient_hooks
+from conslaw_lite.gradient_check import GradientCheck
 from conslaw_lite.law_stacks import Recorder, Source, stack_sources
 from conslaw_lite.laws import Group, Law, find_blocks, groups
 from conslaw_lite.outside_reads import read_outside
@@ -125,6 +126,10 @@ class _Laws:
         # NaN, left out of ε. Round-off of a balanced start is not a scale to divide by (ε was 10¹⁴).
         zero = norm0 <= ZERO_LAW * np.concatenate(scales)[order]
         return cls(h0, starts, order, np.where(zero, np.nan, norm0))
+
+    def largest(self, entries: np.ndarray) -> np.ndarray:
+        """Each law's largest value of ``entries`` (one per entry of h): shape (N,)."""
+        return np.maximum.reduceat(entries, self.starts)[self.order]
 
     def drift(self, h: np.ndarray) -> np.ndarray:
         """``‖h_i(θ_r) − h_i(θ₀)‖`` for each record r (the rows of ``h``, shape (R, E)) and law i: shape (R, N)."""
@@ -282,6 +287,8 @@ class Monitor:
         self._theta = [named[n] for n in read]  # copied into a snapshot at each record
         self._links = _links(model, read)
         self._optimizers = AttachedOptimizers(self.step, dict(zip(read, self._theta, strict=True)))
+        judged = np.array([group.kind == "law" for group, fns in grouped.items() for _ in fns])
+        self._gradients = GradientCheck(plan, read, self._theta, self._laws.largest, list(laws), judged)
         self._steps = [0]
         self._drift = list(self._laws.drift(self._laws.h0[None]))  # per record: each law's ‖h_i(θ_k) − h_i(θ₀)‖
         self._say_zero_laws(list(laws))
@@ -336,6 +343,8 @@ class Monitor:
     def step(self) -> bool:
         """Count one optimizer step; every ``every`` steps record each law's relative drift. True if it recorded."""
         self._count += 1
+        if why := self._gradients.step():
+            warnings.warn(f"Monitor: {why}", stacklevel=2)
         if self._count % self.every:
             return False
         for name, layer, why in self._conflicts:  # switched to train mode after the start: say so, once

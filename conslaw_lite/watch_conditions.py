@@ -148,6 +148,10 @@ def optimizer_breaks_laws(
     'weight_decay=0.01 shrinks θ at every step: the laws decay at first o'
     >>> optimizer_breaks_laws(torch.optim.Adam(params), watched={})  # it updates no parameter a law reads
     []
+    >>> class LARS(torch.optim.SGD):  # a step of its own
+    ...     pass
+    >>> optimizer_breaks_laws(LARS(params, lr=0.1))[0][:44]
+    'LARS subclasses SGD with a step() of its own'
     """
     while isinstance(getattr(optimizer, "optimizer", None), torch.optim.Optimizer):  # accelerate's wrapper
         optimizer = optimizer.optimizer
@@ -160,6 +164,11 @@ def optimizer_breaks_laws(
             f"weight_decay={decay:g} shrinks θ at every step: the laws decay at first order in τ (ε is not O(τ²k)); "
             "set it to 0 to watch gradient flow's laws"
         )
+    if groups and isinstance(optimizer, torch.optim.SGD) and type(optimizer) is not torch.optim.SGD:
+        why.append(
+            f"{type(optimizer).__name__} subclasses SGD with a step() of its own: the laws hold only if it steps "
+            "along −τ∇L as SGD does (a LARS-style rescaling per layer moves them at first order; ε measures how far)"
+        )
     if groups and not isinstance(optimizer, torch.optim.SGD):
         why.append(
             f"{type(optimizer).__name__} does not step along −τ∇L as SGD does (Adam and its kin rescale each "
@@ -169,7 +178,7 @@ def optimizer_breaks_laws(
     return why
 
 
-STEP_SETTINGS = ("lr", "momentum", "dampening", "nesterov")  # what makes two param groups' steps differ
+STEP_SETTINGS = ("lr", "momentum", "dampening", "nesterov", "maximize")  # what makes two param groups' steps differ
 
 
 def steps_apart(optimizers: tuple[torch.optim.Optimizer, ...], watched: Mapping[str, torch.Tensor]) -> list[str]:

@@ -1,0 +1,153 @@
+"""Whether training steps along the loss's gradient: ⟨∇h(θ), g⟩ = 0 for each watched law h and g in ``.grad``.
+
+Every law of gradient flow has ``⟨∇h(θ), ∇L(θ)⟩ = 0``, whatever the loss and the batch. A gradient edited between
+``backward()`` and the optimizer is not ∇L, and the laws drift at first order in τ: ``clip_grad_value_``, a clip of
+some layers only, a hook on a gradient registered after the monitor started, a penalty such as L2 written into the
+loss (``2λθ`` in g: ``⟨∇h, 2λθ⟩ = 4λh`` for a quadratic law), a parameter frozen after the start (no ``.grad``: a zero
+in its place). The monitor cannot see these in the optimizer, so it checks the gradient itself, at calls 2 and 3,
+then at 1,003, 2,006, 4,012, ... (:data:`CHECKS` on, then twice as far each time), until one fails: θ is kept at one
+call of :meth:`GradientCheck.step`, and at the next ``.grad`` holds the g that was computed there. Each entry of each
+law gives
+
+    ⟨∇h, g⟩ = Σᵢ aᵢ,   aᵢ = ∂h/∂θᵢ · gᵢ,
+
+as ``(h(θ + v) − h(θ − v)) / 2`` with ``v = s g``, ``‖v‖ = ‖θ‖``: exact for a law of degree ≤ 2 (every block's law
+and every law found) whatever s, so the differences are large and their round-off small. Its terms' size ‖a‖ is the
+root mean square of the same sum with random signs, ``Σᵢ ±aᵢ``, over :data:`SIGNS` draws. The sum along 2v must be
+twice the sum along v: an entry where it is not, to :data:`CONSISTENT` of its terms' size (a law of higher degree, or
+round-off), is not judged. For the loss's gradient the sum is round-off of its terms (10⁻¹⁶ of them in float64,
+10⁻⁷ in float32); an edit gives a sum of the order of its terms. Where the monitor is called before the optimizer
+steps, g was computed at θ now, so the sum is taken at both θ and the smaller is judged. A check evaluates the laws
+at 2 (2 + SIGNS) points, two at a time, as the monitor's records (:mod:`conslaw_lite.snapshots`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from conslaw_lite.law_stacks import Plan
+from conslaw_lite.snapshots import Snapshots
+from conslaw_lite.watch_conditions import listed
+
+SIGNS = 4  # random-sign draws for the terms' size: below 10⁻⁴ of it with probability ~10⁻⁸ an entry (χ², 4 dof)
+TOL = 1e-2  # a sum above this share of its terms' size: the gradient is not the loss's (float32 round-off: 10⁻⁶;
+# clip_grad_value_, an L2 penalty of 10⁻³, a layer's gradient doubled: 0.3 to 1)
+CONSISTENT = 1e-5  # the sums along v and 2v agree to this share of the terms' size where an entry is judged
+FIRST, CHECKS = 2, 1000  # checks at calls 2 and 3 (θ kept at 1 and 2), then CHECKS calls on, each twice as far on
+
+
+class GradientCheck:
+    """Judges ``.grad`` of ``theta`` (the parameters ``read``, in order) against the laws of ``plan``, as the monitor
+    evaluates them: ``per_law`` takes a value per entry of a record to each law's largest, ``names`` and ``judged``
+    name each law and say whether it is one (not a control).
+
+    Examples
+    ========
+    >>> from torch import nn
+    >>> from conslaw_lite.law_stacks import stack_sources
+    >>> net = nn.Sequential(nn.Linear(2, 3, bias=False), nn.ReLU(), nn.Linear(3, 1, bias=False))
+    >>> units = lambda p: p["0.weight"].square().sum(1) - p["2.weight"].square().sum(0)
+    >>> theta = dict(net.named_parameters())
+    >>> plan = stack_sources([(units, [0])], {n: p.detach().double() for n, p in theta.items()})
+    >>> check = GradientCheck(plan, sorted(theta), list(theta.values()), lambda e: e.max(keepdims=True), ["unit"])
+    >>> def step(scale: float) -> str | None:
+    ...     net.zero_grad()
+    ...     net(torch.randn(8, 2)).square().mean().backward()
+    ...     net[2].weight.grad *= scale  # 1: the loss's gradient
+    ...     return check.step()
+    >>> step(1.0), step(1.0)  # θ kept at the first call, g judged at the second
+    (None, None)
+    >>> step(2.0)  # the next check, at call 3: one layer's gradient doubled  # doctest: +ELLIPSIS
+    "the gradient in .grad is not the loss's for the laws `unit`: ⟨∇h, g⟩ reaches ... at step 3, where ..."
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        read: list[str],
+        theta: list[torch.Tensor],
+        per_law: Callable[[np.ndarray], np.ndarray],
+        names: list[str],
+        judged: np.ndarray | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.plan, self.read, self.theta, self.per_law, self.names = plan, read, theta, per_law, names
+        self.judged = np.ones(len(names), dtype=bool) if judged is None else judged
+        self.calls, self.next = 0, FIRST
+        self.kept: list[torch.Tensor] | None = None
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def step(self) -> str | None:
+        """Count a call; at a check, why ``.grad`` is not the loss's gradient for the laws (None where it is, or where
+        there is no ``.grad`` to judge)."""
+        self.calls += 1
+        why = None
+        if self.calls == self.next:
+            kept, self.kept = self.kept, None
+            why = self._judged(kept) if kept is not None else None
+            self.next = -1 if why else self.calls + (1 if self.calls == FIRST else max(CHECKS, self.calls))
+        if self.calls == self.next - 1:
+            self.kept = [p.detach().clone() for p in self.theta]
+        return why
+
+    def _judged(self, kept: list[torch.Tensor]) -> str | None:
+        grads = [p.grad for p in self.theta]
+        if all(g is None for g in grads):  # zeroed after the step (set_to_none): nothing to judge
+            return None
+        if any(g is not None and g.dtype in (torch.float16, torch.bfloat16) for g in grads):
+            return None  # its round-off, 10⁻³ of its terms, is the tolerance itself
+        g = [torch.zeros_like(t, dtype=torch.float64) if d is None else d.double() for t, d in zip(kept, grads)]
+        if not all(bool(v.isfinite().all()) for v in g):  # a step a GradScaler skips
+            return None
+        shares = self._shares(kept, g)
+        if (shares > TOL).any():  # g may have been computed at θ now (the monitor called before the optimizer)
+            shares = np.minimum(shares, self._shares(self.theta, g))
+        moved = [f"`{name}`" for name, share in zip(self.names, shares, strict=True) if share > TOL]
+        if not moved:
+            return None
+        frozen = [name for name, p in zip(self.read, self.theta, strict=True) if not p.requires_grad]
+        why = (
+            f"{listed(frozen, 3)} {'was' if len(frozen) == 1 else 'were'} frozen (requires_grad=False) after the "
+            "Monitor started"
+            if frozen
+            else "something edits it between backward() and the optimizer (clip_grad_value_, a clip of some layers "
+            "only, a hook registered after the Monitor started, a penalty such as L2 in the loss)"
+        )
+        return (
+            f"the gradient in .grad is not the loss's for the laws {listed(moved, 3)}: ⟨∇h, g⟩ reaches "
+            f"{shares.max():.1g} of its terms' size ({TOL:.0e} allowed) at step {self.calls}, where {why}; these "
+            "laws drift at first order in τ, and ε measures how far"
+        )
+
+    def _shares(self, theta: list[torch.Tensor], g: list[torch.Tensor]) -> np.ndarray:
+        """Each watched law's largest |⟨∇h, g⟩| over its terms' size at ``theta`` (0: not judged)."""
+        ring = Snapshots(self.plan, self.read, slots=2)  # two float64 copies of θ, for the check's time only
+        at = [t.detach().double() for t in theta]
+        scale = _norm(at) / max(_norm(g), torch.finfo(torch.float64).tiny)
+        v = [scale * d for d in g]
+        dot, twice = _sum(ring, at, v), _sum(ring, at, [2 * d for d in v])
+        signed = [_sum(ring, at, [d * _signs(d, self.generator) for d in v]) for _ in range(SIGNS)]
+        size = np.sqrt(np.mean(np.square(signed), axis=0))
+        consistent = np.abs(twice - 2 * dot) <= CONSISTENT * size
+        share = np.where(consistent & (size > 0), np.abs(dot) / np.where(size > 0, size, 1.0), 0.0)
+        return np.where(self.judged, self.per_law(share), 0.0)
+
+
+def _sum(ring: Snapshots, at: list[torch.Tensor], v: list[torch.Tensor]) -> np.ndarray:
+    """``(h(at + v) − h(at − v)) / 2`` for every entry of every law."""
+    with torch.inference_mode():
+        ring.take([t + d for t, d in zip(at, v, strict=True)])
+        ring.take([t - d for t, d in zip(at, v, strict=True)])
+        h = ring.evaluate().cpu().numpy()
+    return (h[0] - h[1]) / 2
+
+
+def _norm(tensors: list[torch.Tensor]) -> float:
+    return float(torch.stack([t.square().sum() for t in tensors]).sum().sqrt())
+
+
+def _signs(v: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    return (torch.randint(0, 2, v.shape, generator=generator) * 2 - 1).to(v)

@@ -1,0 +1,158 @@
+"""The monitor's check of the gradient training steps along (conslaw_lite.gradient_check), and the optimizer settings
+it judges: edits between backward() and the optimizer are named, the loss's own gradient never is."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+from conslaw_lite.monitor import Monitor
+
+X = torch.randn(64, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+Y = torch.randn(64, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+UNITS = {"unit": lambda p: p["0.weight"].square().sum(1) + p["0.bias"].square() - p["2.weight"].square().sum(0)}
+
+
+def mlp() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3)).double()
+
+
+def loss(model: nn.Module) -> torch.Tensor:
+    return (model(X) - Y).square().mean()
+
+
+def monitor_warnings(model: nn.Module, step: Callable[[], None], steps: int = 20) -> list[str]:
+    """The monitor's warnings over ``steps`` calls of ``step``, which calls ``step.monitor.step()`` itself."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step.monitor = Monitor(model, laws=UNITS)
+        for _ in range(steps):
+            step()
+    return [str(w.message) for w in caught if str(w.message).startswith("Monitor")]
+
+
+def sgd_loop(model: nn.Module, optimizer: torch.optim.Optimizer, edit: Callable[[], None] = lambda: None):
+    def step() -> None:
+        optimizer.zero_grad()
+        loss(model).backward()
+        edit()
+        optimizer.step()
+        step.monitor.step()
+
+    return step
+
+
+def test_the_loss_gradient_is_not_flagged_with_or_without_momentum() -> None:
+    for momentum in (0.0, 0.9):
+        model = mlp()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=momentum)
+        assert monitor_warnings(model, sgd_loop(model, optimizer)) == []
+
+
+def test_the_monitor_called_before_the_optimizer_is_not_flagged() -> None:
+    """.grad then holds the gradient at θ now, not at θ of the call before: the smaller of the two is judged."""
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss(model).backward()
+        step.monitor.step()
+        optimizer.step()
+
+    assert monitor_warnings(model, step) == []
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda model: torch.nn.utils.clip_grad_value_(model.parameters(), 0.05),
+        lambda model: torch.nn.utils.clip_grad_norm_(model[0].parameters(), 0.05),
+        lambda model: model[2].weight.grad.mul_(2.0),
+    ],
+    ids=["clip_grad_value_", "clip_grad_norm_ of one layer", "one gradient doubled"],
+)
+def test_an_edited_gradient_is_named(edit) -> None:
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
+    said = monitor_warnings(model, sgd_loop(model, optimizer, lambda: edit(model)))
+    assert len(said) == 1 and said[0].startswith("Monitor: the gradient in .grad is not the loss's for the laws `unit`")
+    assert "something edits it between backward() and the optimizer" in said[0]
+
+
+def test_an_l2_penalty_in_the_loss_and_a_layer_frozen_later_are_named() -> None:
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
+
+    def penalized() -> None:
+        optimizer.zero_grad()
+        (loss(model) + 1e-3 * sum(p.square().sum() for p in model.parameters())).backward()
+        optimizer.step()
+        penalized.monitor.step()
+
+    assert "a penalty such as L2 in the loss" in monitor_warnings(model, penalized)[0]
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
+    step = sgd_loop(model, optimizer)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step.monitor = Monitor(model, laws=UNITS)
+        model[2].weight.requires_grad_(False)  # after the start: the Monitor still watches the laws reading it
+        for _ in range(4):
+            step()
+    said = [str(w.message) for w in caught if str(w.message).startswith("Monitor")]
+    assert len(said) == 1 and "2.weight was frozen (requires_grad=False) after the Monitor started" in said[0]
+
+
+def test_float32_training_of_a_transformers_model_is_not_flagged() -> None:
+    """Its gradient's round-off (10⁻⁷ of its terms) is far below the tolerance, on every law of every block."""
+    pytest.importorskip("transformers")
+    from conslaw_lite.archs import ArchOptions
+    from conslaw_lite.families.hf.archs import tiny_model
+
+    options = ArchOptions(dim=32, heads=2, head_dim=8, hidden=64, out=64, experts=4, top_k=2)
+    model = tiny_model("qwen3", options, num_hidden_layers=2, max_position_embeddings=16).float()
+    ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(0))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = Monitor(model)
+        for _ in range(4):  # checks at calls 2 and 3
+            optimizer.zero_grad()
+            model(input_ids=ids, labels=ids).loss.backward()
+            optimizer.step()
+            monitor.step()
+    assert monitor._gradients.next == 1003  # both checks ran, and found nothing
+    assert [str(w.message) for w in caught if "gradient in .grad" in str(w.message)] == []
+
+
+def test_groups_apart_by_maximize_a_subclass_of_sgd_and_a_scheduler_warn_once() -> None:
+    model = mlp()
+    apart = torch.optim.SGD([{"params": model[0].parameters()}, {"params": model[2].parameters(), "maximize": True}])
+    monitor = Monitor(model, laws=UNITS)
+    with pytest.warns(UserWarning, match="step with different settings \\(maximize=0"):
+        monitor.attach(apart)
+
+    class LARS(torch.optim.SGD):
+        pass
+
+    with pytest.warns(UserWarning, match="LARS subclasses SGD with a step\\(\\) of its own"):
+        Monitor(model, laws=UNITS).attach(LARS(model.parameters(), lr=0.1))
+    groups = torch.optim.SGD([{"params": model[0].parameters()}, {"params": model[2].parameters()}], lr=0.02)
+    decay = torch.optim.lr_scheduler.LambdaLR(groups, [lambda k: 1.0, lambda k: 1 / (1 + 0.1 * k)])
+    monitor = Monitor(model, laws=UNITS)
+    monitor.attach(groups)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(10):
+            groups.zero_grad()
+            loss(model).backward()
+            groups.step()
+            decay.step()
+    said = [str(w.message) for w in caught if "different settings" in str(w.message)]
+    assert len(said) == 1  # its lr changes at every step: the same reason, said once
