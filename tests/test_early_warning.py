@@ -104,8 +104,11 @@ def _cli(*argv: str) -> argparse.Namespace:
 
 
 def test_the_cli_alarm_flag_prints_each_step_size_as_json(capsys: pytest.CaptureFixture) -> None:
-    assert run(_cli("ffn-relu", "--lr", "1", "6", "--steps", "12", "--seeds", "2", "--alarm", "--json")) == 0
-    report = json.loads(capsys.readouterr().out)
+    assert run(_cli("ffn-relu", "--lr", "1", "6", "--steps", "12", "--seeds", "2", "--alarm", "--json")) == 1
+    said = capsys.readouterr()
+    report = json.loads(said.out)
+    assert said.err == "warning: 2 of 4 runs diverged (loss > 10 L_0); their rows name the step\n"
+    assert run(_cli("ffn-relu", "--lr", "6", "--steps", "12", "--alarm")) == 2  # every run diverged
     rows = {(row["lr"], row["seed"]): row for row in report["alarm"]}
     assert report["divergence"] == 10.0 and sorted(rows) == [(1.0, 0), (1.0, 1), (6.0, 0), (6.0, 1)]
     assert all(row["diverged_at"] is None and row["warned_at"] is None for (lr, _), row in rows.items() if lr == 1.0)

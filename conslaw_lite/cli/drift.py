@@ -129,7 +129,7 @@ def _report(args: argparse.Namespace) -> tuple[str, int]:
         setup = arch_setup(args.arch, options, samples=args.samples, batch=batch)
     with _named_in_file("the training batch", locate if laws is not None else None):
         if args.alarm:
-            return run_alarm(args, setup, laws), 0
+            return run_alarm(args, setup, laws)
         report = measure(
             setup, args.lr, steps=args.steps, schedule=args.schedule, optimizer=args.optimizer,
             seeds=args.seeds, name=args.arch, batch=batch, device=default_device(args.device),
@@ -243,9 +243,10 @@ def _adam_note(optimizer: str) -> list[str]:
 
 
 
-def run_alarm(args: argparse.Namespace, setup: Callable, laws: dict[str, Law] | None = None) -> str:
+def run_alarm(args: argparse.Namespace, setup: Callable, laws: dict[str, Law] | None = None) -> tuple[str, int]:
     """``--alarm``: :func:`conslaw_lite.early_warning.sweep` over ``--lr`` for each seed, a row per τ (the table, or
-    JSON with ``--json``).
+    JSON with ``--json``), and the exit code: :data:`PARTIAL` where some runs diverged, 2 where all did (a line on
+    stderr says so).
 
     Examples
     ========
@@ -256,7 +257,7 @@ def run_alarm(args: argparse.Namespace, setup: Callable, laws: dict[str, Law] | 
           tau  seed  drift warning  loss > 3 L_0   diverged   lead
             1     0              —             —          —      —
             6     0             10             9         10      0
-    0
+    1
     """
     if args.optimizer not in ("gd", "sgd") or args.schedule != "constant":
         raise ValueError("--alarm trains with plain (S)GD at a constant step: use --optimizer gd or sgd, "
@@ -268,11 +269,16 @@ def run_alarm(args: argparse.Namespace, setup: Callable, laws: dict[str, Law] | 
         for seed in range(args.seeds)
         for point in sweep(setup, args.lr, steps=args.steps, seed=seed, laws=laws)
     ]
+    diverged = sum(p.diverged_at is not None for _, p in runs)
+    code = 0 if not diverged else PARTIAL if diverged < len(runs) else 2
+    if diverged:
+        print(f"warning: {diverged} of {len(runs)} runs diverged (loss > {DIVERGENCE:g} L_0); their rows name the step",
+              file=sys.stderr)
     if args.json:
         rows = [{"lr": p.lr, "seed": seed, "warned_at": p.warned_at, "loss_warned_at": p.loss_warned_at,
                  "diverged_at": p.diverged_at, "lead": p.lead} for seed, p in runs]
-        return json_text({"arch": args.arch, "steps": args.steps, "divergence": DIVERGENCE, "alarm": rows})
-    return format_alarm(args.arch, args.steps, batch_size(args.optimizer, args.batch, args.samples), runs)
+        return json_text({"arch": args.arch, "steps": args.steps, "divergence": DIVERGENCE, "alarm": rows}), code
+    return format_alarm(args.arch, args.steps, batch_size(args.optimizer, args.batch, args.samples), runs), code
 
 
 def format_alarm(arch: str, steps: int, batch: int | None, runs: list[tuple[int, SweepPoint]]) -> str:
