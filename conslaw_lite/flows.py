@@ -221,7 +221,8 @@ def check_loss(k: int, loss: float, loss0: float, max_loss_ratio: float = 1e6, t
     if not math.isfinite(loss):
         raise Diverged(k, f"the loss is {loss}; {step} is too large")
     if loss > max_loss_ratio * max(loss0, 1e-300):
-        raise Diverged(k, f"the loss grew from {loss0:.3g} to {loss:.3g}; {step} is too large")
+        grew = f"the loss grew from {loss0:.3g} to {loss:.3g}, past {max_loss_ratio:g} times"
+        raise Diverged(k, f"{grew}; {step} is too large")
 
 
 def train(
