@@ -96,6 +96,11 @@ class UserModule:
 
     def _call_inputs(self, n: int) -> torch.Tensor:
         x = _run(self.path, f"{INPUTS}({n})", lambda: self.make_inputs(n))
+        if isinstance(x, (tuple, list)) and x and all(isinstance(t, torch.Tensor) for t in x):
+            raise ValueError(
+                f"{self.path}: {INPUTS}({n}) returned a {type(x).__name__} of tensors: a model takes one tensor here; "
+                "wrap a model of several inputs in a module whose forward takes one tensor and splits it"
+            )
         if not isinstance(x, torch.Tensor) or x.dim() < 1 or len(x) < n:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"{self.path}: {INPUTS}({n}) must return a tensor of ≥ {n} inputs, got {got}")
@@ -163,6 +168,10 @@ def load_module(spec: str) -> UserModule:
         inner, _, _ = path_text.partition(":")
         if inner != path_text and Path(inner).is_file():  # FILE.py:NAME:more: one name after the file
             raise ValueError(f"one name after {inner}: FILE.py:FACTORY, got {spec!r}")
+        if path.suffix != ".py" and path.with_suffix(".py").is_file():
+            raise ValueError(f"module file not found: {path}; give its file name, {path.with_suffix('.py')}")
+        if path.suffix != ".py":  # a dotted import path (torch.nn:Linear), which is not taken
+            raise ValueError(f"module file not found: {path}; a module is given by its file, FILE.py:FACTORY")
         raise ValueError(f"module file not found: {path}")
     source = _import(path)
     factory_name = factory_name or _built_model(source, path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -820,6 +821,29 @@ def test_a_plain_dict_with_a_logits_key_is_counted_on_all_its_tensors() -> None:
 
     torch.manual_seed(0)
     assert count_laws(Heads().double(), 4).num_laws == 6  # input_shape=4 is (4,)
+
+
+def test_a_model_output_of_ones_own_subclass_is_its_logits() -> None:
+    """A ``ModelOutput`` subclassed in a user's file, as research code writes its outputs, is read as its logits, as
+    transformers' own are: its ``hidden`` is not counted."""
+    modeling_outputs = pytest.importorskip("transformers.modeling_outputs")
+
+    @dataclasses.dataclass
+    class Out(modeling_outputs.ModelOutput):
+        logits: torch.Tensor | None = None
+        hidden: torch.Tensor | None = None
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(4, 6, bias=False), nn.Linear(6, 3, bias=False), nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> Out:
+            return Out(logits=self.b(torch.relu(self.a(x))), hidden=self.c(x))
+
+    torch.manual_seed(0)
+    count = count_laws(Net().double(), (4,))
+    assert count.num_laws == 6 + 10  # the 6 unit laws, and c's 10 entries, which the logits do not read
 
 
 @pytest.mark.parametrize("reduce", [lambda y: y.sum(), lambda y: y.mean(0)], ids=["sum", "mean over the batch"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import time
 from pathlib import Path
 
 from conslaw_lite.archs import (
@@ -156,11 +157,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give either an architecture name or --module FILE.py:FACTORY, not both")
     if args.arch is None and args.module is None:
         raise ValueError("give an architecture name (certify --list names them) or --module FILE.py:FACTORY")
+    started = time.perf_counter()
     try:
         with time_limit(args.seconds):
             result = _certified(args)
     except OutOfTime:
-        reason = f"stopped after {args.seconds:g} s (--seconds)"
+        took = time.perf_counter() - started
+        reason = f"stopped at {took:.0f} s: its next step would pass --seconds {args.seconds:g}"
         if args.json:  # a script reading stdout gets JSON whatever came of the count
             print(json_text({"arch": args.arch or args.module, "conclusive": False, "reason": reason}))
         print(f"inconclusive: {reason}; no count reported", file=sys.stderr)

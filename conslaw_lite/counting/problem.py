@@ -356,9 +356,9 @@ def one_output(out: object, batch: int) -> object:
 
 
 def _logits(out: object) -> torch.Tensor | None:
-    """The ``logits`` of a transformers ``ModelOutput`` (its class comes from that package, not a dict of the user's
-    own), or None."""
-    if isinstance(out, Mapping) and type(out).__module__.split(".")[0] == "transformers":
+    """The ``logits`` of a transformers ``ModelOutput`` (of that package's classes or a subclass of one, not a dict of
+    the user's own), or None."""
+    if isinstance(out, Mapping) and any(c.__module__.split(".")[0] == "transformers" for c in type(out).__mro__):
         logits = out.get("logits")
         return logits if isinstance(logits, torch.Tensor) else None
     return None
