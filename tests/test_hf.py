@@ -608,11 +608,25 @@ def test_trainer_callback_logs_finite_epsilon_and_laws_drift_less_than_controls(
     )  # fmt: skip
     trainer = transformers.Trainer(model=model, args=args, train_dataset=_random_ids(32, 8, 32))
     callback = watch(trainer)
-    trainer.train()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
     logged = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert [entry["step"] for entry in logged] == [4, 8]
     _check_epsilon(logged[-1], {"gqa-rope-qknorm-shared", "swiglu", "network"})
     assert callback.monitor.steps.tolist() == list(range(9))
+    # the gradient, clipped by its global norm (max_grad_norm=1), was checked at steps 2 and 3 and is the loss's
+    assert not [w for w in caught if "gradient in .grad" in str(w.message)]
+
+    class Penalized(transformers.Trainer):  # an L2 penalty written into the loss: the laws drift at first order
+        def compute_loss(self, model, inputs, **kwargs):
+            penalty = sum(p.square().sum() for p in model.parameters())
+            return super().compute_loss(model, inputs, **kwargs) + 1e-2 * penalty
+
+    trainer = Penalized(model=model, args=args, train_dataset=_random_ids(32, 8, 32))
+    watch(trainer)
+    with pytest.warns(UserWarning, match="gradient in .grad is not the loss's .* a penalty such as L2 in the loss"):
+        trainer.train()
 
 
 def _lightning_trainer(pl, tmp_path, callback, max_steps: int, **options):

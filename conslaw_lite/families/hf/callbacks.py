@@ -1,7 +1,7 @@
 """A ``transformers`` ``TrainerCallback`` that logs ε_block per block kind while a ``Trainer`` trains.
 
 :class:`ConservationCallback` starts a :class:`~conslaw_lite.Monitor` on the model when training begins
-(h(θ₀) of every law the registry knows for it), records after every optimizer step (``on_step_end``;
+(h(θ₀) of every law the registry knows for it), records after every optimizer step (``on_optimizer_step``;
 ``every`` thins it), and adds ``"epsilon/<group>"`` (e.g. ``"epsilon/gqa-rope-qknorm-shared"``,
 ``"epsilon/swiglu:control"``) to each log (``on_log``): to ``trainer.state.log_history`` and to every
 callback after it. The Trainer puts its reporting callbacks (TensorBoard, ...) before the user's, so
@@ -52,8 +52,10 @@ class ConservationCallback(TrainerCallback):
         for why in self.monitor.optimizer_warnings(optimizer) if optimizer is not None else ():
             warnings.warn(f"Monitor: {why}", stacklevel=2)
 
-    def on_step_end(self, args, state, control, **kwargs):
-        """Count one optimizer step (every ``every``-th records the laws)."""
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        """Count one optimizer step (every ``every``-th records the laws): right after it, while ``.grad`` still holds
+        the gradient it took, which the monitor checks (:mod:`conslaw_lite.gradient_check`; the Trainer zeroes it
+        before ``on_step_end``)."""
         self.monitor.step()
 
     def on_log(self, args, state, control, logs: dict | None = None, **kwargs):
