@@ -391,8 +391,9 @@ class Monitor:
             verb = "is" if len(replaced) == 1 else "are"
             raise ValueError(
                 f"Monitor: {listed([repr(name) for name in replaced], 3)} of the model {verb} no longer the parameter "
-                "the monitor started with (replaced by a new nn.Parameter, load_state_dict(assign=True), or deleted), "
-                "so its records read the old tensor: start a new Monitor after replacing parameters"
+                "the monitor started with (replaced by a new nn.Parameter, load_state_dict(assign=True), deleted, or "
+                "renamed by a layer inserted or wrapped around it), so its records read the old tensor: start a new "
+                "Monitor after changing the model's parameters"
             )
 
     def optimizer_warnings(self, *optimizers: torch.optim.Optimizer) -> list[str]:

@@ -279,6 +279,11 @@ def test_a_submodule_replaced_or_a_parameter_deleted_after_the_start_is_named() 
     del model.Q.weight
     with pytest.raises(ValueError, match="'Q.weight' of the model is no longer the parameter"):
         monitor.step()
+    model = MultiHeadAttention(4, 2, 2).double()
+    monitor = Monitor(model, evaluate_every=1)
+    model.V = nn.Sequential(model.V)  # wrapped: V.weight is now V.0.weight, the same tensor under another name
+    with pytest.raises(ValueError, match="'V.weight' of the model is no longer .* renamed by a layer inserted or wrap"):
+        monitor.step()
 
 
 def test_laws_that_read_a_frozen_parameter_are_left_out(capsys: pytest.CaptureFixture) -> None:
