@@ -36,6 +36,8 @@ SIGNS = 4  # random-sign draws for the terms' size: below 10⁻⁴ of it with pr
 TOL = 1e-2  # a sum above this share of its terms' size: the gradient is not the loss's (float32 round-off: 10⁻⁶;
 # clip_grad_value_, an L2 penalty of 10⁻³, a layer's gradient doubled: 0.3 to 1)
 CONSISTENT = 1e-5  # the sums along v and 2v agree to this share of the terms' size where an entry is judged
+FLOOR = 1e-4  # of the largest terms' size: below it, an entry's terms are a gradient that is round-off of zero (a
+# key bias, whose law is each of its entries: the sum is one term, as large as itself)
 FIRST, CHECKS = 2, 1000  # checks at calls 2 and 3 (θ kept at 1 and 2), then CHECKS calls on, each twice as far on
 
 
@@ -72,10 +74,12 @@ class GradientCheck:
         per_law: Callable[[np.ndarray], np.ndarray],
         names: list[str],
         judged: np.ndarray | None = None,
+        given: bool = False,
         seed: int = 0,
     ) -> None:
         self.plan, self.read, self.theta, self.per_law, self.names = plan, read, theta, per_law, names
         self.judged = np.ones(len(names), dtype=bool) if judged is None else judged
+        self.given = given  # the laws are the user's own, unchecked: one may be no law at all
         self.calls, self.next = 0, FIRST
         self.kept: list[torch.Tensor] | None = None
         self.generator = torch.Generator().manual_seed(seed)
@@ -109,17 +113,22 @@ class GradientCheck:
         if not moved:
             return None
         frozen = [name for name, p in zip(self.read, self.theta, strict=True) if not p.requires_grad]
-        why = (
-            f"{listed(frozen, 3)} {'was' if len(frozen) == 1 else 'were'} frozen (requires_grad=False) after the "
-            "Monitor started"
-            if frozen
-            else "something edits it between backward() and the optimizer (clip_grad_value_, a clip of some layers "
-            "only, a hook registered after the Monitor started, a penalty such as L2 in the loss)"
+        edits = (
+            "something edits it between backward() and the optimizer (clip_grad_value_, a clip of some layers only, a "
+            "hook registered after the Monitor started, a penalty such as L2 in the loss)"
         )
+        if frozen:
+            edits = f"{listed(frozen, 3)} {'was' if len(frozen) == 1 else 'were'} frozen (requires_grad=False) after "
+            edits += "the Monitor started"
+        measured = f"⟨∇h, g⟩ reaches {shares.max():.1g} of its terms' size ({TOL:.0e} allowed) at step {self.calls}"
+        if self.given and not frozen:
+            return (
+                f"the laws given {listed(moved, 3)} are not kept by the gradient in .grad: {measured}; either they "
+                f"are not laws of this model (laws= are watched as given) or {edits}; ε measures how far they drift"
+            )
         return (
-            f"the gradient in .grad is not the loss's for the laws {listed(moved, 3)}: ⟨∇h, g⟩ reaches "
-            f"{shares.max():.1g} of its terms' size ({TOL:.0e} allowed) at step {self.calls}, where {why}; these "
-            "laws drift at first order in τ, and ε measures how far"
+            f"the gradient in .grad is not the loss's for the laws {listed(moved, 3)}: {measured}, where {edits}; "
+            "these laws drift at first order in τ, and ε measures how far"
         )
 
     def _shares(self, theta: list[torch.Tensor], g: list[torch.Tensor]) -> np.ndarray:
@@ -131,6 +140,7 @@ class GradientCheck:
         dot, twice = _sum(ring, at, v), _sum(ring, at, [2 * d for d in v])
         signed = [_sum(ring, at, [d * _signs(d, self.generator) for d in v]) for _ in range(SIGNS)]
         size = np.sqrt(np.mean(np.square(signed), axis=0))
+        size = np.maximum(size, FLOOR * size.max(initial=0.0))  # a law of one term: its own gradient, round-off
         consistent = np.abs(twice - 2 * dot) <= CONSISTENT * size
         share = np.where(consistent & (size > 0), np.abs(dot) / np.where(size > 0, size, 1.0), 0.0)
         return np.where(self.judged, self.per_law(share), 0.0)

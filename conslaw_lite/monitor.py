@@ -259,7 +259,8 @@ class Monitor:
         self._count = 0
         self.own: OwnLaws | None = None  # the parts outside the registered blocks and the laws found for them
         self._alarm = alarm
-        if laws is not None:
+        given = laws is not None  # the user's own laws, which the gradient check cannot tell from non-laws
+        if given:
             grouped = {FOUND: laws}
         else:
             grouped = self._registered_and_own(model, input_shape, inputs, search_seconds)
@@ -288,7 +289,7 @@ class Monitor:
         self._links = _links(model, read)
         self._optimizers = AttachedOptimizers(self.step, dict(zip(read, self._theta, strict=True)))
         judged = np.array([group.kind == "law" for group, fns in grouped.items() for _ in fns])
-        self._gradients = GradientCheck(plan, read, self._theta, self._laws.largest, list(laws), judged)
+        self._gradients = GradientCheck(plan, read, self._theta, self._laws.largest, list(laws), judged, given)
         self._steps = [0]
         self._drift = list(self._laws.drift(self._laws.h0[None]))  # per record: each law's ‖h_i(θ_k) − h_i(θ₀)‖
         self._say_zero_laws(list(laws))
