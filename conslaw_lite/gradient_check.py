@@ -134,7 +134,9 @@ class GradientCheck:
     def _shares(self, theta: list[torch.Tensor], g: list[torch.Tensor]) -> np.ndarray:
         """Each watched law's largest |⟨∇h, g⟩| over its terms' size at ``theta`` (0: not judged)."""
         ring = Snapshots(self.plan, self.read, slots=2)  # two float64 copies of θ, for the check's time only
-        at = [t.detach().double() for t in theta]
+        where = next(iter(self.plan.params.values())).device  # the monitor's device (device="cpu" for a GPU model)
+        at = [t.detach().to(where, torch.float64) for t in theta]
+        g = [d.to(where) for d in g]
         scale = _norm(at) / max(_norm(g), torch.finfo(torch.float64).tiny)
         v = [scale * d for d in g]
         dot, twice = _sum(ring, at, v), _sum(ring, at, [2 * d for d in v])
