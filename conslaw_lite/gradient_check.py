@@ -106,9 +106,11 @@ class GradientCheck:
         g = [torch.zeros_like(t, dtype=torch.float64) if d is None else d.double() for t, d in zip(kept, grads)]
         if not all(bool(v.isfinite().all()) for v in g):  # a step a GradScaler skips
             return None
-        shares = self._shares(kept, g)
+        ring = Snapshots(self.plan, self.read, slots=2)  # two float64 copies of θ, for the check's time only
+        g = [d.to(ring.slot[0][self.read[0]].device) for d in g]  # the monitor's device (device="cpu", a GPU model)
+        shares = self._shares(ring, kept, g)
         if (shares > TOL).any():  # g may have been computed at θ now (the monitor called before the optimizer)
-            shares = np.minimum(shares, self._shares(self.theta, g))
+            shares = np.minimum(shares, self._shares(ring, self.theta, g))
         moved = [f"`{name}`" for name, share in zip(self.names, shares, strict=True) if share > TOL]
         if not moved:
             return None
@@ -131,12 +133,10 @@ class GradientCheck:
             "these laws drift at first order in τ, and ε measures how far"
         )
 
-    def _shares(self, theta: list[torch.Tensor], g: list[torch.Tensor]) -> np.ndarray:
-        """Each watched law's largest |⟨∇h, g⟩| over its terms' size at ``theta`` (0: not judged)."""
-        ring = Snapshots(self.plan, self.read, slots=2)  # two float64 copies of θ, for the check's time only
-        where = next(iter(self.plan.params.values())).device  # the monitor's device (device="cpu" for a GPU model)
-        at = [t.detach().to(where, torch.float64) for t in theta]
-        g = [d.to(where) for d in g]
+    def _shares(self, ring: Snapshots, theta: list[torch.Tensor], g: list[torch.Tensor]) -> np.ndarray:
+        """Each watched law's largest |⟨∇h, g⟩| over its terms' size at ``theta`` (0: not judged), evaluated in
+        ``ring``, on whose device ``g`` lies."""
+        at = [t.detach().to(g[0].device, torch.float64) for t in theta]
         scale = _norm(at) / max(_norm(g), torch.finfo(torch.float64).tiny)
         v = [scale * d for d in g]
         dot, twice = _sum(ring, at, v), _sum(ring, at, [2 * d for d in v])
