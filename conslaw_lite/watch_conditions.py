@@ -8,6 +8,7 @@ gradient flow (:func:`optimizer_breaks_laws`), and checks the laws a user gives 
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import Mapping
 
@@ -149,9 +150,14 @@ def optimizer_breaks_laws(
     >>> optimizer_breaks_laws(torch.optim.Adam(params), watched={})  # it updates no parameter a law reads
     []
     >>> class LARS(torch.optim.SGD):  # a step of its own
-    ...     pass
+    ...     def step(self, closure=None):
+    ...         return super().step(closure)
     >>> optimizer_breaks_laws(LARS(params, lr=0.1))[0][:44]
     'LARS subclasses SGD with a step() of its own'
+    >>> class Named(torch.optim.SGD):  # SGD's own step
+    ...     pass
+    >>> optimizer_breaks_laws(Named(params, lr=0.1))
+    []
     """
     while isinstance(getattr(optimizer, "optimizer", None), torch.optim.Optimizer):  # accelerate's wrapper
         optimizer = optimizer.optimizer
@@ -164,7 +170,7 @@ def optimizer_breaks_laws(
             f"weight_decay={decay:g} shrinks θ at every step: the laws decay at first order in τ (ε is not O(τ²k)); "
             "set it to 0 to watch gradient flow's laws"
         )
-    if groups and isinstance(optimizer, torch.optim.SGD) and type(optimizer) is not torch.optim.SGD:
+    if groups and isinstance(optimizer, torch.optim.SGD) and _own_step(optimizer):
         why.append(
             f"{type(optimizer).__name__} subclasses SGD with a step() of its own: the laws hold only if it steps "
             "along −τ∇L as SGD does (a LARS-style rescaling per layer moves them at first order; ε measures how far)"
@@ -176,6 +182,11 @@ def optimizer_breaks_laws(
             "measures how far it moves them (SGD, with or without momentum, keeps them to O(τ²k))"
         )
     return why
+
+
+def _own_step(optimizer: torch.optim.SGD) -> bool:
+    """Whether a subclass of SGD replaces its ``step()`` (torch wraps every optimizer's ``step`` with its hooks)."""
+    return inspect.unwrap(type(optimizer).step) is not inspect.unwrap(torch.optim.SGD.step)
 
 
 STEP_SETTINGS = ("lr", "momentum", "dampening", "nesterov", "maximize")  # what makes two param groups' steps differ
