@@ -5,7 +5,7 @@ Every law of gradient flow has ``⟨∇h(θ), ∇L(θ)⟩ = 0``, whatever the lo
 some layers only, a hook on a gradient registered after the monitor started, a penalty such as L2 written into the
 loss (``2λθ`` in g: ``⟨∇h, 2λθ⟩ = 4λh`` for a quadratic law), a parameter frozen after the start (no ``.grad``: a zero
 in its place). The monitor cannot see these in the optimizer, so it checks the gradient itself, at calls 2 and 3,
-then at 1,003, 2,006, 4,012, ... (:data:`CHECKS` on, then twice as far each time), until one fails: θ is kept at one
+then every :data:`CHECKS` calls (1,003, 2,003, ...), until one fails: θ is kept at one
 call of :meth:`GradientCheck.step`, and at the next ``.grad`` holds the g that was computed there. Each entry of each
 law gives
 
@@ -38,7 +38,8 @@ TOL = 1e-2  # a sum above this share of its terms' size: the gradient is not the
 CONSISTENT = 1e-5  # the sums along v and 2v agree to this share of the terms' size where an entry is judged
 FLOOR = 1e-4  # of the largest terms' size: below it, an entry's terms are a gradient that is round-off of zero (a
 # key bias, whose law is each of its entries: the sum is one term, as large as itself)
-FIRST, CHECKS = 2, 1000  # checks at calls 2 and 3 (θ kept at 1 and 2), then CHECKS calls on, each twice as far on
+FIRST, CHECKS = 2, 1000  # checks at calls 2 and 3 (θ kept at 1 and 2), then every CHECKS calls: an edit that starts
+# late is named within CHECKS steps, for 12–43 ms a check on transformers' tiny Qwen3 (0.2 % of their steps)
 
 
 class GradientCheck:
@@ -92,7 +93,7 @@ class GradientCheck:
         if self.calls == self.next:
             kept, self.kept = self.kept, None
             why = self._judged(kept) if kept is not None else None
-            self.next = -1 if why else self.calls + (1 if self.calls == FIRST else max(CHECKS, self.calls))
+            self.next = -1 if why else self.calls + (1 if self.calls == FIRST else CHECKS)
         if self.calls == self.next - 1:
             self.kept = [p.detach().clone() for p in self.theta]
         return why

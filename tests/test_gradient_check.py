@@ -173,10 +173,17 @@ def test_groups_apart_by_maximize_a_subclass_of_sgd_and_a_scheduler_warn_once() 
         monitor.attach(apart)
 
     class LARS(torch.optim.SGD):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    class Renamed(torch.optim.SGD):  # SGD's own step: nothing to say
         pass
 
     with pytest.warns(UserWarning, match="LARS subclasses SGD with a step\\(\\) of its own"):
         Monitor(model, laws=UNITS).attach(LARS(model.parameters(), lr=0.1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Monitor(model, laws=UNITS).attach(Renamed(model.parameters(), lr=0.1))
     groups = torch.optim.SGD([{"params": model[0].parameters()}, {"params": model[2].parameters()}], lr=0.02)
     decay = torch.optim.lr_scheduler.LambdaLR(groups, [lambda k: 1.0, lambda k: 1 / (1 + 0.1 * k)])
     monitor = Monitor(model, laws=UNITS)
@@ -190,3 +197,18 @@ def test_groups_apart_by_maximize_a_subclass_of_sgd_and_a_scheduler_warn_once() 
             decay.step()
     said = [str(w.message) for w in caught if "different settings" in str(w.message)]
     assert len(said) == 1  # its lr changes at every step: the same reason, said once
+
+
+def test_an_edit_that_starts_late_is_named_at_the_next_check() -> None:
+    """Checks come every 1,000 steps after the first two: an edit from step 1,500 on is named at step 2,003."""
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    calls = []
+
+    def clip_late() -> None:
+        calls.append(None)
+        if len(calls) >= 1500:
+            torch.nn.utils.clip_grad_value_(model.parameters(), 1e-3)
+
+    said = monitor_warnings(model, sgd_loop(model, optimizer, clip_late), steps=2100)
+    assert len(said) == 1 and "at step 2003" in said[0]
