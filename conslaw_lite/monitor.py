@@ -248,6 +248,7 @@ class Monitor:
         if hook:  # the laws are those of the loss's gradient flow: watched, they measure how far the hook moves them
             warnings.warn(f"Monitor: {hook}: training does not step along the loss's gradient, and the laws "
                           "watched drift at first order in τ", stacklevel=2)  # fmt: skip
+        self._hooked = bool(hook)
         self._conflicts = mode_conflicts(model, laws is not None)
         if laws is not None:  # e.g. find_laws(model, ...).laws: one group, "found", instead of the registry's
             laws, self._conflicts = laws_under_masks(model, laws, self._conflicts, input_shape, inputs)
@@ -344,7 +345,7 @@ class Monitor:
     def step(self) -> bool:
         """Count one optimizer step; every ``every`` steps record each law's relative drift. True if it recorded."""
         self._count += 1
-        if why := self._gradients.step():
+        if (why := self._gradients.step()) and not self._hooked:  # a hook named at the start: said once
             warnings.warn(f"Monitor: {why}", stacklevel=2)
         if self._count % self.every:
             return False

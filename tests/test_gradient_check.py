@@ -212,3 +212,11 @@ def test_an_edit_that_starts_late_is_named_at_the_next_check() -> None:
 
     said = monitor_warnings(model, sgd_loop(model, optimizer, clip_late), steps=2100)
     assert len(said) == 1 and "at step 2003" in said[0]
+
+
+def test_a_hook_registered_before_the_start_is_named_once() -> None:
+    """The monitor names it at the start; the check that then finds the laws moved does not say it again."""
+    model = mlp()
+    model[2].weight.register_hook(lambda g: 3 * g)
+    said = monitor_warnings(model, sgd_loop(model, torch.optim.SGD(model.parameters(), lr=0.02)))
+    assert len(said) == 1 and "a hook on the gradient of parameter '2.weight'" in said[0]
