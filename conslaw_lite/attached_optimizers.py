@@ -103,12 +103,18 @@ class AttachedOptimizers:
             if optimizer is not None and handle.id in getattr(optimizer, "_optimizer_step_post_hooks", {})
         }
 
+    def judge(self, optimizers: Iterable[torch.optim.Optimizer]) -> None:
+        """Warn, once for each reason, why ``optimizers`` do not train the watched laws: at the first call, and again
+        where their step settings changed since the last (a scheduler that set param groups apart)."""
+        optimizers = tuple(optimizers)
+        settings = _settings(optimizers)
+        if settings != self._settings:
+            self._say(training_warnings(optimizers, self.watched, missed=self._settings is None))
+            self._settings = settings
+
     def _stepped_by(self, optimizer: torch.optim.Optimizer, record: Callable[[], object]) -> None:
         live = self.live()
-        settings = _settings(live.values())
-        if settings != self._settings:  # the first step, or a scheduler that set the groups apart
-            self._say(training_warnings(live.values(), self.watched, missed=self._settings is None))
-            self._settings = settings
+        self.judge(live.values())
         self._stepped.add(id(optimizer))
         if self._stepped >= live.keys():
             self._stepped.clear()

@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from conslaw_lite.attached_optimizers import AttachedOptimizers, training_warnings
+from conslaw_lite.attached_optimizers import AttachedOptimizers
 from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
 from conslaw_lite.counting.training_field import gradient_hooks
@@ -398,10 +398,11 @@ class Monitor:
                 "Monitor after changing the model's parameters"
             )
 
-    def optimizer_warnings(self, *optimizers: torch.optim.Optimizer) -> list[str]:
-        """Why the watched laws are not those of training with ``optimizers``
-        (:func:`~conslaw_lite.attached_optimizers.training_warnings`)."""
-        return training_warnings(optimizers, self._optimizers.watched)
+    def judge_optimizers(self, *optimizers: torch.optim.Optimizer) -> None:
+        """Warn why the watched laws are not those of training with ``optimizers``
+        (:func:`~conslaw_lite.attached_optimizers.training_warnings`), once for each reason: a trainer's callback
+        calls it at the start and at each step, where a scheduler may set param groups apart."""
+        self._optimizers.judge(optimizers)
 
     def attach(self, optimizer: torch.optim.Optimizer) -> torch.utils.hooks.RemovableHandle:
         """Call :meth:`step` once every optimizer attached has stepped (one per layer: after all of them); returns the

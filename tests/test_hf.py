@@ -629,6 +629,29 @@ def test_trainer_callback_logs_finite_epsilon_and_laws_drift_less_than_controls(
         trainer.train()
 
 
+def test_trainer_callback_warns_once_when_a_scheduler_sets_param_groups_apart(tmp_path) -> None:
+    """Attention and MLP in two groups, at one lr for two steps, then the MLP's decays: the laws coupling them (the
+    RMSNorm gains with the layers they feed) drift at first order from there on, said once."""
+    model = tiny_model("qwen3", ArchOptions(dim=16, heads=2, out=32)).float()
+    mlp = [p for name, p in model.named_parameters() if ".mlp." in name]
+    rest = [p for name, p in model.named_parameters() if ".mlp." not in name]
+    optimizer = torch.optim.SGD([{"params": rest}, {"params": mlp}], lr=0.02)
+    later = torch.optim.lr_scheduler.LambdaLR(optimizer, [lambda k: 1.0, lambda k: 1.0 if k < 2 else 0.5 / k])
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), report_to="none", max_steps=6, per_device_train_batch_size=4, use_cpu=True,
+        save_strategy="no", disable_tqdm=True,
+    )  # fmt: skip
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=_random_ids(24, 8, 32), optimizers=(optimizer, later)
+    )
+    watch(trainer)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    apart = [str(w.message) for w in caught if "step with different settings" in str(w.message)]
+    assert len(apart) == 1 and "lr=0.02" in apart[0], apart
+
+
 def _lightning_trainer(pl, tmp_path, callback, max_steps: int, **options):
     """A CPU Lightning Trainer logging to CSV in ``tmp_path``, with only ``callback`` and nothing else to print
     (``options``: the Trainer's others, e.g. its gradient clipping)."""
@@ -718,6 +741,33 @@ def test_the_lightning_callback_warns_of_gradients_clipped_by_value(tmp_path, al
         trainer.fit(_regression(pl, "net", forward=False), data)
     clipped = [str(w.message) for w in caught if "clips gradients by value" in str(w.message)]
     assert len(clipped) == (algorithm == "value"), clipped
+
+
+def test_the_lightning_callback_warns_once_when_a_scheduler_sets_param_groups_apart(tmp_path) -> None:
+    pl = pytest.importorskip("pytorch_lightning", reason="pytorch-lightning is not installed")
+    from conslaw_lite.families.hf.lightning import ConservationLightningCallback
+
+    class Apart(pl.LightningModule):  # the MLP's layers in two groups: one lr, then the second's decays
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).double()
+
+        def training_step(self, batch, _):
+            return (self.net(batch) ** 2).mean()
+
+        def configure_optimizers(self):
+            groups = [{"params": self.net[0].parameters()}, {"params": self.net[2].parameters()}]
+            optimizer = torch.optim.SGD(groups, lr=0.01)
+            later = torch.optim.lr_scheduler.LambdaLR(optimizer, [lambda k: 1.0, lambda k: 1.0 if k < 2 else 0.5 / k])
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": later, "interval": "step"}}
+
+    data = torch.utils.data.DataLoader(torch.randn(24, 3, dtype=torch.float64), batch_size=4)
+    trainer = _lightning_trainer(pl, tmp_path, ConservationLightningCallback(input_shape=(3,)), max_steps=6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(Apart(), data)
+    apart = [str(w.message) for w in caught if "step with different settings" in str(w.message)]
+    assert len(apart) == 1, apart
 
 
 @pytest.mark.slow

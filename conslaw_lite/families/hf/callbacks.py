@@ -10,8 +10,6 @@ callback after it. The Trainer puts its reporting callbacks (TensorBoard, ...) b
 
 from __future__ import annotations
 
-import warnings
-
 from torch import nn
 
 from conslaw_lite.families.hf.epsilon_log import latest_epsilon
@@ -48,15 +46,18 @@ class ConservationCallback(TrainerCallback):
         """Record h(θ₀) of every law of ``model``; warn when the optimizer does not follow gradient flow or leaves
         out parameters the laws read."""
         self.monitor = Monitor(model, every=self.every, **self.options)
-        optimizer = kwargs.get("optimizer")
-        for why in self.monitor.optimizer_warnings(optimizer) if optimizer is not None else ():
-            warnings.warn(f"Monitor: {why}", stacklevel=2)
+        self._judge(kwargs.get("optimizer"))
 
     def on_optimizer_step(self, args, state, control, **kwargs):
         """Count one optimizer step (every ``every``-th records the laws): right after it, while ``.grad`` still holds
         the gradient it took, which the monitor checks (:mod:`conslaw_lite.gradient_check`; the Trainer zeroes it
-        before ``on_step_end``)."""
+        before ``on_step_end``); warn if a scheduler has set the optimizer's param groups apart."""
+        self._judge(kwargs.get("optimizer"))
         self.monitor.step()
+
+    def _judge(self, optimizer) -> None:
+        if optimizer is not None:
+            self.monitor.judge_optimizers(optimizer)
 
     def on_log(self, args, state, control, logs: dict | None = None, **kwargs):
         """Add ``"epsilon/<group>": ε_block`` at the latest record to ``logs`` and to the log history."""

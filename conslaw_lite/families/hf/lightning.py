@@ -48,7 +48,8 @@ class ConservationLightningCallback(Callback):
         """Record h(θ₀) of every law of the module; warn when the optimizers do not follow gradient flow or leave
         out parameters the laws read."""
         self.monitor = Monitor(pl_module, every=self.every, **self.options)
-        for why in [*self.monitor.optimizer_warnings(*trainer.optimizers), *value_clipping(trainer)]:
+        self.monitor.judge_optimizers(*trainer.optimizers)
+        for why in value_clipping(trainer):
             warnings.warn(f"Monitor: {why}", stacklevel=2)
         self._step = trainer.global_step
 
@@ -57,6 +58,7 @@ class ConservationLightningCallback(Callback):
         if trainer.global_step == self._step:
             return  # an accumulation batch: no step yet
         self._step = trainer.global_step
+        self.monitor.judge_optimizers(*trainer.optimizers)  # a scheduler may have set param groups apart
         if self.monitor.step():
             pl_module.log_dict(latest_epsilon(self.monitor), on_step=True, on_epoch=False)
 
