@@ -631,3 +631,9 @@ def test_a_layer_scale_initialised_at_1e_6_gets_its_laws_found_in_seconds() -> N
     (part,) = monitor.own.parts
     assert part.outcome == "10 quadratic laws found; N = 10: the list is complete", part.outcome
     assert monitor.own.seconds < 30
+
+
+def test_token_ids_described_by_an_input_shape_are_told_to_come_with_inputs() -> None:
+    model = nn.Sequential(nn.Embedding(16, 4), nn.Flatten(), nn.Linear(12, 16)).double()
+    with pytest.raises(ValueError, match="fails on inputs of shape \\(3,\\).*its nn.Embedding reads token ids: give"):
+        Monitor(model, input_shape=(3,))
