@@ -82,6 +82,7 @@ class AttachedOptimizers:
         self._stepped: set[int] = set()
         self._settings: tuple | None = None  # the live optimizers' step settings at the last step (None: none yet)
         self._said: set[str] = set()
+        self._recording = False  # inside an attached optimizer's call of the monitor's step
 
     def attach(self, optimizer: torch.optim.Optimizer) -> RemovableHandle:
         """Record after each step that ``optimizer`` takes with the others attached; its handle's ``.remove()``
@@ -118,7 +119,19 @@ class AttachedOptimizers:
         self._stepped.add(id(optimizer))
         if self._stepped >= live.keys():
             self._stepped.clear()
-            record()
+            self._recording = True
+            try:
+                record()
+            finally:
+                self._recording = False
+
+    def refuse_by_hand(self) -> None:
+        """A ``ValueError`` where the monitor is stepped by hand while attached: each step would count twice."""
+        if self._attached and not self._recording and self.live():
+            raise ValueError(
+                "Monitor.step() called by hand while the monitor is attached to an optimizer, which calls it after "
+                "each of its steps: every step would count twice; call one or the other"
+            )
 
     def _say(self, reasons: list[str]) -> None:
         """Warn once for each reason; one that differs only in its numbers (an lr that a scheduler sets at every

@@ -61,7 +61,11 @@ def altered(module: nn.Module, registered: type) -> str | None:
     if any(_foreign(h) for h in (*_GLOBAL_HOOKS.values(), *_GLOBAL_PRE_HOOKS.values())):
         return "a global forward hook (register_module_forward_hook: it can change what every block computes)"
     ours = __name__.partition(".")[0]  # the count's float64 copies: a softmax in float64 (families.hf.exact)
-    replaced = [name or "itself" for name, m in module.named_modules() if _foreign(vars(m).get("forward"), home, ours)]
+    replaced = [
+        name or "itself"
+        for name, m in module.named_modules()
+        if _foreign(vars(m).get("forward"), home, ours) and not _cast_around_own_forward(m)
+    ]
     if replaced:
         return f"its forward replaced on {', '.join(replaced)} (an instance's own forward can compute anything)"
     return None
@@ -75,6 +79,36 @@ def _foreign(fn: object, *homes: str) -> bool:
     fn = getattr(fn, "func", fn)  # functools.partial
     origin = str(getattr(getattr(fn, "__func__", fn), "__module__", ""))  # a bound method's function
     return origin.partition(".")[0] not in homes
+
+
+CASTS = frozenset({"accelerate", "torch"})  # packages whose wrappers of a forward change its precision only
+
+
+def _cast_around_own_forward(module: nn.Module) -> bool:
+    """Whether the forward set on ``module`` is its class's own wrapped in casts only: autocast and the cast of the
+    outputs to float32 that accelerate puts there (a ``Trainer(bf16=True)``), the same function in lower precision.
+
+    Examples
+    ========
+    >>> import torch
+    >>> lin = nn.Linear(2, 2)
+    >>> lin.forward = torch.autocast("cpu", dtype=torch.bfloat16)(type(lin).forward).__get__(lin)
+    >>> _cast_around_own_forward(lin)
+    True
+    >>> lin.forward = lambda x: 2 * x
+    >>> _cast_around_own_forward(lin)
+    False
+    """
+    fn = vars(module).get("forward")
+    while fn is not None:
+        fn = getattr(fn, "__func__", fn)  # a bound method's function
+        if fn is type(module).forward:
+            return True
+        defined = fn.__globals__.get("__name__", "") if hasattr(fn, "__globals__") else type(fn).__module__
+        if defined.partition(".")[0] not in CASTS:  # functools.wraps copies __module__: where it was defined
+            return False
+        fn = getattr(fn, "__wrapped__", None)
+    return False
 
 
 def _foreign_hooks(module: nn.Module, home: str) -> bool:

@@ -17,7 +17,9 @@ root mean square of the same sum with random signs, ``Σᵢ ±aᵢ``, over :data
 twice the sum along v: an entry where it is not, to :data:`CONSISTENT` of its terms' size (a law of higher degree, or
 round-off), is not judged. For the loss's gradient the sum is round-off of its terms (10⁻¹⁶ of them in float64,
 10⁻⁷ in float32); an edit gives a sum of the order of its terms. Where the monitor is called before the optimizer
-steps, g was computed at θ now, so the sum is taken at both θ and the smaller is judged. A check evaluates the laws
+steps, g was computed at θ now, so the sum is taken at both θ and the smaller is judged. A gradient computed in 16
+bits (fp16 or bf16 tensors, or float32 ones under autocast, every entry a 16-bit number) is not judged: its round-off
+reaches the tolerance (3·10⁻² of the terms under bf16 autocast). A check evaluates the laws
 at 2 (2 + SIGNS) points, two at a time, as the monitor's records (:mod:`conslaw_lite.snapshots`).
 """
 
@@ -38,6 +40,19 @@ TOL = 1e-2  # a sum above this share of its terms' size: the gradient is not the
 CONSISTENT = 1e-5  # the sums along v and 2v agree to this share of the terms' size where an entry is judged
 FLOOR = 1e-4  # of the largest terms' size: below it, an entry's terms are a gradient that is round-off of zero (a
 # key bias, whose law is each of its entries: the sum is one term, as large as itself)
+CAUSES = (
+    "a loss term that reads inside the model (an L2 penalty, an auxiliary loss on hidden units), an edit between "
+    "backward() and the optimizer (clip_grad_value_, a clip of some layers only, a hook registered after the Monitor "
+    "started), a parameter that no optimizer zeroes (its .grad adds up), or monitor.step() not called once after each "
+    "optimizer step (Monitor(every=n) records less often)"
+)
+ROUNDED = 0.1  # a share up to this may be the round-off of a gradient computed under bf16 autocast (0.01 to 0.03)
+ROUNDED_CAUSE = (
+    "; at this share, also the round-off of a gradient computed under 16-bit autocast and then scaled (clipped) or "
+    "accumulated (monitor.gradients_in_16_bits() turns this check off)"
+)
+SEEN, LOW_BITS = 16, 0x1FFF  # a float32 gradient whose SEEN non-zero entries all have these bits zero is 16-bit: by
+# chance with probability 2⁻²⁰⁸
 FIRST, CHECKS = 2, 1000  # checks at calls 2 and 3 (θ kept at 1 and 2), then every CHECKS calls: an edit that starts
 # late is named within CHECKS steps, for 12–43 ms a check on transformers' tiny Qwen3 (0.2 % of their steps)
 
@@ -64,7 +79,7 @@ class GradientCheck:
     >>> step(1.0), step(1.0)  # θ kept at the first call, g judged at the second
     (None, None)
     >>> step(2.0)  # the next check, at call 3: one layer's gradient doubled  # doctest: +ELLIPSIS
-    "the gradient in .grad is not the loss's for the laws `unit`: ⟨∇h, g⟩ reaches ... at step 3, where ..."
+    "the gradient in .grad is not the loss's for the laws `unit`: ⟨∇h, g⟩ reaches ... at step 3; it comes from ..."
     """
 
     def __init__(
@@ -82,6 +97,7 @@ class GradientCheck:
         self.judged = np.ones(len(names), dtype=bool) if judged is None else judged
         self.given = given  # the laws are the user's own, unchecked: one may be no law at all
         self.calls, self.next = 0, FIRST
+        self.rounded = False  # the gradient is computed in 16 bits (mixed precision): its round-off is not judged
         self.kept: list[torch.Tensor] | None = None
         self.generator = torch.Generator().manual_seed(seed)
 
@@ -100,10 +116,10 @@ class GradientCheck:
 
     def _judged(self, kept: list[torch.Tensor]) -> str | None:
         grads = [p.grad for p in self.theta]
-        if all(g is None for g in grads):  # zeroed after the step (set_to_none): nothing to judge
+        if self.rounded or all(g is None for g in grads):  # no .grad: zeroed after the step (set_to_none)
             return None
-        if any(g is not None and g.dtype in (torch.float16, torch.bfloat16) for g in grads):
-            return None  # its round-off, 10⁻³ of its terms, is the tolerance itself
+        if any(g is not None and (g.dtype in (torch.float16, torch.bfloat16) or _in_16_bits(g)) for g in grads):
+            return None  # its round-off, 10⁻³ (fp16) to 3·10⁻² (bf16 autocast) of its terms, is the tolerance or more
         g = [torch.zeros_like(t, dtype=torch.float64) if d is None else d.double() for t, d in zip(kept, grads)]
         if not all(bool(v.isfinite().all()) for v in g):  # a step a GradScaler skips
             return None
@@ -116,22 +132,20 @@ class GradientCheck:
         if not moved:
             return None
         frozen = [name for name, p in zip(self.read, self.theta, strict=True) if not p.requires_grad]
-        edits = (
-            "something edits it between backward() and the optimizer (clip_grad_value_, a clip of some layers only, a "
-            "hook registered after the Monitor started, a penalty such as L2 in the loss)"
-        )
-        if frozen:
-            edits = f"{listed(frozen, 3)} {'was' if len(frozen) == 1 else 'were'} frozen (requires_grad=False) after "
-            edits += "the Monitor started"
         measured = f"⟨∇h, g⟩ reaches {shares.max():.1g} of its terms' size ({TOL:.0e} allowed) at step {self.calls}"
-        if self.given and not frozen:
+        if frozen:
+            why = f"{listed(frozen, 3)} {'was' if len(frozen) == 1 else 'were'} frozen (requires_grad=False)"
+            return f"the laws {listed(moved, 3)} read parameters .grad leaves out: {measured}; {why} after the start"
+        causes = CAUSES + (ROUNDED_CAUSE if shares.max() <= ROUNDED else "")
+        if self.given:
             return (
                 f"the laws given {listed(moved, 3)} are not kept by the gradient in .grad: {measured}; either they "
-                f"are not laws of this model (laws= are watched as given) or {edits}; ε measures how far they drift"
+                f"are not laws of this model (laws= are watched as given) or .grad is not the loss's gradient, from "
+                f"one of: {causes}; ε measures how far they drift"
             )
         return (
-            f"the gradient in .grad is not the loss's for the laws {listed(moved, 3)}: {measured}, where {edits}; "
-            "these laws drift at first order in τ, and ε measures how far"
+            f"the gradient in .grad is not the loss's for the laws {listed(moved, 3)}: {measured}; it comes from one "
+            f"of: {causes}; these laws drift at first order in τ, and ε measures how far"
         )
 
     def _shares(self, ring: Snapshots, theta: list[torch.Tensor], g: list[torch.Tensor]) -> np.ndarray:
@@ -156,6 +170,24 @@ def _sum(ring: Snapshots, at: list[torch.Tensor], v: list[torch.Tensor]) -> np.n
         ring.take([t - d for t, d in zip(at, v, strict=True)])
         h = ring.evaluate().cpu().numpy()
     return (h[0] - h[1]) / 2
+
+
+def _in_16_bits(g: torch.Tensor) -> bool:
+    """Whether a float32 gradient was computed under 16-bit autocast: at least :data:`SEEN` non-zero entries, each a
+    float16 or bfloat16 number (its 13 lowest mantissa bits zero), as the matrix products of a layer give there.
+
+    Examples
+    ========
+    >>> layer, x = torch.nn.Linear(4, 8), torch.randn(16, 4)
+    >>> with torch.autocast("cpu", dtype=torch.bfloat16):
+    ...     layer(x).square().mean().backward()
+    >>> _in_16_bits(layer.weight.grad), _in_16_bits(torch.randn(32))
+    (True, False)
+    """
+    if g.dtype != torch.float32:
+        return False
+    entries = g[g != 0]
+    return len(entries) >= SEEN and bool((entries.view(torch.int32) & LOW_BITS).eq(0).all())
 
 
 def _norm(tensors: list[torch.Tensor]) -> float:

@@ -344,6 +344,7 @@ class Monitor:
 
     def step(self) -> bool:
         """Count one optimizer step; every ``every`` steps record each law's relative drift. True if it recorded."""
+        self._optimizers.refuse_by_hand()
         self._count += 1
         if (why := self._gradients.step()) and not self._hooked:  # a hook named at the start: said once
             warnings.warn(f"Monitor: {why}", stacklevel=2)
@@ -403,6 +404,11 @@ class Monitor:
         (:func:`~conslaw_lite.attached_optimizers.training_warnings`), once for each reason: a trainer's callback
         calls it at the start and at each step, where a scheduler may set param groups apart."""
         self._optimizers.judge(optimizers)
+
+    def gradients_in_16_bits(self) -> None:
+        """Training computes the gradient in 16 bits (autocast), clipped or accumulated: its round-off reaches the
+        tolerance of the check of ``.grad`` (:mod:`conslaw_lite.gradient_check`), which stops (the callbacks' case)."""
+        self._gradients.rounded = True
 
     def attach(self, optimizer: torch.optim.Optimizer) -> torch.utils.hooks.RemovableHandle:
         """Call :meth:`step` once every optimizer attached has stepped (one per layer: after all of them); returns the

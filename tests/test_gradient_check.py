@@ -26,11 +26,11 @@ def loss(model: nn.Module) -> torch.Tensor:
     return (model(X) - Y).square().mean()
 
 
-def monitor_warnings(model: nn.Module, step: Callable[[], None], steps: int = 20) -> list[str]:
+def monitor_warnings(model: nn.Module, step: Callable[[], None], steps: int = 20, laws: dict = UNITS) -> list[str]:
     """The monitor's warnings over ``steps`` calls of ``step``, which calls ``step.monitor.step()`` itself."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        step.monitor = Monitor(model, laws=UNITS)
+        step.monitor = Monitor(model, laws=laws)
         for _ in range(steps):
             step()
     return [str(w.message) for w in caught if str(w.message).startswith("Monitor")]
@@ -82,7 +82,7 @@ def test_an_edited_gradient_is_named(edit) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
     said = monitor_warnings(model, sgd_loop(model, optimizer, lambda: edit(model)))
     assert len(said) == 1 and said[0].startswith("Monitor: the laws given `unit` are not kept by the gradient in .grad")
-    assert "either they are not laws of this model (laws= are watched as given) or something edits it" in said[0]
+    assert "either they are not laws of this model (laws= are watched as given) or .grad is not the loss's" in said[0]
 
 
 def test_an_l2_penalty_in_the_loss_and_a_layer_frozen_later_are_named() -> None:
@@ -95,7 +95,7 @@ def test_an_l2_penalty_in_the_loss_and_a_layer_frozen_later_are_named() -> None:
         optimizer.step()
         penalized.monitor.step()
 
-    assert "a penalty such as L2 in the loss" in monitor_warnings(model, penalized)[0]
+    assert "(an L2 penalty, an auxiliary loss on hidden units)" in monitor_warnings(model, penalized)[0]
     model = mlp()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
     step = sgd_loop(model, optimizer)
@@ -106,7 +106,7 @@ def test_an_l2_penalty_in_the_loss_and_a_layer_frozen_later_are_named() -> None:
         for _ in range(4):
             step()
     said = [str(w.message) for w in caught if str(w.message).startswith("Monitor")]
-    assert len(said) == 1 and "2.weight was frozen (requires_grad=False) after the Monitor started" in said[0]
+    assert len(said) == 1 and "2.weight was frozen (requires_grad=False) after the start" in said[0]
 
 
 def test_a_quantity_given_as_a_law_that_is_none_is_named() -> None:
@@ -220,3 +220,50 @@ def test_a_hook_registered_before_the_start_is_named_once() -> None:
     model[2].weight.register_hook(lambda g: 3 * g)
     said = monitor_warnings(model, sgd_loop(model, torch.optim.SGD(model.parameters(), lr=0.02)))
     assert len(said) == 1 and "a hook on the gradient of parameter '2.weight'" in said[0]
+
+
+def autocast_loop(model: nn.Module, clip: float | None = None):
+    """SGD on float32 ``model`` with its loss computed under bf16 autocast, the gradient clipped to norm ``clip``."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            error = model(X.float()) - Y.float()
+        error.float().square().mean().backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        step.monitor.step()
+
+    return step
+
+
+def test_a_gradient_computed_under_bf16_autocast_is_not_judged() -> None:
+    """Each entry a bf16 number: its round-off (10⁻² of the terms) is not taken for an edit. Clipped, it is no longer
+    recognised, and the warning names that cause too; ``gradients_in_16_bits()`` then turns the check off."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 3))
+    laws = {"unit": lambda p: p["0.weight"].square().sum(1) + p["0.bias"].square() - p["2.weight"].square().sum(0)}
+    assert monitor_warnings(model, autocast_loop(model), laws=laws) == []
+    clipped = autocast_loop(model, clip=1e-3)
+    said = monitor_warnings(model, clipped, laws=laws)
+    assert len(said) == 1 and "round-off of a gradient computed under 16-bit autocast" in said[0], said
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clipped.monitor = Monitor(model, laws=laws)
+        clipped.monitor.gradients_in_16_bits()
+        for _ in range(4):
+            clipped()
+    assert [w for w in caught if "Monitor" in str(w.message)] == []
+
+
+def test_a_monitor_attached_and_stepped_by_hand_too_is_refused() -> None:
+    """Each step would count twice (21 records for 10 steps), and nothing said so."""
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
+    step = sgd_loop(model, optimizer)
+    step.monitor = Monitor(model, laws=UNITS)
+    step.monitor.attach(optimizer)
+    with pytest.raises(ValueError, match="called by hand while the monitor is attached to an optimizer"):
+        step()

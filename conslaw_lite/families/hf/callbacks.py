@@ -46,6 +46,8 @@ class ConservationCallback(TrainerCallback):
         """Record h(θ₀) of every law of ``model``; warn when the optimizer does not follow gradient flow or leaves
         out parameters the laws read."""
         self.monitor = Monitor(model, every=self.every, **self.options)
+        if getattr(args, "bf16", False) or getattr(args, "fp16", False):
+            self.monitor.gradients_in_16_bits()
         self._judge(kwargs.get("optimizer"))
 
     def on_optimizer_step(self, args, state, control, **kwargs):

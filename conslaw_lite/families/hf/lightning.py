@@ -48,6 +48,8 @@ class ConservationLightningCallback(Callback):
         """Record h(θ₀) of every law of the module; warn when the optimizers do not follow gradient flow or leave
         out parameters the laws read."""
         self.monitor = Monitor(pl_module, every=self.every, **self.options)
+        if str(getattr(trainer, "precision", "32")).startswith(("16", "bf16")):  # "bf16-mixed", "16-mixed", ...
+            self.monitor.gradients_in_16_bits()
         self.monitor.judge_optimizers(*trainer.optimizers)
         for why in value_clipping(trainer):
             warnings.warn(f"Monitor: {why}", stacklevel=2)
