@@ -1484,3 +1484,27 @@ def test_an_autograd_function_without_setup_context_is_refused_by_the_checks_too
     for call in (lambda: count_laws(model, (3,), progress=False), lambda: law_residuals(problem, law, (3,), None)):
         with pytest.raises(ValueError, match="cannot differentiate through an autograd.Function without setup_context"):
             call()
+
+
+class _AbsSquare(torch.autograd.Function):  # torch.func style: x·|x|, whose |x| the kink recording does not see
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return x * x.abs()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return 2 * x.abs() * grad
+
+
+def test_a_kink_inside_an_autograd_function_is_named_as_such() -> None:
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2)).double()
+    model[0].register_forward_hook(lambda module, args, out: _AbsSquare.apply(out))
+    with pytest.raises(ValueError, match="the recording did not see, as inside a custom autograd.Function's forward"):
+        count_laws(model, (3,), progress=False)

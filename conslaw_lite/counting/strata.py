@@ -467,7 +467,11 @@ class _Forced(TorchFunctionMode):
         if branch is None and not _is_piecewise(func, args, kwargs):
             return func(*args, **kwargs)
         if self.calls == len(self.patterns):
-            raise ValueError(f"the model applies more than the {len(self.patterns)} ReLUs whose patterns were recorded")
+            raise ValueError(
+                f"the model applies more than the {len(self.patterns)} ReLUs whose patterns were recorded: a "
+                "piecewise operation (relu, abs, clamp) that the recording did not see, as inside a custom "
+                "autograd.Function's forward; write it with torch operations outside the Function, or give laws="
+            )
         m = self.patterns[self.calls]
         self.calls += 1
         shape = branch[3] if branch is not None else args[0].shape
