@@ -1508,3 +1508,13 @@ def test_a_kink_inside_an_autograd_function_is_named_as_such() -> None:
     model[0].register_forward_hook(lambda module, args, out: _AbsSquare.apply(out))
     with pytest.raises(ValueError, match="the recording did not see, as inside a custom autograd.Function's forward"):
         count_laws(model, (3,), progress=False)
+
+
+def test_a_forward_set_on_the_instance_as_a_closure_is_refused() -> None:
+    """The counter evaluates a float64 copy; the closure read the original's parameters: "the output does not depend
+    on θ" alone, a crash inside the rank with a layer around it."""
+    inner = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2)).double()
+    inner.forward = lambda x: inner[1](torch.tanh(inner[0](x)))
+    for model in (inner, nn.Sequential(nn.Linear(3, 3), inner).double()):
+        with pytest.raises(ValueError, match="a forward set on the instance as a function .* reads the modules it"):
+            count_laws(model, (3,), progress=False)

@@ -206,6 +206,13 @@ def problem_of(model: Model, params: Params | None) -> Problem:
         hook = gradient_hooks(model)  # asked of the model itself: its float64 copy holds no hook
         if hook:
             raise ValueError(f"{hook}: training does not step along the loss's gradient, whose laws are counted")
+        closed = [name or "the model" for name, m in model.named_modules() if _closure_forward(m)]
+        if closed:
+            raise ValueError(
+                f"{', '.join(closed)}: a forward set on the instance as a function (m.forward = lambda x: ...) reads "
+                "the modules it closes over, not the float64 copy that the counter evaluates; define forward in a "
+                "subclass, or bind it to its module with types.MethodType(f, m) (f taking the module first)"
+            )
         module = float64_form(model)
         params = {n: p for n, p in module.named_parameters() if p.requires_grad}
         apply = _module_apply(module)
@@ -229,6 +236,23 @@ def problem_of(model: Model, params: Params | None) -> Problem:
         if not torch.isfinite(p).all():
             raise ValueError(f"parameter {name!r} contains NaN or infinite entries")
     return Problem(apply, {n: p.shape for n, p in params.items()}, _scales(params), module)
+
+
+def _closure_forward(module: nn.Module) -> bool:
+    """Whether ``module`` has a forward of its instance that is not a method bound to it (a copy of the module keeps
+    the same function, closed over the original's parameters).
+
+    Examples
+    ========
+    >>> lin = nn.Linear(2, 2)
+    >>> _closure_forward(lin)
+    False
+    >>> lin.forward = lambda x: 2 * x
+    >>> _closure_forward(lin)
+    True
+    """
+    fn = vars(module).get("forward")
+    return fn is not None and getattr(fn, "__self__", None) is not module
 
 
 def _module_apply(module: nn.Module) -> Callable[[Params, torch.Tensor], object]:
