@@ -287,8 +287,9 @@ def _rank_or_reason(problem: Problem, d: _Draw, seed: int, k: int, run: _Run = _
     mismatch = derivative_mismatch(d.f, d.theta, directions, d.n_out, check_gen)
     if mismatch > DERIVATIVE_TOL:
         return (
-            f"torch's higher derivatives of this model are wrong: two ways of computing D²f, D³f differ by "
-            f"{mismatch:.1e} (relative): an op torch differentiates wrongly, see conslaw_lite.counting.exact_ops"
+            f"torch's higher derivatives of this model disagree: two ways of computing D²f, D³f differ by "
+            f"{mismatch:.1e} (relative): an op torch differentiates wrongly (conslaw_lite.counting.exact_ops), or "
+            "round-off of a quotient that is constant (a top-1 gate renormalised, w / w.sum(): write the constant)"
         )
     report = None if run.bar is None else run.bar.point(k, d.n_out)
     if run.complement:
