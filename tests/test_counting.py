@@ -668,7 +668,7 @@ class RoutedUnderIf(nn.Module):
 
 def test_an_expert_run_only_when_inputs_are_routed_to_it_is_told_what_to_change() -> None:
     """The refusal named an internal function (kinked_calls) and said nothing of the routing."""
-    with pytest.raises(ValueError, match="under an `if`.* call it on every batch, even an empty selection"):
+    with pytest.raises(ValueError, match="under an `if` or not.* apply each expert to every input and weight its"):
         count_laws(RoutedUnderIf(), (4,))
 
 

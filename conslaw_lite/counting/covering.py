@@ -148,8 +148,9 @@ def _per_input(pieces: Pieces, batch: int) -> Pieces:
         raise ValueError(
             "a ReLU (or another piecewise op) acts on a tensor whose first dimension is the batch of inputs for some "
             "inputs and not for others (rows the model selects, as an expert applied only when inputs are routed to "
-            "it, under an `if`): its pieces cannot be paired with the inputs; call it on every batch, even an empty "
-            "selection"
+            "it, x[idx == e], under an `if` or not): its pieces cannot be paired with the inputs; apply each expert to "
+            "every input and weight its output by its gate, zero where the input is not routed to it (the same "
+            "function: gates = torch.zeros_like(p).scatter(1, idx, w), then sum(gates[:, e, None] * expert(x)))"
         )
     return pieces
 
