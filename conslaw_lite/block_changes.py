@@ -82,6 +82,7 @@ def _foreign(fn: object, *homes: str) -> bool:
 
 
 CASTS = frozenset({"accelerate", "torch"})  # packages whose wrappers of a forward change its precision only
+CAST_LAYERS = 8  # wrappers followed at most (accelerate puts three)
 
 
 def _cast_around_own_forward(module: nn.Module) -> bool:
@@ -100,10 +101,10 @@ def _cast_around_own_forward(module: nn.Module) -> bool:
     False
     """
     fn = vars(module).get("forward")
-    while fn is not None:
+    for _ in range(CAST_LAYERS):
         fn = getattr(fn, "__func__", fn)  # a bound method's function
-        if fn is type(module).forward:
-            return True
+        if fn is None or fn is type(module).forward:
+            return fn is not None
         defined = fn.__globals__.get("__name__", "") if hasattr(fn, "__globals__") else type(fn).__module__
         if defined.partition(".")[0] not in CASTS:  # functools.wraps copies __module__: where it was defined
             return False

@@ -5,9 +5,8 @@ Every law of gradient flow has ``⟨∇h(θ), ∇L(θ)⟩ = 0``, whatever the lo
 some layers only, a hook on a gradient registered after the monitor started, a penalty such as L2 written into the
 loss (``2λθ`` in g: ``⟨∇h, 2λθ⟩ = 4λh`` for a quadratic law), a parameter frozen after the start (no ``.grad``: a zero
 in its place). The monitor cannot see these in the optimizer, so it checks the gradient itself, at calls 2 and 3,
-then every :data:`CHECKS` calls (1,003, 2,003, ...), until one fails: θ is kept at one
-call of :meth:`GradientCheck.step`, and at the next ``.grad`` holds the g that was computed there. Each entry of each
-law gives
+then every :data:`CHECKS` calls (1,003, 2,003, ...), until one fails: θ is kept at one call of
+:meth:`GradientCheck.step`, and at the next ``.grad`` holds the g that was computed there. Each entry of each law gives
 
     ⟨∇h, g⟩ = Σᵢ aᵢ,   aᵢ = ∂h/∂θᵢ · gᵢ,
 
@@ -135,7 +134,10 @@ class GradientCheck:
         measured = f"⟨∇h, g⟩ reaches {shares.max():.1g} of its terms' size ({TOL:.0e} allowed) at step {self.calls}"
         if frozen:
             why = f"{listed(frozen, 3)} {'was' if len(frozen) == 1 else 'were'} frozen (requires_grad=False)"
-            return f"the laws {listed(moved, 3)} read parameters .grad leaves out: {measured}; {why} after the start"
+            return (
+                f"the laws {listed(moved, 3)} read parameters .grad leaves out: {measured}; {why} after the start, "
+                "and these laws drift at first order in τ"
+            )
         causes = CAUSES + (ROUNDED_CAUSE if shares.max() <= ROUNDED else "")
         if self.given:
             return (
