@@ -9,7 +9,9 @@ instead of sixteen), and each step counted twice. So the monitor records once al
 What breaks the laws is said once each (:func:`training_warnings`): an optimizer's own settings when it is attached
 (weight decay or Adam on a parameter a law reads, param groups stepping apart), the parameters no attached optimizer
 updates at the first step (the optimizer that updates them may be attached after the first), and groups that come to
-step apart later (a ``LambdaLR`` with one lambda per group) at the step where they do.
+step apart later (a ``LambdaLR`` with one lambda per group) at the step where they do. A monitor attached to none
+judges the optimizers that step a parameter its laws read all the same, through torch's global step hook: a loop that
+calls ``monitor.step()`` by hand with AdamW, weight decay or param groups at two lr is named too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils.hooks import RemovableHandle
 
 from conslaw_lite.watch_conditions import STEP_SETTINGS, listed, optimizer_breaks_laws, steps_apart
@@ -83,6 +86,10 @@ class AttachedOptimizers:
         self._settings: tuple | None = None  # the live optimizers' step settings at the last step (None: none yet)
         self._said: set[str] = set()
         self._recording = False  # inside an attached optimizer's call of the monitor's step
+        # Every optimizer's steps, where none is attached (a loop that calls the monitor by hand): whether each holds a
+        # parameter the laws read, so that its settings are judged as an attached one's are
+        self._holds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        weakref.finalize(self, register_optimizer_step_post_hook(_stepped_anywhere(weakref.ref(self))).remove)
 
     def attach(self, optimizer: torch.optim.Optimizer) -> RemovableHandle:
         """Record after each step that ``optimizer`` takes with the others attached; its handle's ``.remove()``
@@ -104,14 +111,26 @@ class AttachedOptimizers:
             if optimizer is not None and handle.id in getattr(optimizer, "_optimizer_step_post_hooks", {})
         }
 
-    def judge(self, optimizers: Iterable[torch.optim.Optimizer]) -> None:
-        """Warn, once for each reason, why ``optimizers`` do not train the watched laws: at the first call, and again
-        where their step settings changed since the last (a scheduler that set param groups apart)."""
+    def judge(self, optimizers: Iterable[torch.optim.Optimizer], missed: bool = True) -> None:
+        """Warn, once for each reason, why ``optimizers`` do not train the watched laws: at the first call (with the
+        parameters none updates, if ``missed``), and again where their step settings changed since the last (a
+        scheduler that set param groups apart)."""
         optimizers = tuple(optimizers)
         settings = _settings(optimizers)
         if settings != self._settings:
-            self._say(training_warnings(optimizers, self.watched, missed=self._settings is None))
+            self._say(training_warnings(optimizers, self.watched, missed=missed and self._settings is None))
             self._settings = settings
+
+    def stepped_anywhere(self, optimizer: torch.optim.Optimizer) -> None:
+        """After any optimizer's step, where none is attached: judge those that update a parameter the laws read
+        (the optimizer that updates the others may not have stepped yet: no parameter is called missed)."""
+        if self._attached and self.live():
+            return
+        if optimizer not in self._holds:
+            read = {id(p) for p in self.watched.values()}
+            self._holds[optimizer] = any(id(p) in read for group in optimizer.param_groups for p in group["params"])
+        if self._holds[optimizer]:
+            self.judge([held for held, holds in self._holds.items() if holds], missed=False)
 
     def _stepped_by(self, optimizer: torch.optim.Optimizer, record: Callable[[], object]) -> None:
         live = self.live()
@@ -141,6 +160,16 @@ class AttachedOptimizers:
             if kind not in self._said:
                 self._said.add(kind)
                 warnings.warn(f"Monitor: {why}", stacklevel=3)
+
+
+def _stepped_anywhere(attached: weakref.ref) -> Callable:
+    """A global step hook that holds the monitor's optimizers weakly, as the optimizers' own hooks do not."""
+
+    def hook(optimizer: torch.optim.Optimizer, *_) -> None:
+        if (held := attached()) is not None:
+            held.stepped_anywhere(optimizer)
+
+    return hook
 
 
 def _settings(optimizers: Iterable[torch.optim.Optimizer]) -> tuple:

@@ -3,6 +3,7 @@ it judges: edits between backward() and the optimizer are named, the loss's own 
 
 from __future__ import annotations
 
+import gc
 import warnings
 from collections.abc import Callable
 
@@ -267,3 +268,30 @@ def test_a_monitor_attached_and_stepped_by_hand_too_is_refused() -> None:
     step.monitor.attach(optimizer)
     with pytest.raises(ValueError, match="called by hand while the monitor is attached to an optimizer"):
         step()
+
+
+def test_optimizers_stepped_by_a_loop_that_calls_the_monitor_by_hand_are_judged() -> None:
+    """No attach: AdamW, weight decay and param groups at two lr moved the laws at first order, and nothing was said
+    (the ratio of ε at τ and τ/2 was 0.92, 1.00 and 1.00)."""
+    for make, reason in (
+        (lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3), "AdamW does not step along −τ∇L"),
+        (lambda m: torch.optim.SGD(m.parameters(), lr=0.02, weight_decay=0.05), "weight_decay=0.05 shrinks θ"),
+        (lambda m: torch.optim.SGD([{"params": m[0].parameters(), "lr": 0.002}, {"params": m[2].parameters()}],
+                                   lr=0.02), "the laws read parameters that step with different settings"),
+    ):  # fmt: skip
+        model = mlp()
+        said = monitor_warnings(model, sgd_loop(model, make(model)), steps=3)
+        assert any(reason in w for w in said), said
+
+
+def test_the_global_step_hook_goes_with_its_monitor() -> None:
+    from torch.optim.optimizer import _global_optimizer_post_hooks
+
+    model = mlp()
+    gc.collect()  # the monitors of earlier tests, and their hooks, go first
+    before = len(_global_optimizer_post_hooks)
+    monitor = Monitor(model, laws=UNITS)
+    assert len(_global_optimizer_post_hooks) == before + 1
+    del monitor
+    gc.collect()
+    assert len(_global_optimizer_post_hooks) == before
