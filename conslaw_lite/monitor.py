@@ -401,8 +401,8 @@ class Monitor:
 
     def judge_optimizers(self, *optimizers: torch.optim.Optimizer) -> None:
         """Warn why the watched laws are not those of training with ``optimizers``
-        (:func:`~conslaw_lite.attached_optimizers.training_warnings`), once for each reason: a trainer's callback
-        calls it at the start and at each step, where a scheduler may set param groups apart."""
+        (:func:`~conslaw_lite.attached_optimizers.training_warnings`), once for each reason, with the parameters none
+        of them updates: a trainer's callback calls it at the start (later steps are judged as they come)."""
         self._optimizers.judge(optimizers)
 
     def gradients_in_16_bits(self) -> None:

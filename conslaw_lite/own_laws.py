@@ -73,7 +73,7 @@ from conslaw_lite.counting import RESIDUAL_TOL
 from conslaw_lite.counting.check import LawGradients, law_reads
 from conslaw_lite.counting.exact_ops import quiet_vmap
 from conslaw_lite.counting.layer_kinds import is_batch_norm
-from conslaw_lite.counting.problem import EMBEDDING_LAYERS, TOKEN_IDS, outputs_note, problem_of
+from conslaw_lite.counting.problem import outputs_note, problem_of, token_ids_hint
 from conslaw_lite.find_laws import MAX_PARAMS, FoundLaws, find_laws
 from conslaw_lite.laws import Law, find_blocks
 from conslaw_lite.model_parts import Cut, cuts, lacks_forward, layers, part_module, searchable
@@ -305,8 +305,7 @@ def _record(model: nn.Module, x: torch.Tensor, what: str = "the model") -> dict[
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         batch = " (the first dimension of inputs= counts the inputs)" if x.dim() == 1 else ""
         failed = f"{type(err).__name__}: {first_line}"
-        ids = x.is_floating_point() and any(isinstance(m, EMBEDDING_LAYERS) for m in model.modules())
-        hint = TOKEN_IDS if ids else ""
+        hint = token_ids_hint(x, model.modules())
         raise ValueError(f"{what} fails on inputs of shape {tuple(x.shape[1:])}{batch} ({failed}){hint}") from err
     finally:
         for handle in handles:

@@ -589,6 +589,14 @@ def _random_ids(n: int, T: int, vocab: int) -> list[dict]:
     return [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, vocab, (n, T), generator=g)]
 
 
+def _sgd_arguments(tmp_path, max_steps: int, **options) -> transformers.TrainingArguments:
+    """A Trainer's arguments for ``max_steps`` steps of SGD on the CPU, batch 4, nothing saved or reported."""
+    return transformers.TrainingArguments(
+        output_dir=str(tmp_path), report_to="none", max_steps=max_steps, per_device_train_batch_size=4, optim="sgd",
+        use_cpu=True, save_strategy="no", disable_tqdm=True, **options,
+    )  # fmt: skip
+
+
 def _check_epsilon(values: dict[str, float], kinds: set[str]) -> None:
     """ε of every block kind finite, and below ε of the same kind's controls (look-alikes that move)."""
     eps = {k.removeprefix("epsilon/"): v for k, v in values.items() if k.startswith("epsilon/")}
@@ -601,11 +609,7 @@ def _check_epsilon(values: dict[str, float], kinds: set[str]) -> None:
 @pytest.mark.slow
 def test_trainer_callback_logs_finite_epsilon_and_laws_drift_less_than_controls(tmp_path) -> None:
     model = tiny_model("qwen3", ArchOptions(dim=16, heads=2, out=32)).float()
-    args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), report_to="none", max_steps=8, logging_steps=4, per_device_train_batch_size=4,
-        optim="sgd", learning_rate=0.02, lr_scheduler_type="constant", use_cpu=True, save_strategy="no",
-        disable_tqdm=True,
-    )  # fmt: skip
+    args = _sgd_arguments(tmp_path, 8, logging_steps=4, learning_rate=0.02, lr_scheduler_type="constant")
     trainer = transformers.Trainer(model=model, args=args, train_dataset=_random_ids(32, 8, 32))
     callback = watch(trainer)
     with warnings.catch_warnings(record=True) as caught:
@@ -637,10 +641,7 @@ def test_trainer_callback_warns_once_when_a_scheduler_sets_param_groups_apart(tm
     rest = [p for name, p in model.named_parameters() if ".mlp." not in name]
     optimizer = torch.optim.SGD([{"params": rest}, {"params": mlp}], lr=0.02)
     later = torch.optim.lr_scheduler.LambdaLR(optimizer, [lambda k: 1.0, lambda k: 1.0 if k < 2 else 0.5 / k])
-    args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), report_to="none", max_steps=6, per_device_train_batch_size=4, use_cpu=True,
-        save_strategy="no", disable_tqdm=True,
-    )  # fmt: skip
+    args = _sgd_arguments(tmp_path, 6)  # the optimizer given to the Trainer instead
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=_random_ids(24, 8, 32), optimizers=(optimizer, later)
     )
@@ -658,10 +659,7 @@ def test_a_trainer_in_bf16_keeps_every_law_and_its_gradient_is_not_flagged(tmp_p
     round-off reached 3 % of the laws' terms, three times the tolerance for float32)."""
     model = tiny_model("qwen3", ArchOptions(dim=16, heads=2, out=32)).float()
     laws = Monitor(model).relative_drift("network").shape[1]
-    args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), report_to="none", max_steps=4, per_device_train_batch_size=4, optim="sgd",
-        learning_rate=0.05, use_cpu=True, bf16=True, save_strategy="no", disable_tqdm=True,
-    )  # fmt: skip
+    args = _sgd_arguments(tmp_path, 4, learning_rate=0.05, bf16=True)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=_random_ids(16, 8, 32))
     callback = watch(trainer)
     with warnings.catch_warnings(record=True) as caught:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -493,6 +493,12 @@ def _input_scales(batch: int, gen: torch.Generator) -> torch.Tensor:
     return torch.where(torch.arange(batch) % 2 == 0, torch.ones(batch, dtype=torch.float64), 10.0**u)
 
 
+def token_ids_hint(inputs: torch.Tensor, modules: Iterable[nn.Module]) -> str:
+    """:data:`TOKEN_IDS` where float ``inputs`` reach ``modules`` holding an ``nn.Embedding``, else ``""``."""
+    ids = inputs.is_floating_point() and any(isinstance(m, EMBEDDING_LAYERS) for m in modules)
+    return TOKEN_IDS if ids else ""
+
+
 def checked_outputs(problem: Problem, theta: torch.Tensor, inputs: torch.Tensor, finite: bool = True) -> torch.Tensor:
     """f(θ) on ``inputs``, after checking it is a floating, differentiable tensor (and finite, with ``finite``)."""
     try:
@@ -508,8 +514,8 @@ def checked_outputs(problem: Problem, theta: torch.Tensor, inputs: torch.Tensor,
                 "; the counter calls the model on one batch of inputs: wrap a model of several inputs in a module "
                 "whose forward takes one tensor and splits it"
             )
-        elif inputs.is_floating_point() and any(isinstance(m, EMBEDDING_LAYERS) for m in problem.modules()):
-            hint = TOKEN_IDS
+        elif ids := token_ids_hint(inputs, problem.modules()):
+            hint = ids
         elif isinstance(err, RuntimeError) and "dtype" in first_line and inputs.is_floating_point():
             hint = (
                 "; the counter runs the model in float64, parameters and inputs: a cast inside forward to another "

@@ -48,18 +48,14 @@ class ConservationCallback(TrainerCallback):
         self.monitor = Monitor(model, every=self.every, **self.options)
         if getattr(args, "bf16", False) or getattr(args, "fp16", False):
             self.monitor.gradients_in_16_bits()
-        self._judge(kwargs.get("optimizer"))
+        if (optimizer := kwargs.get("optimizer")) is not None:  # later, the monitor's global step hook judges it
+            self.monitor.judge_optimizers(optimizer)
 
     def on_optimizer_step(self, args, state, control, **kwargs):
         """Count one optimizer step (every ``every``-th records the laws): right after it, while ``.grad`` still holds
         the gradient it took, which the monitor checks (:mod:`conslaw_lite.gradient_check`; the Trainer zeroes it
-        before ``on_step_end``); warn if a scheduler has set the optimizer's param groups apart."""
-        self._judge(kwargs.get("optimizer"))
+        before ``on_step_end``)."""
         self.monitor.step()
-
-    def _judge(self, optimizer) -> None:
-        if optimizer is not None:
-            self.monitor.judge_optimizers(optimizer)
 
     def on_log(self, args, state, control, logs: dict | None = None, **kwargs):
         """Add ``"epsilon/<group>": ε_block`` at the latest record to ``logs`` and to the log history."""

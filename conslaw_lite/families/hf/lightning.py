@@ -50,7 +50,7 @@ class ConservationLightningCallback(Callback):
         self.monitor = Monitor(pl_module, every=self.every, **self.options)
         if str(getattr(trainer, "precision", "32")).startswith(("16", "bf16")):  # "bf16-mixed", "16-mixed", ...
             self.monitor.gradients_in_16_bits()
-        self.monitor.judge_optimizers(*trainer.optimizers)
+        self.monitor.judge_optimizers(*trainer.optimizers)  # later, the monitor's global step hook judges them
         for why in value_clipping(trainer):
             warnings.warn(f"Monitor: {why}", stacklevel=2)
         self._step = trainer.global_step
@@ -60,7 +60,6 @@ class ConservationLightningCallback(Callback):
         if trainer.global_step == self._step:
             return  # an accumulation batch: no step yet
         self._step = trainer.global_step
-        self.monitor.judge_optimizers(*trainer.optimizers)  # a scheduler may have set param groups apart
         if self.monitor.step():
             pl_module.log_dict(latest_epsilon(self.monitor), on_step=True, on_epoch=False)
 
