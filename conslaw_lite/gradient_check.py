@@ -16,9 +16,12 @@ root mean square of the same sum with random signs, ``Σᵢ ±aᵢ``, over :data
 twice the sum along v: an entry where it is not, to :data:`CONSISTENT` of its terms' size (a law of higher degree, or
 round-off), is not judged. For the loss's gradient the sum is round-off of its terms (10⁻¹⁶ of them in float64,
 10⁻⁷ in float32); an edit gives a sum of the order of its terms. Where the monitor is called before the optimizer
-steps, g was computed at θ now, so the sum is taken at both θ and the smaller is judged. A gradient computed in 16
-bits (fp16 or bf16 tensors, or float32 ones under autocast, every entry a 16-bit number) is not judged: its round-off
-reaches the tolerance (3·10⁻² of the terms under bf16 autocast). A check evaluates the laws
+steps, g was computed at θ now, so the sum is taken at both θ and the smaller is judged. Where .grad passes, the
+step is judged too: a parameter with a gradient that stood still while others moved (one that no optimizer steps,
+its .grad still the loss's after ``model.zero_grad()``) took g with its part taken out, and the laws are judged
+along that. A check that finds .grad empty though θ moved (``zero_grad()`` before the call) says so once. A
+gradient computed in 16 bits (fp16 or bf16 tensors, or float32 ones under autocast, every entry a 16-bit number) is
+not judged: its round-off reaches the tolerance (3·10⁻² of the terms under bf16 autocast). A check evaluates the laws
 at 2 (2 + SIGNS) points, two at a time, as the monitor's records (:mod:`conslaw_lite.snapshots`).
 """
 
@@ -52,6 +55,10 @@ ROUNDED_CAUSE = (
 )
 SEEN, LOW_BITS = 16, 0x1FFF  # a float32 gradient whose SEEN non-zero entries all have these bits zero is 16-bit: by
 # chance with probability 2⁻²⁰⁸
+EMPTY = (
+    "the check of the gradient found .grad empty at step {step} though θ moved: monitor.step() comes after "
+    "zero_grad(); call it after optimizer.step() and before zero_grad() for edits of the gradient to be named"
+)
 FIRST, CHECKS = 2, 1000  # checks at calls 2 and 3 (θ kept at 1 and 2), then every CHECKS calls: an edit that starts
 # late is named within CHECKS steps, for 12–43 ms a check on transformers' tiny Qwen3 (0.2 % of their steps)
 
@@ -99,6 +106,8 @@ class GradientCheck:
         self.rounded = False  # the gradient is computed in 16 bits (mixed precision): its round-off is not judged
         self.kept: list[torch.Tensor] | None = None
         self.generator = torch.Generator().manual_seed(seed)
+        self.edited = False  # the last message says .grad is not the loss's gradient (not that θ or .grad stood still)
+        self.empty_said = False  # the note on a .grad emptied before the call, said once
 
     def step(self) -> str | None:
         """Count a call; at a check, why ``.grad`` is not the loss's gradient for the laws (None where it is, or where
@@ -108,15 +117,21 @@ class GradientCheck:
         if self.calls == self.next:
             kept, self.kept = self.kept, None
             why = self._judged(kept) if kept is not None else None
-            self.next = -1 if why else self.calls + (1 if self.calls == FIRST else CHECKS)
+            self.next = -1 if why and why != EMPTY else self.calls + (1 if self.calls == FIRST else CHECKS)
+            if why == EMPTY:
+                why, self.empty_said = (None if self.empty_said else EMPTY.format(step=self.calls)), True
         if self.calls == self.next - 1:
             self.kept = [p.detach().clone() for p in self.theta]
         return why
 
     def _judged(self, kept: list[torch.Tensor]) -> str | None:
         grads = [p.grad for p in self.theta]
-        if self.rounded or all(g is None for g in grads):  # no .grad: zeroed after the step (set_to_none)
+        self.edited = False
+        if self.rounded:
             return None
+        if all(g is None or not bool(g.ne(0).any()) for g in grads):  # zeroed after the step
+            moved = any(not torch.equal(p.detach(), k) for p, k in zip(self.theta, kept, strict=True))
+            return EMPTY if moved else None  # θ still: no training step between the calls (a skipped step)
         if any(g is not None and (g.dtype in (torch.float16, torch.bfloat16) or _in_16_bits(g)) for g in grads):
             return None  # its round-off, 10⁻³ (fp16) to 3·10⁻² (bf16 autocast) of its terms, is the tolerance or more
         g = [torch.zeros_like(t, dtype=torch.float64) if d is None else d.double() for t, d in zip(kept, grads)]
@@ -124,12 +139,11 @@ class GradientCheck:
             return None
         ring = Snapshots(self.plan, self.read, slots=2)  # two float64 copies of θ, for the check's time only
         g = [d.to(ring.slot[0][self.read[0]].device) for d in g]  # the monitor's device (device="cpu", a GPU model)
-        shares = self._shares(ring, kept, g)
-        if (shares > TOL).any():  # g may have been computed at θ now (the monitor called before the optimizer)
-            shares = np.minimum(shares, self._shares(ring, self.theta, g))
+        shares = self._least_shares(ring, kept, g)
         moved = [f"`{name}`" for name, share in zip(self.names, shares, strict=True) if share > TOL]
         if not moved:
-            return None
+            return self._unstepped(ring, kept, grads, g)
+        self.edited = True
         frozen = [name for name, p in zip(self.read, self.theta, strict=True) if not p.requires_grad]
         measured = f"⟨∇h, g⟩ reaches {shares.max():.1g} of its terms' size ({TOL:.0e} allowed) at step {self.calls}"
         if frozen:
@@ -149,6 +163,38 @@ class GradientCheck:
             f"the gradient in .grad is not the loss's for the laws {listed(moved, 3)}: {measured}; it comes from one "
             f"of: {causes}; these laws drift at first order in τ, and ε measures how far"
         )
+
+    def _unstepped(
+        self, ring: Snapshots, kept: list[torch.Tensor], grads: list[torch.Tensor | None], g: list[torch.Tensor]
+    ) -> str | None:
+        """The laws moved at first order because some parameters they read stood still over the step while others
+        moved, their gradient not zero: the step was ``g`` with those parameters' part taken out."""
+        still = [
+            i
+            for i, (p, k, d) in enumerate(zip(self.theta, kept, grads, strict=True))
+            if d is not None and not d.is_sparse and bool(d.ne(0).any()) and torch.equal(p.detach(), k)
+        ]
+        if not still or all(torch.equal(p.detach(), k) for p, k in zip(self.theta, kept, strict=True)):
+            return None
+        shares = self._least_shares(ring, kept, [torch.zeros_like(d) if i in still else d for i, d in enumerate(g)])
+        moved = [f"`{name}`" for name, share in zip(self.names, shares, strict=True) if share > TOL]
+        if not moved:
+            return None
+        names = [self.read[i] for i in still]
+        rounded = any(self.theta[i].dtype != torch.float64 for i in still)  # a step below half an ulp leaves θ as is
+        return (
+            f"the laws {listed(moved, 3)} read {listed(names, 3)}, which did not move at step {self.calls} though "
+            f"{'its' if len(names) == 1 else 'their'} gradient is not zero, while the other parameters moved: no "
+            "optimizer steps them (left out of its parameters, or a learning rate of 0)"
+            + (", or their steps are below float32's resolution" if rounded else "")
+            + "; these laws drift at first order in τ"
+        )
+
+    def _least_shares(self, ring: Snapshots, kept: list[torch.Tensor], g: list[torch.Tensor]) -> np.ndarray:
+        """:meth:`_shares` at θ kept, and where one is above the tolerance the smaller of it and that at θ now: g may
+        have been computed there (the monitor called before the optimizer)."""
+        shares = self._shares(ring, kept, g)
+        return np.minimum(shares, self._shares(ring, self.theta, g)) if (shares > TOL).any() else shares
 
     def _shares(self, ring: Snapshots, theta: list[torch.Tensor], g: list[torch.Tensor]) -> np.ndarray:
         """Each watched law's largest |⟨∇h, g⟩| over its terms' size at ``theta`` (0: not judged), evaluated in

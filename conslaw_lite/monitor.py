@@ -346,7 +346,7 @@ class Monitor:
         """Count one optimizer step; every ``every`` steps record each law's relative drift. True if it recorded."""
         self._optimizers.refuse_by_hand()
         self._count += 1
-        if (why := self._gradients.step()) and not self._hooked:  # a hook named at the start: said once
+        if (why := self._gradients.step()) and not (self._hooked and self._gradients.edited):  # hook named: once
             warnings.warn(f"Monitor: {why}", stacklevel=2)
         if self._count % self.every:
             return False

@@ -295,3 +295,60 @@ def test_the_global_step_hook_goes_with_its_monitor() -> None:
     del monitor
     gc.collect()
     assert len(_global_optimizer_post_hooks) == before
+
+
+def test_a_layer_no_optimizer_steps_is_named_even_with_its_gradient_the_losss() -> None:
+    """``model.zero_grad()`` gives the left-out layer the loss's gradient, so .grad passes; but it stands still while
+    the other layer moves, and the laws reading both drift at first order (said nothing before)."""
+    model = mlp()
+    left_out = torch.optim.SGD(model[2].parameters(), lr=0.02)
+
+    def step() -> None:
+        model.zero_grad()
+        loss(model).backward()
+        left_out.step()
+        step.monitor.step()
+
+    said = monitor_warnings(model, step)
+    assert len(said) == 1 and "read 0.bias, 0.weight, which did not move at step 2 though their gradient" in said[0]
+    model = mlp()
+    both = [torch.optim.SGD(model[i].parameters(), lr=0.02) for i in (0, 2)]  # one optimizer per layer: all step
+
+    def per_layer() -> None:
+        model.zero_grad()
+        loss(model).backward()
+        for optimizer in both:
+            optimizer.step()
+        per_layer.monitor.step()
+
+    assert monitor_warnings(model, per_layer) == []
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
+    warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(k / 5, 1.0))  # lr 0 at the first step
+
+    def warming() -> None:
+        optimizer.zero_grad()
+        loss(model).backward()
+        optimizer.step()
+        warmup.step()
+        warming.monitor.step()
+
+    assert monitor_warnings(model, warming) == []  # nothing moved at step 1: no parameter is named
+
+
+def test_a_gradient_zeroed_before_the_monitor_is_said_once() -> None:
+    """The check found no .grad and said nothing: edits of the gradient went unnamed in such a loop."""
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss(model).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        step.monitor.step()
+
+    said = monitor_warnings(model, step, steps=1010)  # checks at 2, 3 and 1003: the note once
+    assert len(said) == 1 and "found .grad empty at step 2 though θ moved: monitor.step() comes after zero_grad()" in (
+        said[0]
+    )
