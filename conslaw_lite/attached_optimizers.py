@@ -52,7 +52,8 @@ def training_warnings(
     if missed and left:
         why.append(
             f"no optimizer attached updates {listed(left, 4)}, which the laws read: they are not conserved by this "
-            "training (ε measures how far it moves them); give an optimizer every parameter, or freeze these "
+            "training (ε measures how far it moves them); give an optimizer every parameter (and attach every "
+            "optimizer: the monitor records once all attached ones have stepped), or freeze these "
             "(requires_grad_(False)) before starting the Monitor, which then leaves their laws out"
         )
     return why

@@ -19,10 +19,11 @@ round-off), is not judged. For the loss's gradient the sum is round-off of its t
 steps, g was computed at θ now, so the sum is taken at both θ and the smaller is judged. Where .grad passes, the
 step is judged too: a parameter with a gradient that stood still while others moved (one that no optimizer steps,
 its .grad still the loss's after ``model.zero_grad()``) took g with its part taken out, and the laws are judged
-along that. A check that finds .grad empty though θ moved (``zero_grad()`` before the call) says so once. A
-gradient computed in 16 bits (fp16 or bf16 tensors, or float32 ones under autocast, every entry a 16-bit number) is
-not judged: its round-off reaches the tolerance (3·10⁻² of the terms under bf16 autocast). A check evaluates the laws
-at 2 (2 + SIGNS) points, two at a time, as the monitor's records (:mod:`conslaw_lite.snapshots`).
+along that; it is named if it still has not moved :data:`STILL` calls later (one stepped every other step moves).
+A check that finds .grad empty though θ moved (``zero_grad()`` before the call) says so once. A gradient computed in
+16 bits (fp16 or bf16 tensors, or float32 ones under autocast, every entry a 16-bit number) is not judged: its
+round-off reaches the tolerance (3·10⁻² of the terms under bf16 autocast). A check evaluates the laws at 2 (2 + SIGNS)
+points, two at a time, as the monitor's records (:mod:`conslaw_lite.snapshots`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ EMPTY = (
     "the check of the gradient found .grad empty at step {step} though θ moved: monitor.step() comes after "
     "zero_grad(); call it after optimizer.step() and before zero_grad() for edits of the gradient to be named"
 )
+STILL = 20  # calls after a checked step at which the parameters that stood still over it are looked at again: one
+# stepped every other step (GAN-style, up to STILL steps apart) moves again, and keeps its laws at second order
 FIRST, CHECKS = 2, 1000  # checks at calls 2 and 3 (θ kept at 1 and 2), then every CHECKS calls: an edit that starts
 # late is named within CHECKS steps, for 12–43 ms a check on transformers' tiny Qwen3 (0.2 % of their steps)
 
@@ -108,15 +111,19 @@ class GradientCheck:
         self.generator = torch.Generator().manual_seed(seed)
         self.edited = False  # the last message says .grad is not the loss's gradient (not that θ or .grad stood still)
         self.empty_said = False  # the note on a .grad emptied before the call, said once
+        self.still: tuple[int, list[int], list[str], torch.Tensor] | None = None  # parameters that stood still over a
+        # checked step while the laws moved for it: since which call, their indices, the laws, θ's fingerprints then
 
     def step(self) -> str | None:
-        """Count a call; at a check, why ``.grad`` is not the loss's gradient for the laws (None where it is, or where
-        there is no ``.grad`` to judge)."""
+        """Count a call; at a check, why ``.grad`` is not the loss's gradient for the laws, or why the step is not
+        (None where they are, or where there is no ``.grad`` to judge)."""
         self.calls += 1
         why = None
+        if self.still is not None and self.calls == self.still[0] + STILL:
+            why, self.still = self._still_since(*self.still), None
         if self.calls == self.next:
             kept, self.kept = self.kept, None
-            why = self._judged(kept) if kept is not None else None
+            why = why or (self._judged(kept) if kept is not None else None)
             self.next = -1 if why and why != EMPTY else self.calls + (1 if self.calls == FIRST else CHECKS)
             if why == EMPTY:
                 why, self.empty_said = (None if self.empty_said else EMPTY.format(step=self.calls)), True
@@ -125,7 +132,7 @@ class GradientCheck:
         return why
 
     def _judged(self, kept: list[torch.Tensor]) -> str | None:
-        grads = [p.grad for p in self.theta]
+        grads = [p.grad if p.grad is None or not p.grad.is_sparse else p.grad.to_dense() for p in self.theta]
         self.edited = False
         if self.rounded:
             return None
@@ -142,7 +149,7 @@ class GradientCheck:
         shares = self._least_shares(ring, kept, g)
         moved = [f"`{name}`" for name, share in zip(self.names, shares, strict=True) if share > TOL]
         if not moved:
-            return self._unstepped(ring, kept, grads, g)
+            return self._unstepped(ring, kept, grads, g)  # None: a parameter that stood still is looked at later
         self.edited = True
         frozen = [name for name, p in zip(self.read, self.theta, strict=True) if not p.requires_grad]
         measured = f"⟨∇h, g⟩ reaches {shares.max():.1g} of its terms' size ({TOL:.0e} allowed) at step {self.calls}"
@@ -166,27 +173,36 @@ class GradientCheck:
 
     def _unstepped(
         self, ring: Snapshots, kept: list[torch.Tensor], grads: list[torch.Tensor | None], g: list[torch.Tensor]
-    ) -> str | None:
-        """The laws moved at first order because some parameters they read stood still over the step while others
-        moved, their gradient not zero: the step was ``g`` with those parameters' part taken out."""
+    ) -> None:
+        """Note the parameters that stood still over the step, their gradient not zero, while others moved, where the
+        laws moved at first order for it (the step was ``g`` with their part taken out): :meth:`_still_since` looks
+        again :data:`STILL` calls later."""
         still = [
             i
             for i, (p, k, d) in enumerate(zip(self.theta, kept, grads, strict=True))
-            if d is not None and not d.is_sparse and bool(d.ne(0).any()) and torch.equal(p.detach(), k)
+            if d is not None and bool(d.ne(0).any()) and torch.equal(p.detach(), k)
         ]
-        if not still or all(torch.equal(p.detach(), k) for p, k in zip(self.theta, kept, strict=True)):
-            return None
+        if self.still is not None or not still or all(torch.equal(p.detach(), k) for p, k in zip(self.theta, kept)):
+            return  # already noted: looked at again from the first
         shares = self._least_shares(ring, kept, [torch.zeros_like(d) if i in still else d for i, d in enumerate(g)])
         moved = [f"`{name}`" for name, share in zip(self.names, shares, strict=True) if share > TOL]
-        if not moved:
+        if moved:
+            self.still = (self.calls - 1, still, moved, _fingerprints(kept))
+
+    def _still_since(self, since: int, still: list[int], moved: list[str], then: torch.Tensor) -> str | None:
+        """Why the laws ``moved`` drift, where the parameters ``still`` have not moved since call ``since`` while the
+        others have (a layer stepped every other step, GAN-style, moves again: its laws are kept)."""
+        now = _fingerprints(self.theta)
+        same = (now == then).all(dim=1)
+        if not bool(same[still].all()) or bool(same.all()):
             return None
         names = [self.read[i] for i in still]
         rounded = any(self.theta[i].dtype != torch.float64 for i in still)  # a step below half an ulp leaves θ as is
         return (
-            f"the laws {listed(moved, 3)} read {listed(names, 3)}, which did not move at step {self.calls} though "
-            f"{'its' if len(names) == 1 else 'their'} gradient is not zero, while the other parameters moved: no "
-            "optimizer steps them (left out of its parameters, or a learning rate of 0)"
-            + (", or their steps are below float32's resolution" if rounded else "")
+            f"the laws {listed(moved, 3)} read {listed(names, 3)}, which {'has' if len(names) == 1 else 'have'} not "
+            f"moved from step {since} to step {self.calls} though {'its' if len(names) == 1 else 'their'} gradient is "
+            "not zero, while the other parameters moved: no optimizer steps them (left out of its parameters, or a "
+            "learning rate of 0)" + (", or their steps are below float32's resolution" if rounded else "")
             + "; these laws drift at first order in τ"
         )
 
@@ -236,6 +252,11 @@ def _in_16_bits(g: torch.Tensor) -> bool:
         return False
     entries = g[g != 0]
     return len(entries) >= SEEN and bool((entries.view(torch.int32) & LOW_BITS).eq(0).all())
+
+
+def _fingerprints(theta: list[torch.Tensor]) -> torch.Tensor:
+    """Each tensor's sum and sum of squares, in float64 on the CPU: a step that moves it changes them."""
+    return torch.stack([torch.stack([t.sum(), t.square().sum()]).cpu() for t in (p.detach().double() for p in theta)])
 
 
 def _norm(tensors: list[torch.Tensor]) -> float:

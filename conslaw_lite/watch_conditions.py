@@ -175,7 +175,13 @@ def optimizer_breaks_laws(
             f"{type(optimizer).__name__} subclasses SGD with a step() of its own: the laws hold only if it steps "
             "along −τ∇L as SGD does (a LARS-style rescaling per layer moves them at first order; ε measures how far)"
         )
-    if groups and not isinstance(optimizer, torch.optim.SGD):
+    if groups and not isinstance(optimizer, torch.optim.SGD) and not type(optimizer).__module__.startswith("torch."):
+        why.append(  # a class of one's own may well be plain SGD: what it does is not known here
+            f"{type(optimizer).__name__} is not torch's SGD: the laws hold only if it steps along −τ∇L as SGD does "
+            "(Adam and its kin rescale each coordinate, weight decay shrinks θ: both move them at first order); ε "
+            "measures how far it moves them"
+        )
+    elif groups and not isinstance(optimizer, torch.optim.SGD):
         why.append(
             f"{type(optimizer).__name__} does not step along −τ∇L as SGD does (Adam and its kin rescale each "
             "coordinate, L-BFGS bends the step by curvature): the laws of gradient flow are not its laws, and ε "
@@ -215,9 +221,11 @@ def steps_apart(optimizers: tuple[torch.optim.Optimizer, ...], watched: Mapping[
             apart.setdefault(setting[id(p)], []).append(name)
     if len(apart) < 2:
         return []
-    differ = [k for k in STEP_SETTINGS if len({dict(key).get(k) for key in apart}) > 1]
+    differ = [k for k in STEP_SETTINGS if len({dict(key)[k] for key in apart if k in dict(key)}) > 1]
+    if not differ:  # settings one optimizer has and another lacks (SGD's momentum beside Adam, judged on its own)
+        return []
     groups = "; ".join(
-        ", ".join(f"{k}={dict(key)[k]:g}" for k in differ) + ": " + ", ".join(names[:3]) + ", …" * (len(names) > 3)
+        ", ".join(f"{k}={v:g}" for k, v in key if k in differ) + ": " + ", ".join(names[:3]) + ", …" * (len(names) > 3)
         for key, names in apart.items()
     )
     return [

@@ -309,19 +309,20 @@ def test_a_layer_no_optimizer_steps_is_named_even_with_its_gradient_the_losss() 
         left_out.step()
         step.monitor.step()
 
-    said = monitor_warnings(model, step)
-    assert len(said) == 1 and "read 0.bias, 0.weight, which did not move at step 2 though their gradient" in said[0]
-    model = mlp()
-    both = [torch.optim.SGD(model[i].parameters(), lr=0.02) for i in (0, 2)]  # one optimizer per layer: all step
+    said = monitor_warnings(model, step, steps=25)
+    assert len(said) == 1 and "read 0.bias, 0.weight, which have not moved from step 1 to step 21 though" in said[0]
+    for alternate in (False, True):  # one optimizer per layer: both at each step, or one each step (GAN-style)
+        model = mlp()
+        both = [torch.optim.SGD(model[i].parameters(), lr=0.02) for i in (0, 2)]
 
-    def per_layer() -> None:
-        model.zero_grad()
-        loss(model).backward()
-        for optimizer in both:
-            optimizer.step()
-        per_layer.monitor.step()
+        def per_layer() -> None:
+            model.zero_grad()
+            loss(model).backward()
+            for optimizer in both[per_layer.monitor._count % 2 :: 2] if alternate else both:
+                optimizer.step()
+            per_layer.monitor.step()
 
-    assert monitor_warnings(model, per_layer) == []
+        assert monitor_warnings(model, per_layer, steps=25) == []  # alternating, the laws are kept at second order
     model = mlp()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
     warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(k / 5, 1.0))  # lr 0 at the first step
@@ -352,3 +353,52 @@ def test_a_gradient_zeroed_before_the_monitor_is_said_once() -> None:
     assert len(said) == 1 and "found .grad empty at step 2 though θ moved: monitor.step() comes after zero_grad()" in (
         said[0]
     )
+
+
+def test_sparse_embedding_gradients_and_adam_beside_sgd_are_judged_without_a_crash() -> None:
+    """``nn.Embedding(sparse=True)`` gave the check a sparse .grad it could not compare (NotImplementedError), and Adam
+    on one layer beside SGD on the other a KeyError (Adam has no momentum to list)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(10, 3, sparse=True), nn.Linear(3, 2, bias=False)).double()
+    gram = {"gram": lambda p: p["0.weight"].T @ p["0.weight"] - p["1.weight"].T @ p["1.weight"]}
+    ids, target = torch.randint(0, 10, (16,), generator=torch.Generator().manual_seed(1)), torch.randn(16, 2).double()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        (model(ids) - target).square().mean().backward()
+        optimizer.step()
+        step.monitor.step()
+
+    assert monitor_warnings(model, step, steps=4, laws=gram) == []
+    assert step.monitor._gradients.next == 1003  # both checks ran
+    model = mlp()
+    adam, sgd = torch.optim.Adam(model[0].parameters(), lr=1e-3), torch.optim.SGD(model[2].parameters(), lr=0.05)
+
+    def two() -> None:
+        model.zero_grad()
+        loss(model).backward()
+        adam.step()
+        sgd.step()
+        two.monitor.step()
+
+    said = monitor_warnings(model, two, steps=3)
+    assert any("different settings (lr=0.001: 0.bias, 0.weight; lr=0.05: 2.weight)" in w for w in said), said
+
+
+def test_an_optimizer_of_ones_own_is_not_said_to_break_the_laws() -> None:
+    """A class not from torch may well be plain SGD (its laws kept, ratio 0.50): it was said to break them, as Adam."""
+
+    class PlainSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr: float) -> None:
+            super().__init__(params, {"lr": lr})
+
+        @torch.no_grad()
+        def step(self, closure=None) -> None:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p.add_(p.grad, alpha=-group["lr"])
+
+    model = mlp()
+    said = monitor_warnings(model, sgd_loop(model, PlainSGD(model.parameters(), lr=0.02)), steps=3)
+    assert len(said) == 1 and "PlainSGD is not torch's SGD: the laws hold only if it steps along −τ∇L" in said[0]
