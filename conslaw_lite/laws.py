@@ -263,7 +263,11 @@ def float64_form(module: nn.Module) -> nn.Module:
     (torch.float64, torch.float32, ['weight', 'bias'])
     """
     form = registered_form(module)
-    return _norm_eps_resolved(module, module_copy(module).to(torch.float64) if form is None else form)
+    if form is None:  # a float64 copy, its embeddings' sparse=True off: the same function, a gradient torch.func takes
+        form = module_copy(module).to(torch.float64)
+        for layer in (m for m in form.modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag))):
+            layer.sparse = False
+    return _norm_eps_resolved(module, form)
 
 
 def registered_form(module: nn.Module) -> nn.Module | None:

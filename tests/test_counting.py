@@ -21,6 +21,7 @@ from conslaw_lite.counting.exact_ops import exact_derivatives
 from conslaw_lite.counting.problem import problem_of
 from conslaw_lite.counting.strata import forced_patterns
 from conslaw_lite.families.toy.block import ToyProduct
+from conslaw_lite.find_laws import find_laws
 
 
 def two_layer(d: int, r: int, m: int, activation: nn.Module | None = None) -> nn.Sequential:
@@ -1221,13 +1222,14 @@ def test_a_norm_of_eps_below_round_off_is_counted_at_an_eps_float64_resolves(eps
 
 class HandRms(nn.Module):
     """x ↦ W₂ (g ∘ rms(W₁x)) with ε = 10⁻¹⁶ written out, where no attribute, name or call says so: g_i² − ‖W₂[:, i]‖²
-    per unit, and W₁'s scale only at ε = 0. ``functional``: ``F.rms_norm(..., eps=ε)``, the same function."""
+    per unit, and W₁'s scale only at ε = 0. ``functional``: ``F.rms_norm(..., eps=ε)``, the same function;
+    ``in_tensor``: ε kept in a tensor, which the count cannot raise."""
 
-    def __init__(self, functional: bool = False, eps: float = 1e-16) -> None:
+    def __init__(self, functional: bool = False, eps: float = 1e-16, in_tensor: bool = False) -> None:
         super().__init__()
         self.fc1, self.fc2 = nn.Linear(4, 5, bias=False), nn.Linear(5, 2, bias=False)
         self.g = nn.Parameter(torch.ones(5))
-        self.functional, self.tiny = functional, eps
+        self.functional, self.tiny = functional, torch.tensor(eps, dtype=torch.float64) if in_tensor else eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc1(x)
@@ -1267,13 +1269,41 @@ def test_f_layer_norm_of_eps_below_round_off_is_counted_as_nn_layer_norm() -> No
 
 
 def test_a_direction_apart_from_round_off_but_under_the_gap_leaves_no_count() -> None:
-    torch.manual_seed(0)
     """Before: N = 6, conclusive, at seed 1 (W₁'s scale direction at 10⁻¹⁰, the 5 laws' at round-off, 10⁻¹⁵); at seed
-    0 the two θ disagree."""
+    0 the two θ disagree. ε kept in a tensor is counted as it is, and the guard refuses; a number added in forward is
+    counted at 10⁻⁷, as a norm module's ε is (N = 5)."""
     for seed in (0, 1):
         torch.manual_seed(seed)
-        count = count_laws(HandRms().double(), (4,), seed=seed)
+        count = count_laws(HandRms(in_tensor=True).double(), (4,), seed=seed)
         assert not count.conclusive and ("two gaps: N = 6" in count.reason or "θ disagree" in count.reason)
+        torch.manual_seed(seed)
+        count = count_laws(HandRms().double(), (4,), seed=seed)
+        assert count.conclusive and count.num_laws == 5
+
+
+class HandLayerNorm(nn.Module):
+    """A LayerNorm written as BERT's was, ε = 10⁻¹² in ``variance_epsilon`` (or as a number in forward), between two
+    layers: N = 5 as with ``nn.LayerNorm(eps=1e-12)``; counted as the float64 copy reads it, N = 6, conclusive."""
+
+    def __init__(self, literal: bool) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 6), nn.Linear(6, 3)
+        self.weight, self.bias = nn.Parameter(torch.ones(6)), nn.Parameter(torch.zeros(6))
+        self.literal, self.variance_epsilon = literal, 1e-12
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        u = h - h.mean(-1, keepdim=True)
+        v = u.pow(2).mean(-1, keepdim=True)
+        return self.b(F.silu(self.weight * u / torch.sqrt((v + 1e-12) if self.literal else (v + self.variance_epsilon))
+                             + self.bias))  # fmt: skip
+
+
+@pytest.mark.parametrize("literal", [False, True])
+def test_a_layer_norm_written_by_hand_with_a_tiny_eps_is_counted_as_nn_layer_norm(literal: bool) -> None:
+    torch.manual_seed(0)
+    count = count_laws(HandLayerNorm(literal).double(), (4,))
+    assert count.conclusive and count.num_laws == 5
 
 
 class ThreeLayers(nn.Module):
@@ -1450,16 +1480,18 @@ def test_an_in_place_activation_changes_its_aliases() -> None:
         assert result.conclusive and result.num_laws == laws, view
 
 
-def test_a_sparse_embedding_is_counted_as_its_dense_twin() -> None:
+def test_a_sparse_embedding_is_counted_and_searched_as_its_dense_twin() -> None:
     """``nn.Embedding(sparse=True)``: the same function, a sparse gradient; the count raised torch's
-    NotImplementedError (and the CLI exited 3 with a traceback)."""
+    NotImplementedError (and the CLI exited 3 with a traceback), and so did the search (find_laws, the Monitor's)."""
     ids = torch.randint(0, 6, (32, 4), generator=torch.Generator().manual_seed(0))
-    counts = []
+    counts, found = [], []
     for sparse in (True, False):
         torch.manual_seed(0)
         model = nn.Sequential(nn.Embedding(6, 3, sparse=sparse), nn.Flatten(), nn.Linear(12, 2, bias=False)).double()
         counts.append(count_laws(model, inputs=ids, progress=False))
+        found.append(find_laws(model, inputs=ids))
     assert counts[0].conclusive and counts[0].num_laws == counts[1].num_laws
+    assert found[0].complete and found[0].num_found == found[1].num_found == counts[0].num_laws
 
 
 class _OldStyleSquare(torch.autograd.Function):  # ctx in forward: torch.func refuses a Function without setup_context

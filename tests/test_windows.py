@@ -73,6 +73,10 @@ def test_an_infinite_bound_is_no_bound() -> None:
     model = Clamped(1.0, float("inf"), 2, 2, 1).double()
     count = count_laws(model, (2,), seed=0)
     assert count.conclusive and count.num_laws == 0, count
+    torch.manual_seed(0)  # F.hardtanh(z, 0, inf), nn.Hardtanh(0, inf): a ReLU (the same failure, its bounds read apart)
+    relu = nn.Sequential(nn.Linear(3, 4, bias=False), nn.Hardtanh(0.0, float("inf")), nn.Linear(4, 2, bias=False))
+    count = count_laws(relu.double(), (3,), seed=0)
+    assert count.conclusive and count.num_laws == 4, count
 
 
 def test_the_aimed_theta_puts_a_unit_of_each_layer_inside_its_window() -> None:

@@ -308,6 +308,8 @@ class GradOffIsConstant(TorchFunctionMode):
 
 
 EPS_AT = {F.layer_norm: 4, F.rms_norm: 3, F.group_norm: 4}  # the position of ε among each functional norm's arguments
+ADDS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__, torch.Tensor.__radd__,
+        torch.Tensor.__iadd__}  # a number added: a norm's ε written by hand where it is tiny (FunctionalEpsRaised)
 
 
 class FunctionalEpsRaised(TorchFunctionMode):
@@ -316,6 +318,9 @@ class FunctionalEpsRaised(TorchFunctionMode):
     (:func:`~conslaw_lite.laws.counted_eps`), as its module is (:func:`~conslaw_lite.laws.float64_form`) and as the
     exact ``layer_norm`` that replaces ``F.layer_norm`` in the count does: the laws are the same for every ε > 0, and
     an ε float64 cannot tell from 0 gave the count of ε = 0, a law more, when the norm was written as a function.
+    So is a number in (0, ``MIN_EPS``) added in forward, ``v + 1e-12`` or ``+ torch.finfo(x.dtype).eps``: the ε of a
+    norm written by hand (a hand-written LayerNorm with ``+ 1e-12`` gave N = 6 where 5, conclusive). For any constant
+    c added, the laws at c and at ``MIN_EPS`` are the same where c = 0 is the only exceptional value.
 
     Examples
     ========
@@ -323,10 +328,15 @@ class FunctionalEpsRaised(TorchFunctionMode):
     >>> with FunctionalEpsRaised():
     ...     round(float(F.layer_norm(x, (2,), eps=1e-12)[0, 0]), 4)  # at ε = 10⁻⁷: 10⁻⁵ / √(10⁻¹⁰ + 10⁻⁷)
     0.0316
+    >>> with FunctionalEpsRaised():
+    ...     round(float((x / (x.square().mean() + 1e-12).sqrt())[0, 0]), 4)  # the same, by hand
+    0.0316
     """
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in ADDS:
+            args = tuple(counted_eps(a) if isinstance(a, float) else a for a in args)
         at = EPS_AT.get(func)
         if at is not None:  # every other op of the forward passes as it came: this runs at each of them
             kwargs = dict(kwargs)

@@ -113,12 +113,11 @@ def clamp_bounds(func, args: tuple, kwargs: dict) -> tuple[float | None, float |
         return -lambd, lambd
     if func is F.relu6:
         return 0.0, 6.0
-    if func in (F.hardtanh, F.hardtanh_):
-        lo = args[1] if len(args) > 1 else kwargs.get("min_val", -1.0)
-        return lo, args[2] if len(args) > 2 else kwargs.get("max_val", 1.0)
     name = func.__name__.rstrip("_")
     first = args[1] if len(args) > 1 else kwargs.get("min")
-    if name == "clamp_min":
+    if func in (F.hardtanh, F.hardtanh_):  # Hardtanh(0, inf): a ReLU
+        lo, hi = call_argument(args, kwargs, 1, "min_val", -1.0), call_argument(args, kwargs, 2, "max_val", 1.0)
+    elif name == "clamp_min":
         lo, hi = first, None
     elif name == "clamp_max":
         lo, hi = None, (args[1] if len(args) > 1 else kwargs.get("max"))
