@@ -149,7 +149,8 @@ class GradientCheck:
         shares = self._least_shares(ring, kept, g)
         moved = [f"`{name}`" for name, share in zip(self.names, shares, strict=True) if share > TOL]
         if not moved:
-            return self._unstepped(ring, kept, grads, g)  # None: a parameter that stood still is looked at later
+            self._unstepped(ring, kept, grads, g)  # a parameter that stood still is looked at again STILL calls later
+            return None
         self.edited = True
         frozen = [name for name, p in zip(self.read, self.theta, strict=True) if not p.requires_grad]
         measured = f"⟨∇h, g⟩ reaches {shares.max():.1g} of its terms' size ({TOL:.0e} allowed) at step {self.calls}"
@@ -177,13 +178,15 @@ class GradientCheck:
         """Note the parameters that stood still over the step, their gradient not zero, while others moved, where the
         laws moved at first order for it (the step was ``g`` with their part taken out): :meth:`_still_since` looks
         again :data:`STILL` calls later."""
+        if self.still is not None:  # already noted: looked at again from the first
+            return
         still = [
             i
             for i, (p, k, d) in enumerate(zip(self.theta, kept, grads, strict=True))
             if d is not None and bool(d.ne(0).any()) and torch.equal(p.detach(), k)
         ]
-        if self.still is not None or not still or all(torch.equal(p.detach(), k) for p, k in zip(self.theta, kept)):
-            return  # already noted: looked at again from the first
+        if not still or all(torch.equal(p.detach(), k) for p, k in zip(self.theta, kept, strict=True)):
+            return
         shares = self._least_shares(ring, kept, [torch.zeros_like(d) if i in still else d for i, d in enumerate(g)])
         moved = [f"`{name}`" for name, share in zip(self.names, shares, strict=True) if share > TOL]
         if moved:

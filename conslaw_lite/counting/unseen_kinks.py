@@ -212,8 +212,9 @@ def too_few(kinks: Sequence[str], usable: int, draws: int) -> str:
     advice = []
     if any("pool" not in name and name not in SORTS for name in kinks):  # a ReLU spelled another way, maybe
         advice.append(
-            "write the activation with torch.relu, F.relu or an nn module so that its patterns are taken (a clamp at "
-            "a learned bound as torch.minimum(F.relu(z), bound))"
+            "where it is an activation spelled another way (torch.stack([z, 0]).amax(0)), write it with torch.relu, "
+            "F.relu or an nn module so that its patterns are taken (a clamp at a learned bound as "
+            "torch.minimum(F.relu(z), bound))"
         )
     if any(name.startswith("clamp_min") for name in kinks):
         advice.append(
