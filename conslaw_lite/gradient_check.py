@@ -136,9 +136,11 @@ class GradientCheck:
         self.edited = False
         if self.rounded:
             return None
-        if all(g is None or not bool(g.ne(0).any()) for g in grads):  # zeroed after the step
-            moved = any(not torch.equal(p.detach(), k) for p, k in zip(self.theta, kept, strict=True))
-            return EMPTY if moved else None  # θ still: no training step between the calls (a skipped step)
+        stood = [torch.equal(p.detach(), k) for p, k in zip(self.theta, kept, strict=True)]
+        nonzero = [d is not None and bool(d.ne(0).any()) for d in grads]
+        if not any(nonzero):  # zeroed after the step
+            return None if all(stood) else EMPTY  # θ still: no training step between the calls (a skipped step)
+        still = [] if all(stood) else [i for i, (s, n) in enumerate(zip(stood, nonzero, strict=True)) if s and n]
         if any(g is not None and (g.dtype in (torch.float16, torch.bfloat16) or _in_16_bits(g)) for g in grads):
             return None  # its round-off, 10⁻³ (fp16) to 3·10⁻² (bf16 autocast) of its terms, is the tolerance or more
         g = [torch.zeros_like(t, dtype=torch.float64) if d is None else d.double() for t, d in zip(kept, grads)]
@@ -149,7 +151,7 @@ class GradientCheck:
         shares = self._least_shares(ring, kept, g)
         moved = [f"`{name}`" for name, share in zip(self.names, shares, strict=True) if share > TOL]
         if not moved:
-            self._unstepped(ring, kept, grads, g)  # a parameter that stood still is looked at again STILL calls later
+            self._unstepped(ring, kept, g, still)  # a parameter that stood still is looked at again STILL calls later
             return None
         self.edited = True
         frozen = [name for name, p in zip(self.read, self.theta, strict=True) if not p.requires_grad]
@@ -172,20 +174,11 @@ class GradientCheck:
             f"of: {causes}; these laws drift at first order in τ, and ε measures how far"
         )
 
-    def _unstepped(
-        self, ring: Snapshots, kept: list[torch.Tensor], grads: list[torch.Tensor | None], g: list[torch.Tensor]
-    ) -> None:
-        """Note the parameters that stood still over the step, their gradient not zero, while others moved, where the
-        laws moved at first order for it (the step was ``g`` with their part taken out): :meth:`_still_since` looks
-        again :data:`STILL` calls later."""
-        if self.still is not None:  # already noted: looked at again from the first
-            return
-        still = [
-            i
-            for i, (p, k, d) in enumerate(zip(self.theta, kept, grads, strict=True))
-            if d is not None and bool(d.ne(0).any()) and torch.equal(p.detach(), k)
-        ]
-        if not still or all(torch.equal(p.detach(), k) for p, k in zip(self.theta, kept, strict=True)):
+    def _unstepped(self, ring: Snapshots, kept: list[torch.Tensor], g: list[torch.Tensor], still: list[int]) -> None:
+        """Note the parameters ``still``, which stood still over the step, their gradient not zero, while others
+        moved, where the laws moved at first order for it (the step was ``g`` with their part taken out):
+        :meth:`_still_since` looks again :data:`STILL` calls later."""
+        if self.still is not None or not still:  # already noted: looked at again from the first
             return
         shares = self._least_shares(ring, kept, [torch.zeros_like(d) if i in still else d for i, d in enumerate(g)])
         moved = [f"`{name}`" for name, share in zip(self.names, shares, strict=True) if share > TOL]

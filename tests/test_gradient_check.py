@@ -37,12 +37,21 @@ def monitor_warnings(model: nn.Module, step: Callable[[], None], steps: int = 20
     return [str(w.message) for w in caught if str(w.message).startswith("Monitor")]
 
 
-def sgd_loop(model: nn.Module, optimizer: torch.optim.Optimizer, edit: Callable[[], None] = lambda: None):
+def sgd_loop(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    edit: Callable[[], None] = lambda: None,
+    after: Callable[[], None] = lambda: None,
+):
+    """A training step: ``edit`` between backward() and the optimizer, ``after`` between the optimizer and the
+    monitor."""
+
     def step() -> None:
         optimizer.zero_grad()
         loss(model).backward()
         edit()
         optimizer.step()
+        after()
         step.monitor.step()
 
     return step
@@ -326,14 +335,7 @@ def test_a_layer_no_optimizer_steps_is_named_even_with_its_gradient_the_losss() 
     model = mlp()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
     warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(k / 5, 1.0))  # lr 0 at the first step
-
-    def warming() -> None:
-        optimizer.zero_grad()
-        loss(model).backward()
-        optimizer.step()
-        warmup.step()
-        warming.monitor.step()
-
+    warming = sgd_loop(model, optimizer, after=warmup.step)
     assert monitor_warnings(model, warming) == []  # nothing moved at step 1: no parameter is named
 
 
@@ -341,15 +343,8 @@ def test_a_gradient_zeroed_before_the_monitor_is_said_once() -> None:
     """The check found no .grad and said nothing: edits of the gradient went unnamed in such a loop."""
     model = mlp()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
-
-    def step() -> None:
-        optimizer.zero_grad()
-        loss(model).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        step.monitor.step()
-
-    said = monitor_warnings(model, step, steps=1010)  # checks at 2, 3 and 1003: the note once
+    emptied = sgd_loop(model, optimizer, after=optimizer.zero_grad)
+    said = monitor_warnings(model, emptied, steps=1010)  # checks at 2, 3 and 1003: the note once
     assert len(said) == 1 and "found .grad empty at step 2 though θ moved: monitor.step() comes after zero_grad()" in (
         said[0]
     )
