@@ -22,9 +22,9 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils.hooks import RemovableHandle
 
+from conslaw_lite.step_hooks import listen
 from conslaw_lite.watch_conditions import STEP_SETTINGS, listed, optimizer_breaks_laws, steps_apart
 
 
@@ -90,7 +90,7 @@ class AttachedOptimizers:
         # Every optimizer's steps, where none is attached (a loop that calls the monitor by hand): whether each holds a
         # parameter the laws read, so that its settings are judged as an attached one's are
         self._holds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        weakref.finalize(self, register_optimizer_step_post_hook(_stepped_anywhere(weakref.ref(self))).remove)
+        listen(self)
 
     def attach(self, optimizer: torch.optim.Optimizer) -> RemovableHandle:
         """Record after each step that ``optimizer`` takes with the others attached; its handle's ``.remove()``
@@ -122,7 +122,10 @@ class AttachedOptimizers:
             self._say(training_warnings(optimizers, self.watched, missed=missed and self._settings is None))
             self._settings = settings
 
-    def stepped_anywhere(self, optimizer: torch.optim.Optimizer) -> None:
+    def before(self, optimizer: torch.optim.Optimizer) -> None:
+        """Nothing to judge before a step."""
+
+    def after(self, optimizer: torch.optim.Optimizer) -> None:
         """After any optimizer's step, where none is attached: judge those that update a parameter the laws read
         (the optimizer that updates the others may not have stepped yet: no parameter is called missed)."""
         if self._attached and self.live():
@@ -161,16 +164,6 @@ class AttachedOptimizers:
             if kind not in self._said:
                 self._said.add(kind)
                 warnings.warn(f"Monitor: {why}", stacklevel=3)
-
-
-def _stepped_anywhere(attached: weakref.ref) -> Callable:
-    """A global step hook that holds the monitor's optimizers weakly, as the optimizers' own hooks do not."""
-
-    def hook(optimizer: torch.optim.Optimizer, *_) -> None:
-        if (held := attached()) is not None:
-            held.stepped_anywhere(optimizer)
-
-    return hook
 
 
 def _settings(optimizers: Iterable[torch.optim.Optimizer]) -> tuple:

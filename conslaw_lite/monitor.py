@@ -56,11 +56,13 @@ from conslaw_lite.config import device as default_device
 from conslaw_lite.config import model_device
 from conslaw_lite.counting.training_field import gradient_hooks
 from conslaw_lite.gradient_check import GradientCheck
-from conslaw_lite.law_stacks import Recorder, Source, stack_sources
+from conslaw_lite.law_stacks import Source, stack_sources
+from conslaw_lite.law_values import LawValues
 from conslaw_lite.laws import Group, Law, find_blocks, groups
 from conslaw_lite.outside_reads import read_outside
 from conslaw_lite.own_laws import SEARCH_SECONDS, OwnLaws, missing_input_message, own_laws, uncovered
 from conslaw_lite.snapshots import Snapshots, slots_for
+from conslaw_lite.theta_edits import EditCheck
 from conslaw_lite.user_inputs import example_inputs
 from conslaw_lite.watch_conditions import (
     check_every,
@@ -75,9 +77,6 @@ from conslaw_lite.watch_conditions import (
 from conslaw_lite.wrapped_modules import unwrapped
 
 FOUND = Group("found", "law")  # the group of laws given to the Monitor
-# A law whose ‖h_i(θ₀)‖ is at most this times ‖θ_S‖² (S: the tensors its source reads; a law is quadratic in them)
-# starts at 0 to round-off, which is about 10⁻¹⁶ of that.
-ZERO_LAW = 1e-12
 
 
 def _sources(model: nn.Module, laws: dict[str, Law]) -> list[Source]:
@@ -91,50 +90,6 @@ def _sources(model: nn.Module, laws: dict[str, Law]) -> list[Source]:
                 sources.append((batch.fn, [position[name] for name in names]))
     batched = {i for _, index in sources for i in index}
     return sources + [(fn, [i]) for i, fn in enumerate(laws.values()) if i not in batched]
-
-
-@dataclass
-class _Laws:
-    """Every law of every group, compared with h(θ₀) a few torch operations at a time.
-
-    :meth:`drift` gives each law's ``‖h_i − h_i(θ₀)‖`` for all laws and records at once, without storing the history
-    of h: every source's entries at one record are one row h, each law's entries lie side by side in it, and
-    ``np.add.reduceat`` sums their squares segment by segment (numpy: a few thousand numbers, where torch's dispatch
-    would cost more than the arithmetic; a tenth of what ``np.bincount`` took on a two-layer Qwen3).
-    """
-
-    h0: np.ndarray  # (E,) float64: every entry of every law at θ₀, the sources' values one after the other
-    starts: np.ndarray  # (N,) where each law's entries start in h, in the order they lie there
-    order: np.ndarray  # (N,) law i's segment among those
-    norm0: np.ndarray  # (N,) ‖h_i(θ₀)‖, NaN where it is 0
-
-    @classmethod
-    def start(cls, sources: list[Source], params: Mapping[str, torch.Tensor]) -> _Laws:
-        values, scales = [], []
-        for fn, at in sources:
-            read = Recorder(params)
-            values.append(fn(read).reshape(len(at), -1))  # (laws of the source, entries per law)
-            scales.append(np.full(len(at), sum(float(params[key].square().sum()) for key in read.order)))
-        law = np.concatenate([at for _, at in sources])  # the law of each segment
-        sizes = np.concatenate([np.full(len(at), v.shape[1]) for (_, at), v in zip(sources, values, strict=True)])
-        if not (sizes > 0).all() or not np.array_equal(np.sort(law), np.arange(len(law))):
-            raise ValueError("every law must be given by one source, with at least one number")
-        starts, order = np.cumsum(sizes) - sizes, np.argsort(law)
-        h0 = torch.cat([v.reshape(-1) for v in values]).cpu().numpy()
-        norm0 = np.sqrt(np.add.reduceat(h0 * h0, starts)[order])
-        # A law that starts at 0 (a key bias initialised to zero, a unit balanced at the start) has no relative drift:
-        # NaN, left out of ε. Round-off of a balanced start is not a scale to divide by (ε was 10¹⁴).
-        zero = norm0 <= ZERO_LAW * np.concatenate(scales)[order]
-        return cls(h0, starts, order, np.where(zero, np.nan, norm0))
-
-    def largest(self, entries: np.ndarray) -> np.ndarray:
-        """Each law's largest value of ``entries`` (one per entry of h): shape (N,)."""
-        return np.maximum.reduceat(entries, self.starts)[self.order]
-
-    def drift(self, h: np.ndarray) -> np.ndarray:
-        """``‖h_i(θ_r) − h_i(θ₀)‖`` for each record r (the rows of ``h``, shape (R, E)) and law i: shape (R, N)."""
-        d = h - self.h0
-        return np.sqrt(np.add.reduceat(d * d, self.starts, axis=1)[:, self.order])
 
 
 def relative_drift(h: np.ndarray) -> np.ndarray:
@@ -190,7 +145,9 @@ class Monitor:
     the registered blocks are found and watched as group ``"found"`` (:attr:`own` holds what was searched).
     The laws of repeated layers are evaluated in one call on their stacked parameters; :attr:`stacked_layers`
     counts the per-layer calls that this replaced (0: no two layers alike). The records of a small model are
-    evaluated :attr:`evaluate_every` at a time, when that many are pending or a result is read.
+    evaluated :attr:`evaluate_every` at a time, when that many are pending or a result is read. What breaks the laws
+    is named once: an optimizer's settings (:mod:`conslaw_lite.attached_optimizers`), a gradient in ``.grad`` that is
+    not the loss's (:mod:`conslaw_lite.gradient_check`), θ written between two steps (:mod:`conslaw_lite.theta_edits`).
 
     Examples
     ========
@@ -279,7 +236,7 @@ class Monitor:
         laws = {key: fn for fns in grouped.values() for key, fn in fns.items()}  # keys are unique
         with torch.no_grad():
             plan = stack_sources(_sources(model, laws), start)  # repeated layers: one call for all of them
-            self._laws = _Laws.start(plan.sources, plan.params)
+            self._laws = LawValues.start(plan.sources, plan.params)
             read = sorted(plan.read)
             slots = 1 if alarm is not None else evaluate_every or slots_for(plan)
             self._snapshots = Snapshots(plan, read, slots)
@@ -291,6 +248,7 @@ class Monitor:
         self._optimizers = AttachedOptimizers(self.step, dict(zip(read, self._theta, strict=True)))
         judged = np.array([group.kind == "law" for group, fns in grouped.items() for _ in fns])
         self._gradients = GradientCheck(plan, read, self._theta, self._laws.largest, list(laws), judged, given)
+        self._edits = EditCheck(plan, read, self._theta, self._laws.norms, list(laws), judged)  # θ written by hand
         self._steps = [0]
         self._drift = list(self._laws.drift(self._laws.h0[None]))  # per record: each law's ‖h_i(θ_k) − h_i(θ₀)‖
         self._say_zero_laws(list(laws))

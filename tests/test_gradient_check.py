@@ -5,56 +5,14 @@ from __future__ import annotations
 
 import gc
 import warnings
-from collections.abc import Callable
+import weakref
 
 import pytest
 import torch
 from torch import nn
 
 from conslaw_lite.monitor import Monitor
-
-X = torch.randn(64, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-Y = torch.randn(64, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
-UNITS = {"unit": lambda p: p["0.weight"].square().sum(1) + p["0.bias"].square() - p["2.weight"].square().sum(0)}
-
-
-def mlp() -> nn.Sequential:
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3)).double()
-
-
-def loss(model: nn.Module) -> torch.Tensor:
-    return (model(X) - Y).square().mean()
-
-
-def monitor_warnings(model: nn.Module, step: Callable[[], None], steps: int = 20, laws: dict = UNITS) -> list[str]:
-    """The monitor's warnings over ``steps`` calls of ``step``, which calls ``step.monitor.step()`` itself."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        step.monitor = Monitor(model, laws=laws)
-        for _ in range(steps):
-            step()
-    return [str(w.message) for w in caught if str(w.message).startswith("Monitor")]
-
-
-def sgd_loop(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    edit: Callable[[], None] = lambda: None,
-    after: Callable[[], None] = lambda: None,
-):
-    """A training step: ``edit`` between backward() and the optimizer, ``after`` between the optimizer and the
-    monitor."""
-
-    def step() -> None:
-        optimizer.zero_grad()
-        loss(model).backward()
-        edit()
-        optimizer.step()
-        after()
-        step.monitor.step()
-
-    return step
+from tests.training_loops import UNITS, X, Y, loss, mlp, monitor_warnings, sgd_loop
 
 
 def test_the_loss_gradient_is_not_flagged_with_or_without_momentum() -> None:
@@ -293,17 +251,22 @@ def test_optimizers_stepped_by_a_loop_that_calls_the_monitor_by_hand_are_judged(
         assert any(reason in w for w in said), said
 
 
-def test_the_global_step_hook_goes_with_its_monitor() -> None:
-    from torch.optim.optimizer import _global_optimizer_post_hooks
+def test_the_global_step_hooks_do_not_keep_a_monitor_alive() -> None:
+    """torch's global hooks are registered once for all monitors, which they hold weakly."""
+    from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
 
     model = mlp()
-    gc.collect()  # the monitors of earlier tests, and their hooks, go first
-    before = len(_global_optimizer_post_hooks)
+    Monitor(model, laws=UNITS)
+    before = len(_global_optimizer_pre_hooks), len(_global_optimizer_post_hooks)
     monitor = Monitor(model, laws=UNITS)
-    assert len(_global_optimizer_post_hooks) == before + 1
+    assert (len(_global_optimizer_pre_hooks), len(_global_optimizer_post_hooks)) == before
+    gone = weakref.ref(monitor)
     del monitor
     gc.collect()
-    assert len(_global_optimizer_post_hooks) == before
+    assert gone() is None
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss(model).backward()
+    optimizer.step()  # no hook calls a monitor collected
 
 
 def test_a_layer_no_optimizer_steps_is_named_even_with_its_gradient_the_losss() -> None:
