@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -1223,19 +1224,22 @@ def test_a_norm_of_eps_below_round_off_is_counted_at_an_eps_float64_resolves(eps
 class HandRms(nn.Module):
     """x ↦ W₂ (g ∘ rms(W₁x)) with ε = 10⁻¹⁶ written out, where no attribute, name or call says so: g_i² − ‖W₂[:, i]‖²
     per unit, and W₁'s scale only at ε = 0. ``functional``: ``F.rms_norm(..., eps=ε)``, the same function;
-    ``in_tensor``: ε kept in a tensor, which the count cannot raise."""
+    ``in_tensor``: ε kept in a tensor (an attribute), or ``"forward"``: made in forward, which the count cannot
+    raise."""
 
-    def __init__(self, functional: bool = False, eps: float = 1e-16, in_tensor: bool = False) -> None:
+    def __init__(self, functional: bool = False, eps: float = 1e-16, in_tensor: bool | str = False) -> None:
         super().__init__()
         self.fc1, self.fc2 = nn.Linear(4, 5, bias=False), nn.Linear(5, 2, bias=False)
         self.g = nn.Parameter(torch.ones(5))
-        self.functional, self.tiny = functional, torch.tensor(eps, dtype=torch.float64) if in_tensor else eps
+        self.functional, self.in_forward = functional, in_tensor == "forward"
+        self.tiny = torch.tensor(eps, dtype=torch.float64) if in_tensor is True else eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc1(x)
         if self.functional:
             return self.fc2(F.rms_norm(h, (5,), weight=self.g, eps=self.tiny))
-        return self.fc2(self.g * h / torch.sqrt((h * h).mean(-1, keepdim=True) + self.tiny))
+        tiny = h.new_tensor(self.tiny) if self.in_forward else self.tiny  # a tensor of forward's own: none holds it
+        return self.fc2(self.g * h / torch.sqrt((h * h).mean(-1, keepdim=True) + tiny))
 
 
 @pytest.mark.parametrize("eps", [None, 1e-12, 1e-16])
@@ -1270,15 +1274,45 @@ def test_f_layer_norm_of_eps_below_round_off_is_counted_as_nn_layer_norm() -> No
 
 def test_a_direction_apart_from_round_off_but_under_the_gap_leaves_no_count() -> None:
     """Before: N = 6, conclusive, at seed 1 (W₁'s scale direction at 10⁻¹⁰, the 5 laws' at round-off, 10⁻¹⁵); at seed
-    0 the two θ disagree. ε kept in a tensor is counted as it is, and the guard refuses; a number added in forward is
-    counted at 10⁻⁷, as a norm module's ε is (N = 5)."""
+    0 the two θ disagree. ε made in forward as a tensor is counted as it is, and the guard refuses; a number added in
+    forward, or kept in a tensor of the module, is counted at 10⁻⁷, as a norm module's ε is (N = 5)."""
     for seed in (0, 1):
         torch.manual_seed(seed)
-        count = count_laws(HandRms(in_tensor=True).double(), (4,), seed=seed)
+        count = count_laws(HandRms(in_tensor="forward").double(), (4,), seed=seed)
         assert not count.conclusive and ("two gaps: N = 6" in count.reason or "θ disagree" in count.reason)
-        torch.manual_seed(seed)
-        count = count_laws(HandRms().double(), (4,), seed=seed)
-        assert count.conclusive and count.num_laws == 5
+        for in_tensor in (False, True):
+            torch.manual_seed(seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the tensor's: `tiny` counted at 1e-07
+                count = count_laws(HandRms(in_tensor=in_tensor).double(), (4,), seed=seed)
+            assert count.conclusive and count.num_laws == 5, (seed, in_tensor)
+
+
+class EpsBuffer(nn.Module):
+    """An RMSNorm written with its ε in a buffer, as users register one: N = 5, as nn.RMSNorm(eps=1e-16) gives; counted
+    as it is, the two random θ disagreed or the gap guard refused (seeds 0 to 2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 5, bias=False), nn.Linear(5, 2, bias=False)
+        self.g = nn.Parameter(torch.ones(5))
+        self.register_buffer("eps", torch.tensor(1e-16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)
+        return self.fc2(self.g * h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def test_a_norms_eps_in_a_buffer_is_counted_as_nn_rms_norm_and_the_model_is_left_as_it_was() -> None:
+    torch.manual_seed(0)
+    model = EpsBuffer()
+    with pytest.warns(UserWarning, match="`eps` holds 1e-16 > 0: counted at ε = 1e-07"):
+        count = count_laws(model, (4,))
+    reference = nn.Sequential(model.fc1, nn.RMSNorm(5, eps=1e-16), model.fc2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = count_laws(reference, (4,))
+    assert count.conclusive and count.num_laws == expected.num_laws == 5 and torch.equal(model.eps, torch.tensor(1e-16))
 
 
 class HandLayerNorm(nn.Module):

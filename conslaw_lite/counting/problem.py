@@ -22,7 +22,7 @@ from torch.utils._pytree import tree_map_only
 
 from conslaw_lite.counting.module_checks import check_dtypes
 from conslaw_lite.counting.training_field import gradient_hooks
-from conslaw_lite.laws import Params, counted_eps, float64_form
+from conslaw_lite.laws import MIN_EPS, Params, counted_eps, float64_form, say_once
 from conslaw_lite.time_limit import OutOfTime
 from conslaw_lite.wrapped_modules import module_copy, unwrapped
 
@@ -214,6 +214,7 @@ def problem_of(model: Model, params: Params | None) -> Problem:
                 "subclass, or bind it to its module with types.MethodType(f, m) (f taking the module first)"
             )
         module = float64_form(model)
+        _tiny_constants_raised(module, model)
         params = {n: p for n, p in module.named_parameters() if p.requires_grad}
         apply = _module_apply(module)
 
@@ -236,6 +237,19 @@ def problem_of(model: Model, params: Params | None) -> Problem:
         if not torch.isfinite(p).all():
             raise ValueError(f"parameter {name!r} contains NaN or infinite entries")
     return Problem(apply, {n: p.shape for n, p in params.items()}, _scales(params), module)
+
+
+def _tiny_constants_raised(form: nn.Module, model: nn.Module) -> None:
+    """A number in (0, ``MIN_EPS``) in a one-entry tensor of ``form`` (a buffer, an attribute: a norm's ε written by
+    hand) counted at ``MIN_EPS``, as one added in forward is (:class:`FunctionalEpsRaised`): as is, ε = 0's laws."""
+    for path, layer in form.named_modules():
+        for name, t in [*layer._buffers.items(), *vars(layer).items()]:
+            if isinstance(t, torch.Tensor) and t.numel() == 1 and t.is_floating_point() and 0 < float(t) < MIN_EPS:
+                say_once(model.get_submodule(path), f"`{path + '.' if path else ''}{name}` holds {float(t):.3g} > 0: "
+                         f"counted at ε = {MIN_EPS:g}, where float64 tells it from 0 (as a norm's ε: the laws are the "
+                         "same for every ε > 0, and one this small breaks the scale symmetry of ε = 0 by less than "
+                         "round-off)")  # fmt: skip
+                setattr(layer, name, torch.full_like(t, MIN_EPS))  # not in place: a registered form may share it
 
 
 def _closure_forward(module: nn.Module) -> bool:
