@@ -619,8 +619,9 @@ def test_trainer_callback_logs_finite_epsilon_and_laws_drift_less_than_controls(
     assert [entry["step"] for entry in logged] == [4, 8]
     _check_epsilon(logged[-1], {"gqa-rope-qknorm-shared", "swiglu", "network"})
     assert callback.monitor.steps.tolist() == list(range(9))
-    # the gradient, clipped by its global norm (max_grad_norm=1), was checked at steps 2 and 3 and is the loss's
-    assert not [w for w in caught if "gradient in .grad" in str(w.message)]
+    # the gradient, clipped by its global norm (max_grad_norm=1), was checked at steps 2 and 3 and is the loss's; θ
+    # was not written between the steps (accelerate's optimizer steps torch's inside it)
+    assert not [w for w in caught if "gradient in .grad" in str(w.message) or "θ changed" in str(w.message)]
 
     class Penalized(transformers.Trainer):  # an L2 penalty written into the loss: the laws drift at first order
         def compute_loss(self, model, inputs, **kwargs):
@@ -630,6 +631,21 @@ def test_trainer_callback_logs_finite_epsilon_and_laws_drift_less_than_controls(
     trainer = Penalized(model=model, args=args, train_dataset=_random_ids(32, 8, 32))
     watch(trainer)
     with pytest.warns(UserWarning, match="gradient in .grad is not the loss's .* one of: a loss term that reads"):
+        trainer.train()
+
+
+def test_a_trainer_callback_that_decays_the_weights_by_hand_is_named(tmp_path) -> None:
+    class Decay(transformers.TrainerCallback):  # weight decay written by hand, after each step
+        def on_step_end(self, args, state, control, model=None, **kwargs) -> None:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.mul_(1 - 0.02 * 1e-2)
+
+    model = tiny_model("qwen3", ArchOptions(dim=16, heads=2, out=32)).float()
+    args = _sgd_arguments(tmp_path, 4, learning_rate=0.02)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=_random_ids(16, 8, 32), callbacks=[Decay()])
+    watch(trainer)
+    with pytest.warns(UserWarning, match="θ changed between two optimizer steps .* written after step 1"):
         trainer.train()
 
 
