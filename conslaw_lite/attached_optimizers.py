@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from conslaw_lite.step_hooks import listen
+from conslaw_lite.step_hooks import Holders, listen
 from conslaw_lite.watch_conditions import STEP_SETTINGS, listed, optimizer_breaks_laws, steps_apart
 
 
@@ -89,7 +89,7 @@ class AttachedOptimizers:
         self._recording = False  # inside an attached optimizer's call of the monitor's step
         # Every optimizer's steps, where none is attached (a loop that calls the monitor by hand): whether each holds a
         # parameter the laws read, so that its settings are judged as an attached one's are
-        self._holds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._holds = Holders(watched.values())
         listen(self)
 
     def attach(self, optimizer: torch.optim.Optimizer) -> RemovableHandle:
@@ -130,11 +130,8 @@ class AttachedOptimizers:
         (the optimizer that updates the others may not have stepped yet: no parameter is called missed)."""
         if self._attached and self.live():
             return
-        if optimizer not in self._holds:
-            read = {id(p) for p in self.watched.values()}
-            self._holds[optimizer] = any(id(p) in read for group in optimizer.param_groups for p in group["params"])
-        if self._holds[optimizer]:
-            self.judge([held for held, holds in self._holds.items() if holds], missed=False)
+        if self._holds(optimizer):
+            self.judge(self._holds.seen(), missed=False)
 
     def _stepped_by(self, optimizer: torch.optim.Optimizer, record: Callable[[], object]) -> None:
         live = self.live()

@@ -9,6 +9,7 @@ the hooks (the collector runs at any allocation, a hook's too: "OrderedDict muta
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from typing import Protocol
 
 import torch
@@ -19,6 +20,33 @@ class Listener(Protocol):
     def before(self, optimizer: torch.optim.Optimizer) -> None: ...
 
     def after(self, optimizer: torch.optim.Optimizer) -> None: ...
+
+
+class Holders:
+    """Whether an optimizer steps one of ``params``, asked of each optimizer once (held weakly), and those that do.
+
+    Examples
+    ========
+    >>> w, other = torch.nn.Parameter(torch.ones(1)), torch.nn.Parameter(torch.ones(1))
+    >>> holders = Holders([w])
+    >>> first, second = torch.optim.SGD([w, other], lr=0.1), torch.optim.SGD([other], lr=0.1)
+    >>> holders(first), holders(second), holders.seen() == [first]
+    (True, False, True)
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor]) -> None:
+        self.ids = {id(p) for p in params}
+        self._holds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __call__(self, optimizer: torch.optim.Optimizer) -> bool:
+        if optimizer not in self._holds:
+            stepped = (p for group in optimizer.param_groups for p in group["params"])
+            self._holds[optimizer] = any(id(p) in self.ids for p in stepped)
+        return self._holds[optimizer]
+
+    def seen(self) -> list[torch.optim.Optimizer]:
+        """The optimizers asked about so far, alive, that step one of the parameters."""
+        return [optimizer for optimizer, holds in self._holds.items() if holds]
 
 
 _LISTENERS: weakref.WeakSet = weakref.WeakSet()

@@ -22,7 +22,6 @@ comparison; the laws are evaluated only where θ changed.
 from __future__ import annotations
 
 import warnings
-import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -30,7 +29,7 @@ import torch
 
 from conslaw_lite.law_stacks import Plan
 from conslaw_lite.snapshots import Snapshots
-from conslaw_lite.step_hooks import listen
+from conslaw_lite.step_hooks import Holders, listen
 from conslaw_lite.watch_conditions import listed
 
 ROUNDOFF = 1e-13  # of a law's size: a change below it may be the round-off of evaluating it
@@ -88,7 +87,7 @@ class EditCheck:
         # then, and before the next step
         self.since: set[int] = set()  # the optimizers that stepped since
         self.said = False
-        self._holds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._held = Holders(theta)
         listen(self)
 
     def before(self, optimizer: torch.optim.Optimizer) -> None:
@@ -108,7 +107,7 @@ class EditCheck:
         if self.edited is not None:
             seen = id(optimizer) in self.since  # stepped twice since: the others are not stepped in turn
             self.since.add(id(optimizer))
-            if not seen and self.since < {id(o) for o, holds in self._holds.items() if holds}:
+            if not seen and self.since < {id(o) for o in self._held.seen()}:
                 return
             why, self.edited = self._judged(*self.edited), None
             if why:
@@ -117,12 +116,6 @@ class EditCheck:
                 return
         if _looked_at(self.steps):
             self.stepped = _copy(self.theta)
-
-    def _held(self, optimizer: torch.optim.Optimizer) -> bool:
-        if optimizer not in self._holds:
-            read = {id(p) for p in self.theta}
-            self._holds[optimizer] = any(id(p) in read for group in optimizer.param_groups for p in group["params"])
-        return self._holds[optimizer]
 
     def _judged(self, step: int, stepped: list[torch.Tensor], edited: list[torch.Tensor]) -> str | None:
         """Why the change from ``stepped`` (θ after ``step``) to ``edited`` breaks the laws (None where no law moved
