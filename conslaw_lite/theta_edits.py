@@ -95,6 +95,8 @@ class EditCheck:
         if self.stepped is None or not self._held(optimizer):
             return
         stepped, self.stepped = self.stepped, None
+        if any(p.device != s.device or p.shape != s.shape for p, s in zip(self.theta, stepped, strict=True)):
+            return  # the model moved to another device: nothing to compare, and a hook must not raise in a step
         if not all(torch.equal(p.detach(), s) for p, s in zip(self.theta, stepped, strict=True)):
             self.edited, self.since = (self.steps, stepped, _copy(self.theta)), set()
 
