@@ -16,7 +16,9 @@ root mean square of the same sum with random signs, ``Σᵢ ±aᵢ``, over :data
 twice the sum along v: an entry where it is not, to :data:`CONSISTENT` of its terms' size (a law of higher degree, or
 round-off), is not judged. For the loss's gradient the sum is round-off of its terms (10⁻¹⁶ of them in float64,
 10⁻⁷ in float32); an edit gives a sum of the order of its terms. Where the monitor is called before the optimizer
-steps, g was computed at θ now, so the sum is taken at both θ and the smaller is judged. Where .grad passes, the
+steps, g was computed at θ now, and with a second backward between two optimizers' steps (GAN-style) at θ before
+the second: so the sum is also taken there (θ is kept before each step, :data:`BETWEEN` at most), and the smallest
+is judged. Where .grad passes, the
 step is judged too: a parameter with a gradient that stood still while others moved (one that no optimizer steps,
 its .grad still the loss's after ``model.zero_grad()``) took g with its part taken out, and the laws are judged
 along that; it is named if it still has not moved :data:`STILL` calls later (one stepped every other step moves).
@@ -35,6 +37,7 @@ import torch
 
 from conslaw_lite.law_stacks import Plan
 from conslaw_lite.snapshots import Snapshots
+from conslaw_lite.step_hooks import Holders, listen
 from conslaw_lite.watch_conditions import listed
 
 SIGNS = 4  # random-sign draws for the terms' size: below 10⁻⁴ of it with probability ~10⁻⁸ an entry (χ², 4 dof)
@@ -62,6 +65,7 @@ EMPTY = (
 )
 STILL = 20  # calls after a checked step at which the parameters that stood still over it are looked at again: one
 # stepped every other step (GAN-style, up to STILL steps apart) moves again, and keeps its laws at second order
+BETWEEN = 3  # θ kept before at most this many steps between two calls (one per optimizer, stepped in turn)
 FIRST, CHECKS = 2, 1000  # checks at calls 2 and 3 (θ kept at 1 and 2), then every CHECKS calls: an edit that starts
 # late is named within CHECKS steps, for 12–43 ms a check on transformers' tiny Qwen3 (0.2 % of their steps)
 
@@ -108,6 +112,9 @@ class GradientCheck:
         self.calls, self.next = 0, FIRST
         self.rounded = False  # the gradient is computed in 16 bits (mixed precision): its round-off is not judged
         self.kept: list[torch.Tensor] | None = None
+        self.between: list[list[torch.Tensor]] = []  # θ before each step since θ was kept (a gradient computed there)
+        self._held = Holders(theta)
+        listen(self)
         self.generator = torch.Generator().manual_seed(seed)
         self.edited = False  # the last message says .grad is not the loss's gradient (not that θ or .grad stood still)
         self.empty_said = False  # the note on a .grad emptied before the call, said once
@@ -124,12 +131,22 @@ class GradientCheck:
         if self.calls == self.next:
             kept, self.kept = self.kept, None
             why = why or (self._judged(kept) if kept is not None else None)
+            self.between = []
             self.next = -1 if why and why != EMPTY else self.calls + (1 if self.calls == FIRST else CHECKS)
             if why == EMPTY:
                 why, self.empty_said = (None if self.empty_said else EMPTY.format(step=self.calls)), True
         if self.calls == self.next - 1:
             self.kept = [p.detach().clone() for p in self.theta]
         return why
+
+    def before(self, optimizer: torch.optim.Optimizer) -> None:
+        """Before a step, while θ is kept for a check: keep θ there too, where ``.grad`` may have been computed (a
+        second backward after another optimizer's step, GAN-style)."""
+        if self.kept is not None and len(self.between) < BETWEEN and self._held(optimizer):
+            self.between.append([p.detach().clone() for p in self.theta])
+
+    def after(self, optimizer: torch.optim.Optimizer) -> None:
+        """Nothing to keep after a step."""
 
     def _judged(self, kept: list[torch.Tensor]) -> str | None:
         grads = [p.grad if p.grad is None or not p.grad.is_sparse else p.grad.to_dense() for p in self.theta]
@@ -203,10 +220,15 @@ class GradientCheck:
         )
 
     def _least_shares(self, ring: Snapshots, kept: list[torch.Tensor], g: list[torch.Tensor]) -> np.ndarray:
-        """:meth:`_shares` at θ kept, and where one is above the tolerance the smaller of it and that at θ now: g may
-        have been computed there (the monitor called before the optimizer)."""
+        """:meth:`_shares` at θ kept, and where one is above the tolerance the smallest of it and those at θ now and
+        before each step since: g may have been computed at any of them (the monitor called before the optimizer, a
+        second backward between two optimizers' steps)."""
         shares = self._shares(ring, kept, g)
-        return np.minimum(shares, self._shares(ring, self.theta, g)) if (shares > TOL).any() else shares
+        for theta in (self.theta, *self.between):
+            if not (shares > TOL).any():
+                break
+            shares = np.minimum(shares, self._shares(ring, theta, g))
+        return shares
 
     def _shares(self, ring: Snapshots, theta: list[torch.Tensor], g: list[torch.Tensor]) -> np.ndarray:
         """Each watched law's largest |⟨∇h, g⟩| over its terms' size at ``theta`` (0: not judged), evaluated in

@@ -360,3 +360,37 @@ def test_an_optimizer_of_ones_own_is_not_said_to_break_the_laws() -> None:
     model = mlp()
     said = monitor_warnings(model, sgd_loop(model, PlainSGD(model.parameters(), lr=0.02)), steps=3)
     assert len(said) == 1 and "PlainSGD is not torch's SGD: the laws hold only if it steps along −τ∇L" in said[0]
+
+
+def gan_style(model: nn.Module, clip: float | None = None, attached: bool = False) -> list[str]:
+    """One optimizer per layer, stepped in turn, the gradient computed again between them: the second layer's at θ
+    after the first's step. ``clip``: its gradient then clipped by value."""
+    first, second = (torch.optim.SGD(model[i].parameters(), lr=0.05) for i in (0, 2))
+
+    def step() -> None:
+        for optimizer in (first, second):
+            model.zero_grad()
+            loss(model).backward()
+            if clip is not None and optimizer is second:
+                nn.utils.clip_grad_value_(model[2].parameters(), clip)
+            optimizer.step()
+        if not attached:
+            step.monitor.step()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step.monitor = Monitor(model, laws=UNITS)
+        if attached:
+            step.monitor.attach(first), step.monitor.attach(second)
+        for _ in range(20):
+            step()
+    return [str(w.message) for w in caught if str(w.message).startswith("Monitor")]
+
+
+@pytest.mark.parametrize("attached", [False, True])
+def test_a_gradient_computed_again_between_two_optimizers_steps_is_judged_where_it_was_computed(attached: bool) -> None:
+    """.grad then holds g at θ between the steps, neither at the record before nor at the one after: judged there, the
+    loss's gradient (its share was 0.01 to 0.03 of the terms at either record, a warning); clipped, it is named."""
+    assert gan_style(mlp(), attached=attached) == []
+    said = gan_style(mlp(), clip=1e-3, attached=attached)
+    assert len(said) == 1 and "are not kept by the gradient in .grad" in said[0], said
