@@ -65,7 +65,7 @@ EMPTY = (
 )
 STILL = 20  # calls after a checked step at which the parameters that stood still over it are looked at again: one
 # stepped every other step (GAN-style, up to STILL steps apart) moves again, and keeps its laws at second order
-BETWEEN = 3  # θ kept before at most this many steps between two calls (one per optimizer, stepped in turn)
+BETWEEN = 3  # θ kept before at most this many steps after the first between two calls (one optimizer per layer)
 FIRST, CHECKS = 2, 1000  # checks at calls 2 and 3 (θ kept at 1 and 2), then every CHECKS calls: an edit that starts
 # late is named within CHECKS steps, for 12–43 ms a check on transformers' tiny Qwen3 (0.2 % of their steps)
 
@@ -113,6 +113,7 @@ class GradientCheck:
         self.rounded = False  # the gradient is computed in 16 bits (mixed precision): its round-off is not judged
         self.kept: list[torch.Tensor] | None = None
         self.between: list[list[torch.Tensor]] = []  # θ before each step since θ was kept (a gradient computed there)
+        self.stepping = 0  # steps begun since θ was kept
         self._held = Holders(theta)
         listen(self)
         self.generator = torch.Generator().manual_seed(seed)
@@ -136,13 +137,16 @@ class GradientCheck:
             if why == EMPTY:
                 why, self.empty_said = (None if self.empty_said else EMPTY.format(step=self.calls)), True
         if self.calls == self.next - 1:
-            self.kept = [p.detach().clone() for p in self.theta]
+            self.kept, self.stepping = [p.detach().clone() for p in self.theta], 0
         return why
 
     def before(self, optimizer: torch.optim.Optimizer) -> None:
         """Before a step, while θ is kept for a check: keep θ there too, where ``.grad`` may have been computed (a
-        second backward after another optimizer's step, GAN-style)."""
-        if self.kept is not None and len(self.between) < BETWEEN and self._held(optimizer):
+        second backward after another optimizer's step, GAN-style). Not before the first: θ is still the one kept."""
+        if self.kept is None or not self._held(optimizer):
+            return
+        self.stepping += 1
+        if 1 < self.stepping <= BETWEEN + 1:
             self.between.append([p.detach().clone() for p in self.theta])
 
     def after(self, optimizer: torch.optim.Optimizer) -> None:
