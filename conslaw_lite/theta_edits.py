@@ -2,21 +2,22 @@
 
 The laws hold for the flow that the optimizer's steps follow. Between two steps, θ should not move: forward and
 backward passes read it. A loop that writes θ there, ``p.mul_(1 − τλ)`` after ``optimizer.step()`` (weight decay
-by hand), ``p.clamp_(−c, c)`` (WGAN's clip), a renorm of rows, Langevin noise, a Lookahead written by hand, moves
-the laws at first order, and the gradient in ``.grad`` (:mod:`conslaw_lite.gradient_check`) does not show it.
+by hand), ``p.clamp_(−c, c)`` (WGAN's clip), a renorm of rows, Langevin noise, moves the laws far more than the steps
+do, and the gradient in ``.grad`` (:mod:`conslaw_lite.gradient_check`) does not show it.
 
 So after some optimizer steps (those of an optimizer that steps a parameter the laws read) θ is copied, and before
-the next step compared with the copy. Where it changed, the laws are evaluated before and after the change and after
-the next step, and the change is named where, for some law,
+the next step compared with the copy. Where it changed, the laws are evaluated before and after the change and once
+every optimizer has stepped after it (θ_next), and the change is named where, for some law,
 
     ‖h_i(θ_edited) − h_i(θ_stepped)‖ > FACTOR · ‖h_i(θ_next) − h_i(θ_edited)‖,
 
-the edit moved the law more than :data:`FACTOR` times what an optimizer step moved it. A step moves a law by τ²
+the edit moved the law more than :data:`FACTOR` times what the steps after it moved it. A step moves a law by τ²
 terms only (chapter 07), so an edit that is not made to keep the laws stands out; one that is (the law-preserving
 projection of :mod:`conslaw_lite.law_preserving`, which moves θ back by what the step moved the laws) does not.
 The copies are taken after steps 1, 2 and 3 (one optimizer per layer, stepped in turn: the edit may come after any
 of them), 10 to 12, 100 to 102 and every :data:`EVERY` steps, and cost a copy of the watched parameters and a
-comparison; the laws are evaluated only where θ changed.
+comparison (a second copy where θ changed); the laws are evaluated only where θ changed. A Lookahead written by hand
+that averages every k steps moves the laws by τ² terms too (measured: the drift halves at τ/2), and is not named.
 """
 
 from __future__ import annotations
