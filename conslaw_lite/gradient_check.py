@@ -17,11 +17,11 @@ twice the sum along v: an entry where it is not, to :data:`CONSISTENT` of its te
 round-off), is not judged. For the loss's gradient the sum is round-off of its terms (10⁻¹⁶ of them in float64,
 10⁻⁷ in float32); an edit gives a sum of the order of its terms. Where the monitor is called before the optimizer
 steps, g was computed at θ now, and with a second backward between two optimizers' steps (GAN-style) at θ before
-the second: so the sum is also taken there (θ is kept before each step, :data:`BETWEEN` at most), and the smallest
-is judged. Where .grad passes, the
-step is judged too: a parameter with a gradient that stood still while others moved (one that no optimizer steps,
-its .grad still the loss's after ``model.zero_grad()``) took g with its part taken out, and the laws are judged
-along that; it is named if it still has not moved :data:`STILL` calls later (one stepped every other step moves).
+the second: so the sum is also taken there (θ is kept before each step after the first, :data:`BETWEEN` at most),
+and the smallest is judged. Where .grad passes, the step is judged too: a parameter with a gradient that stood still
+while others moved (one that no optimizer steps, its .grad still the loss's after ``model.zero_grad()``) took g with
+its part taken out, and the laws are judged along that; it is named if it still has not moved :data:`STILL` calls
+later (one stepped every other step moves).
 A check that finds .grad empty though θ moved (``zero_grad()`` before the call) says so once. A gradient computed in
 16 bits (fp16 or bf16 tensors, or float32 ones under autocast, every entry a 16-bit number) is not judged: its
 round-off reaches the tolerance (3·10⁻² of the terms under bf16 autocast). A check evaluates the laws at 2 (2 + SIGNS)

@@ -1,7 +1,8 @@
 """Every optimizer's steps, for the monitors alive: torch's global step hooks, registered once.
 
 A monitor judges the optimizers that step the parameters its laws read, attached or not
-(:mod:`conslaw_lite.attached_optimizers`), and looks at θ between their steps (:mod:`conslaw_lite.theta_edits`).
+(:mod:`conslaw_lite.attached_optimizers`), looks at θ between their steps (:mod:`conslaw_lite.theta_edits`), and
+keeps θ before them where its check of the gradient may need it (:mod:`conslaw_lite.gradient_check`).
 Each listens here, held weakly: a hook of its own, removed when it is collected, would be removed while torch runs
 the hooks (the collector runs at any allocation, a hook's too: "OrderedDict mutated during iteration").
 """
