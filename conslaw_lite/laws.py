@@ -284,6 +284,8 @@ def registered_form(module: nn.Module) -> nn.Module | None:
 
 NORMS = (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)
 MIN_EPS = 1e-7  # a norm's ε below this (and above 0) is counted at it: float64 cannot tell ε = 10⁻¹² from 0
+RAISED = (f"counted at ε = {MIN_EPS:g}, where float64 tells it from 0 (the laws are the same for every ε > 0, and an ε "
+          "this small breaks the scale symmetry of ε = 0 by less than round-off)")  # fmt: skip
 # (float32's own machine epsilon, 1.2·10⁻⁷, nn.RMSNorm's default in float32 training, is left as it is)
 
 
@@ -318,9 +320,7 @@ def _norm_eps_resolved(module: nn.Module, form: nn.Module) -> nn.Module:
             continue
         say_once(
             module.get_submodule(name),
-            f"`{name or '(the model)'}` ({type(norm).__name__}) has ε = {norm.eps:.3g} > 0: counted at ε = "
-            f"{MIN_EPS:g}, where float64 tells it from 0 (the laws are the same for every ε > 0, and an ε this "
-            "small breaks the scale symmetry of ε = 0 by less than round-off)",
+            f"`{name or '(the model)'}` ({type(norm).__name__}) has ε = {norm.eps:.3g} > 0: {RAISED}",
         )
         norm.eps = MIN_EPS
     return form

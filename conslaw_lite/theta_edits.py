@@ -84,8 +84,8 @@ class EditCheck:
         self.judged = np.ones(len(names), dtype=bool) if judged is None else judged
         self.steps = 0  # steps taken by an optimizer that holds a watched parameter
         self.stepped: list[torch.Tensor] | None = None  # θ after a step, until the next starts
-        self.edited: tuple[int, list[torch.Tensor], list[torch.Tensor]] | None = None  # θ changed after step k: θ
-        # then, and before the next step
+        self.edited: tuple[int, list[torch.Tensor], list[torch.Tensor], list[int]] | None = None  # θ changed after
+        # step k: θ then, θ before the next step, and which tensors changed
         self.since: set[int] = set()  # the optimizers that stepped since
         self.said = False
         self._held = Holders(theta)
@@ -98,8 +98,9 @@ class EditCheck:
         stepped, self.stepped = self.stepped, None
         if any(p.device != s.device or p.shape != s.shape for p, s in zip(self.theta, stepped, strict=True)):
             return  # the model moved to another device: nothing to compare, and a hook must not raise in a step
-        if not all(torch.equal(p.detach(), s) for p, s in zip(self.theta, stepped, strict=True)):
-            self.edited, self.since = (self.steps, stepped, _copy(self.theta)), set()
+        changed = [i for i, (p, s) in enumerate(zip(self.theta, stepped, strict=True)) if not torch.equal(p, s)]
+        if changed:
+            self.edited, self.since = (self.steps, stepped, _copy(self.theta), changed), set()
 
     def after(self, optimizer: torch.optim.Optimizer) -> None:
         """After a step: judge an edit found before it once every optimizer has stepped since (one per layer: the
@@ -120,9 +121,11 @@ class EditCheck:
         if _looked_at(self.steps):
             self.stepped = _copy(self.theta)
 
-    def _judged(self, step: int, stepped: list[torch.Tensor], edited: list[torch.Tensor]) -> str | None:
-        """Why the change from ``stepped`` (θ after ``step``) to ``edited`` breaks the laws (None where no law moved
-        more than :data:`FACTOR` times what the steps after it, to θ now, moved it)."""
+    def _judged(
+        self, step: int, stepped: list[torch.Tensor], edited: list[torch.Tensor], changed: list[int]
+    ) -> str | None:
+        """Why the change from ``stepped`` (θ after ``step``) to ``edited`` (of the tensors ``changed``) breaks the
+        laws (None where no law moved more than :data:`FACTOR` times what the steps after it, to θ now, moved it)."""
         ring = Snapshots(self.plan, self.read, slots=3)
         with torch.inference_mode():
             for point in (stepped, edited, self.theta):
@@ -136,10 +139,10 @@ class EditCheck:
         if not moved:
             return None
         worst = int(np.argmax(ratio))
-        changed = [f"`{n}`" for n, s, e in zip(self.read, stepped, edited, strict=True) if not torch.equal(s, e)]
         next_step = f"{stepping[worst]:.1g}" if stepping[worst] > 0 else "0"
+        written = [f"`{self.read[i]}`" for i in changed]
         return (
-            f"θ changed between two optimizer steps ({listed(changed, 3)} written after step {step}, "
+            f"θ changed between two optimizer steps ({listed(written, 3)} written after step {step}, "
             f"outside the optimizer): the laws {listed(moved, 3)} moved {change[worst]:.1g} there, more than "
             f"{FACTOR} times the next step's {next_step}; an edit of θ between steps (weight decay written by hand, a "
             "clamp or renorm, noise, an average with other weights) breaks the laws, and ε measures how far"

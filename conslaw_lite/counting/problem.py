@@ -22,7 +22,7 @@ from torch.utils._pytree import tree_map_only
 
 from conslaw_lite.counting.module_checks import check_dtypes
 from conslaw_lite.counting.training_field import gradient_hooks
-from conslaw_lite.laws import MIN_EPS, Params, counted_eps, float64_form, say_once
+from conslaw_lite.laws import RAISED, Params, counted_eps, float64_form, say_once
 from conslaw_lite.time_limit import OutOfTime
 from conslaw_lite.wrapped_modules import module_copy, unwrapped
 
@@ -244,12 +244,11 @@ def _tiny_constants_raised(form: nn.Module, model: nn.Module) -> None:
     hand) counted at ``MIN_EPS``, as one added in forward is (:class:`FunctionalEpsRaised`): as is, ε = 0's laws."""
     for path, layer in form.named_modules():
         for name, t in [*layer._buffers.items(), *vars(layer).items()]:
-            if isinstance(t, torch.Tensor) and t.numel() == 1 and t.is_floating_point() and 0 < float(t) < MIN_EPS:
-                say_once(model.get_submodule(path), f"`{path + '.' if path else ''}{name}` holds {float(t):.3g} > 0: "
-                         f"counted at ε = {MIN_EPS:g}, where float64 tells it from 0 (as a norm's ε: the laws are the "
-                         "same for every ε > 0, and one this small breaks the scale symmetry of ε = 0 by less than "
-                         "round-off)")  # fmt: skip
-                setattr(layer, name, torch.full_like(t, MIN_EPS))  # not in place: a registered form may share it
+            if not isinstance(t, torch.Tensor) or t.numel() != 1 or not t.is_floating_point():
+                continue
+            if counted_eps(eps := float(t)) != eps:  # replaced, not written: a registered form may share it
+                say_once(model.get_submodule(path), f"`{path + '.' * bool(path)}{name}` holds {eps:.3g} > 0: {RAISED}")
+                setattr(layer, name, torch.full_like(t, counted_eps(eps)))
 
 
 def _closure_forward(module: nn.Module) -> bool:
