@@ -770,6 +770,30 @@ def test_zeros_that_move_from_theta_to_theta_are_refused() -> None:
         count_laws(flickering, (3,), params={"G": torch.ones(2, 3), "W": torch.ones(2, 3)})
 
 
+class OneByOneMaps(nn.Module):
+    """A 3 × 3 convolution on 1 × 1 maps after a pool, as a ResNet's last stage on small images: of its 54 weights
+    only the 6 centre taps read the input, the other 48 multiply its zero padding at every θ."""
+
+    def __init__(self, pool: nn.Module) -> None:
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(1, 3, 3, padding=1, bias=False), nn.Conv2d(3, 2, 3, padding=1, bias=False)
+        self.pool, self.fc = pool, nn.Linear(2, 2, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.relu(self.c2(self.pool(torch.relu(self.c1(x))))).flatten(1))
+
+
+@pytest.mark.parametrize("pool", [nn.AvgPool2d(2), nn.MaxPool2d(2)], ids=["avg", "max"])
+def test_taps_that_read_only_padding_are_laws_behind_a_max_pool_too(pool: nn.Module) -> None:
+    """48 taps, one law per hidden channel (3 + 2). A max-pool is a kink the counter does not see: shrinking θ after
+    the taps' zero gradients left its units on one piece, and it was no count; the zeros stay at 10⁻³ of the scale,
+    so they are structural and θ at the model's scale are ranked."""
+    torch.manual_seed(0)
+    count = count_laws(OneByOneMaps(pool), (1, 2, 2))
+    assert_clear_gap(count)
+    assert count.num_laws == 48 + 3 + 2
+
+
 def test_an_overflowing_large_input_is_left_out() -> None:
     """Inputs far from the standard scale may overflow an exp; they are dropped, the count stays right."""
     exp_net = lambda p, x: torch.exp(x @ p["B"].T) @ p["A"].T  # noqa: E731  no rescaling law; exp(10³·z) overflows

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch.func import vmap
 
+from conslaw_lite.counting import saturation
 from conslaw_lite.counting.budget import Estimate, TooLarge, check_fits, estimate, estimate_complement, resolve_device
 from conslaw_lite.counting.complement import Buffers, complement_rank
 from conslaw_lite.counting.covering import PROFILES, covering_patterns, log_uniform, theta_apart
@@ -60,9 +61,9 @@ from conslaw_lite.time_limit import time_limit
 NUM_POINTS = 2  # random θ that must agree
 PIECEWISE_SAMPLES = 16  # times more inputs for a ReLU model at a given θ: W(θ) needs inputs in each small region
 # Where the rank reaches D (nothing dropped, so the gap test says nothing), the smallest kept direction must stand
-# this far above the derivatives' own round-off, measured at each θ by how much two
-# ways of computing D²f, D³f differ: about 1e-15 in float64, 1e-8 where the forward casts to float32, whose
-# rounding otherwise fills every law direction (a ReLU net counted N = 0 instead of 3, nothing dropped).
+# this far above the derivatives' own round-off, measured at each θ by how much two ways of computing D²f, D³f
+# differ: about 1e-15 in float64, 1e-8 where the forward casts to float32, whose rounding otherwise fills every law
+# direction (a ReLU net counted N = 0 instead of 3, nothing dropped).
 NOISE_MARGIN = 100.0
 DERIVATIVE_TOL = 1e-6  # relative disagreement of two ways of computing D²f, D³f that flags a wrong derivative
 SATURATION_PROBE = 64  # inputs on which a coordinate with exactly zero gradient makes a θ suspect (_probe_outputs)
@@ -354,12 +355,20 @@ def _ranks_at_points(
                     f"the output's gradient in θ is zero at all {MAX_DRAWS} random θ tried, on every sampled "
                     "input: the model's output does not depend on θ"
                 )
-            if problem.unseen_kinks:  # a unit on one piece, or a dead unit's zeros: no count on them
-                return [], drawn, too_few(problem.unseen_kinks, sum(_usable(d) for d in drawn), MAX_DRAWS)
-            if sum(not d.stratum.constant and not d.linear for d in drawn) < NUM_POINTS:
+            if problem.unseen_kinks:  # a unit on one piece, or zeros: θ at the model's scale again if structural
+                structural = saturation.zeros_at_every_scale(drawn, NUM_POINTS)
+                for index in range(MAX_DRAWS, 2 * MAX_DRAWS if structural is not None else MAX_DRAWS):
+                    standard = sum(_usable(d) for d in drawn) == 1
+                    d = _draw(problem, index, input_shape, inputs, seed, num_samples, None, 1.0, standard)
+                    drawn.append(saturation.lifted(d, structural))
+                    if sum(_usable(d) for d in drawn) == points:
+                        break
+                else:
+                    return [], drawn, too_few(problem.unseen_kinks, sum(_usable(d) for d in drawn), len(drawn))
+            elif sum(not d.stratum.constant and not d.linear for d in drawn) < NUM_POINTS:
                 flat = sum(d.stratum.constant for d in drawn)
                 return [], drawn, too_few_moving(any(d.linear for d in drawn), flat, MAX_DRAWS)
-            if sum(_usable(d) for d in drawn) < NUM_POINTS:
+            elif sum(_usable(d) for d in drawn) < NUM_POINTS:
                 error = frozen_error(problem, drawn, NUM_POINTS)
                 if error is not None:
                     raise error
@@ -393,9 +402,7 @@ def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, d
         return met[:2], drawn, ""
     for index in range(len(drawn), len(drawn) + CONFIRM_DRAWS):
         d = _draw(problem, index, input_shape, inputs, seed, num_samples, None, best[0].factor, best[0].standard)
-        if structural is not None and d.zero is not None and torch.equal(d.zero, structural):
-            d = replace(d, zero=None)  # the zeros of every scale (zeros_everywhere)
-        drawn.append(d)
+        drawn.append(d := saturation.lifted(d, structural))
         if not _usable(d):
             continue
         rank = _rank_or_reason(problem, d, seed, len(results), run)

@@ -3,7 +3,9 @@
 Where a coordinate gets exactly zero gradient on every input (a softmax saturated to one-hot), the counter draws the
 next θ ten times smaller, down to ``MIN_FACTOR``; zeros on the same entries at every θ there are structural (a
 tensor the output does not read: :func:`frozen_error` names the others), and where they are the same at the model's
-own scale too, the first θ is ranked beside the smallest (:func:`zeros_everywhere`).
+own scale too, the first θ is ranked beside the smallest (:func:`zeros_everywhere`). Where the model has a kink the
+counter does not see, whose units a small θ leaves on one piece, the zeros of every θ drawn, the smallest included,
+make the θ at the model's own scale with those zeros alone rankable (:func:`zeros_at_every_scale`).
 
 A smooth unit is linear at θ where torch computes it so: ``F.softplus(z, β, threshold)`` returns z itself where
 ``βz > threshold`` (20 by default), and its derivative there is exactly 1. A unit that a θ keeps past the threshold
@@ -16,6 +18,7 @@ counter draws the next one ten times smaller, as where a softmax saturates, and 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -96,6 +99,38 @@ def zeros_everywhere(drawn: list) -> object | None:
     are structural there too, and the smallest θ may be degenerate (a weight behind ``torch.round``, 0 at 10⁻³)."""
     live = [d for d in drawn if not d.stratum.constant]
     return live[0] if all(d.zero is not None and torch.equal(d.zero, live[0].zero) for d in live) else None
+
+
+def lifted(draw: object, structural: torch.Tensor | None) -> object:
+    """The draw (``count._Draw``), its zeros taken as structural where they are ``structural``: those of every
+    scale (:func:`zeros_everywhere`, :func:`zeros_at_every_scale`), which the rank counts as laws."""
+    same = structural is not None and draw.zero is not None and torch.equal(draw.zero, structural)
+    return replace(draw, zero=None) if same else draw
+
+
+def zeros_at_every_scale(drawn: list, points: int) -> torch.Tensor | None:
+    """The coordinates with zero gradient at every θ drawn, where at least ``points`` of them are at ``MIN_FACTOR``;
+    None if there are none.
+
+    Zeros that shrinking θ a thousandfold does not lift are structural (the taps of a 3 × 3 convolution that read
+    only padding once its maps are 1 × 1, as in a ResNet's last stage on small images), where a saturated softmax's
+    are lifted, and a dead unit's move from θ to θ. A deep model's kinks fall to one piece at that scale (each
+    layer's bias outweighs its input), so its small θ only vouch for the zeros: the θ ranked are drawn at the model's
+    scale again, with these zeros and no other (``count._ranks_at_points``).
+
+    Examples
+    ========
+    >>> from types import SimpleNamespace as D
+    >>> live, zeros = D(constant=False), torch.tensor([[1, 1, 0], [1, 0, 0], [1, 0, 1]], dtype=torch.bool)
+    >>> first, *small = [D(stratum=live, factor=f, zero=z) for f, z in zip((1.0, MIN_FACTOR, MIN_FACTOR), zeros)]
+    >>> zeros_at_every_scale([first, *small], 2).tolist(), zeros_at_every_scale([first, small[0]], 2)
+    ([True, False, False], None)
+    """
+    live = [d for d in drawn if not d.stratum.constant]
+    if sum(d.factor <= MIN_FACTOR for d in live) < points or any(d.zero is None for d in live):
+        return None
+    common = torch.stack([d.zero for d in live]).all(0)
+    return common if bool(common.any()) else None
 
 
 def frozen_error(problem: Problem, drawn: list, points: int) -> ValueError | None:
