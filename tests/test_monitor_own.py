@@ -354,6 +354,20 @@ def test_a_small_cnn_gets_its_channel_laws() -> None:
     assert next(iter(part.laws)).startswith(channels)
 
 
+def test_a_max_pooling_cnn_whose_last_conv_sees_one_pixel_gets_its_laws() -> None:
+    """Two max-pools take 4 × 4 images to 1 × 1 maps, where 8 of the 9 taps of each of the last conv's 16 kernels
+    read only padding: 128 taps that never move, and one law per ReLU channel (3 + 4 + 4), N = 139. Behind the
+    max-pools those zeros were taken for saturation, the count was refused, and the monitor watched nothing."""
+    torch.manual_seed(0)
+    cnn = nn.Sequential(
+        nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4, 3),
+    )  # fmt: skip
+    (part,) = own_laws(cnn, input_shape=(1, 4, 4)).parts
+    n = 16 * 8 + 3 + 4 + 4
+    assert part.outcome == f"{n} quadratic laws found; N = {n}: the list is complete"
+
+
 def test_a_part_too_large_to_search_at_the_start_watches_its_rescaled_units_at_once() -> None:
     """The whole 64-64-64-2 ReLU MLP (D = 8,450) is over SEARCH_MAX_PARAMS: no count, its 128 unit rescalings proposed
     and checked in seconds, the outcome saying they are not counted."""
