@@ -329,7 +329,9 @@ def _ranks_at_points(
     renormalizes to exactly 1, a tensor the output does not read), ranked at the smallest θ and, where they are the
     same at the model's scale, at the first θ too (the higher rank is confirmed); zeros that move from θ to θ are
     an error naming their tensors. So is a θ where a softplus unit is past torch's threshold on every input
-    (:mod:`.saturation`): there still at ``MIN_FACTOR``, no count (:func:`.saturation.too_few_moving`).
+    (:mod:`.saturation`): there still at ``MIN_FACTOR``, no count (:func:`.saturation.too_few_moving`). Behind a
+    kink the counter does not see, the zeros of every θ drawn are structural (:func:`.saturation.zeros_at_every_scale`),
+    and up to ``MAX_DRAWS`` more θ are drawn at the model's scale, ranked where they have those zeros and no other.
     """
     structural, points, kinks, reason = None, 1, Kinks([], [], []), ""
     if at is not None:
