@@ -404,7 +404,8 @@ def _confirm_highest(problem, input_shape, inputs, seed, num_samples, results, d
         return met[:2], drawn, ""
     for index in range(len(drawn), len(drawn) + CONFIRM_DRAWS):
         d = _draw(problem, index, input_shape, inputs, seed, num_samples, None, best[0].factor, best[0].standard)
-        drawn.append(d := saturation.lifted(d, structural))
+        d = saturation.lifted(d, structural)  # the zeros of every scale (zeros_everywhere)
+        drawn.append(d)
         if not _usable(d):
             continue
         rank = _rank_or_reason(problem, d, seed, len(results), run)
